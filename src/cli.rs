@@ -1,0 +1,79 @@
+//! Command-line interface: flag parsing and dispatch to the library. Each
+//! subcommand's logic lives in its own module; this file only wires them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::policy::Policy;
+use crate::signals::Catalogue;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "etcd-readiness-exporter",
+    version,
+    about = "Decides when an etcd member is ready to serve, explains why, and exports it to Prometheus."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Validate policy files (exit 1 with diagnostics if any is invalid).
+    Check {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print the catalogue of signals a policy can use.
+    Signals,
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Check { files }) => check_files(&files, &Catalogue::builtin()),
+        Some(Command::Signals) => {
+            print!("{}", Catalogue::builtin().render_table());
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("no command given; see --help");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `check FILE...`: like `promtool check rules`.
+pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
+    let mut failed = false;
+    for path in files {
+        let shown = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Err(e) => {
+                failed = true;
+                eprintln!("error: cannot read {shown}: {e}");
+            }
+            Ok(src) => match Policy::compile(&shown, &src, catalogue) {
+                Ok(p) => println!("{shown}: OK: {}", p.summary()),
+                Err(d) => {
+                    failed = true;
+                    eprint!("{d}");
+                    let n = d.items.len();
+                    eprintln!(
+                        "{shown}: FAILED: {n} problem{}\n",
+                        if n == 1 { "" } else { "s" }
+                    );
+                }
+            },
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,14 @@
+//! etcd-readiness-exporter: decides when an etcd member is ready to serve,
+//! explains why, and exposes it to the kubelet, Prometheus and Grafana.
+//!
+//! Data flows one way: [`sources`] sample etcd and its neighbours into the
+//! [`signals`] store; the [`policy`] (pure, no IO) turns readings into a
+//! [`verdict`]; the [`engine`] runs that loop and publishes the verdict, which
+//! [`http`] and [`metrics`] serve. See ARCHITECTURE.md.
+
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod policy;
+pub mod signals;
+pub mod verdict;

@@ -1,0 +1,710 @@
+//! The checker: resolves names and types of a parsed policy against the signal
+//! catalogue and compiles it into a [`Program`](super::program). Everything
+//! that could go wrong at evaluation time is rejected here, and all problems
+//! are reported at once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::ast::{BinOp, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
+use super::diag::{Diagnostic, did_you_mean};
+use super::limits;
+use super::program::{CheckDef, LetDef, Node, NodeId, Op, Tri, Val};
+use crate::signals::{Catalogue, SignalId, SignalType};
+use crate::verdict::CheckKind;
+
+/// Functions a policy may call.
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    (
+        "age",
+        "age(signal): duration since the signal's last good sample",
+    ),
+    ("known", "known(expr): true when expr is not unknown"),
+    ("min", "min(a, b): the smaller of two numbers or durations"),
+    ("max", "max(a, b): the larger of two numbers or durations"),
+];
+
+pub struct Compiled {
+    pub nodes: Vec<Node>,
+    pub lets: Vec<LetDef>,
+    pub checks: Vec<CheckDef>,
+}
+
+struct Checker<'a> {
+    src: &'a str,
+    catalogue: &'a Catalogue,
+    nodes: Vec<Node>,
+    lets: Vec<LetDef>,
+    /// Names of lets defined anywhere in the file, to tell "used before its let"
+    /// from "unknown".
+    later_lets: HashMap<String, Span>,
+    diags: Vec<Diagnostic>,
+}
+
+pub fn compile(
+    stmts: &[Stmt],
+    src: &str,
+    catalogue: &Catalogue,
+) -> Result<Compiled, Vec<Diagnostic>> {
+    let mut c = Checker {
+        src,
+        catalogue,
+        nodes: Vec::new(),
+        lets: Vec::new(),
+        later_lets: stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Let {
+                    name, name_span, ..
+                } => Some((name.clone(), *name_span)),
+                _ => None,
+            })
+            .collect(),
+        diags: Vec::new(),
+    };
+    let mut checks: Vec<CheckDef> = Vec::new();
+    let mut check_spans: HashMap<String, Span> = HashMap::new();
+    let has_named = stmts.iter().any(|s| {
+        matches!(
+            s,
+            Stmt::Check {
+                kind: StmtKind::Check | StmtKind::Warn,
+                ..
+            }
+        )
+    });
+    let mut seen_bare = false;
+    let mut reported_extra = false;
+
+    for stmt in stmts {
+        match stmt {
+            Stmt::Let {
+                name,
+                name_span,
+                expr,
+            } => {
+                if c.lets.len() >= limits::MAX_LETS {
+                    c.diags.push(Diagnostic::new(
+                        format!("more than {} `let` lines", limits::MAX_LETS),
+                        *name_span,
+                    ));
+                    continue;
+                }
+                if c.lets.iter().any(|l| &l.name == name) {
+                    c.diags.push(
+                        Diagnostic::new(format!("`{name}` is defined twice"), *name_span)
+                            .label("second definition")
+                            .help("each `let` needs its own name"),
+                    );
+                    continue;
+                }
+                if catalogue.lookup(name).is_some() {
+                    c.diags.push(
+                        Diagnostic::new(
+                            format!("`{name}` is a signal and cannot be redefined"),
+                            *name_span,
+                        )
+                        .help("pick another name for this `let`"),
+                    );
+                    continue;
+                }
+                if let Some(root) = c.expr(expr) {
+                    let ty = c.nodes[root as usize].ty;
+                    c.lets.push(LetDef {
+                        name: name.clone(),
+                        root,
+                        ty,
+                    });
+                } else {
+                    // Keep the name resolvable so its uses do not cascade into
+                    // "unknown name" errors.
+                    c.lets.push(LetDef {
+                        name: name.clone(),
+                        root: u32::MAX,
+                        ty: SignalType::Bool,
+                    });
+                }
+            }
+            Stmt::Check {
+                kind,
+                name,
+                expr,
+                hold,
+                span,
+            } => {
+                let terms: Vec<(&Expr, Option<(String, Span)>)> = if *kind == StmtKind::Bare {
+                    if has_named || seen_bare {
+                        if std::mem::replace(&mut reported_extra, true) {
+                            continue;
+                        }
+                        let starts = expr.span.text(src);
+                        let word = starts
+                            .split(|ch: char| !ch.is_alphanumeric())
+                            .next()
+                            .unwrap_or("");
+                        if matches!(word, "and" | "or" | "not" | "AND" | "OR") {
+                            c.diags.push(
+                                Diagnostic::new(
+                                    format!("`{word}` is not an operator"),
+                                    Span::new(expr.span.start, expr.span.start + word.len()),
+                                )
+                                .help("write `&&` for and, `||` for or, `!` for not"),
+                            );
+                            continue;
+                        }
+                        c.diags.push(
+                            Diagnostic::new("unexpected expression", Span::new(span.start, span.start))
+                                .label("a second expression starts here")
+                                .help(if has_named {
+                                    "a policy is either one bare expression or a list of `check`/`warn` lines; write `check NAME: EXPR`"
+                                } else {
+                                    "join the terms with `&&` (or `||`), or name each one with `check NAME: EXPR`"
+                                }),
+                        );
+                        continue;
+                    }
+                    seen_bare = true;
+                    let mut terms = Vec::new();
+                    flatten_and(expr, &mut terms);
+                    terms.into_iter().map(|t| (t, None)).collect()
+                } else {
+                    vec![(expr, name.clone())]
+                };
+                for (term, name) in terms {
+                    if checks.len() >= limits::MAX_CHECKS {
+                        c.diags.push(Diagnostic::new(
+                            format!("more than {} checks", limits::MAX_CHECKS),
+                            term.span,
+                        ));
+                        break;
+                    }
+                    let (name, name_span) = match name {
+                        Some(n) => n,
+                        None => {
+                            let base = c.first_signal(term).unwrap_or_else(|| "term".to_string());
+                            (unique_name(&base, &check_spans), term.span)
+                        }
+                    };
+                    if let Some(prev) = check_spans.get(&name) {
+                        let (line, _) = super::diag::line_col(src, prev.start);
+                        c.diags.push(
+                            Diagnostic::new(format!("check `{name}` is defined twice"), name_span)
+                                .label("second definition")
+                                .help(format!(
+                                    "the first is on line {line}; check names must be unique"
+                                )),
+                        );
+                        continue;
+                    }
+                    check_spans.insert(name.clone(), name_span);
+                    let Some(root) = c.expr(term) else { continue };
+                    let ty = c.nodes[root as usize].ty;
+                    if ty != SignalType::Bool {
+                        c.diags.push(
+                            Diagnostic::new(
+                                format!("check `{name}` must be a condition, but this expression is a {ty}"),
+                                term.span,
+                            )
+                            .label(format!("this is a {ty}"))
+                            .help("compare it with something, e.g. `qget_ms < 1000`"),
+                        );
+                        continue;
+                    }
+                    let hold_down = match hold {
+                        Some((secs, hspan)) if !(secs.is_finite() && *secs > 0.0) => {
+                            c.diags.push(Diagnostic::new(
+                                "hold-down must be longer than zero",
+                                *hspan,
+                            ));
+                            None
+                        }
+                        Some((secs, _)) => Some(Duration::from_secs_f64(*secs)),
+                        None => None,
+                    };
+                    let mut signals = Vec::new();
+                    c.collect_signals(root, &mut signals);
+                    checks.push(CheckDef {
+                        name,
+                        kind: if *kind == StmtKind::Warn {
+                            CheckKind::Warn
+                        } else {
+                            CheckKind::Check
+                        },
+                        root,
+                        expr_text: collapse_ws(term.span.text(src)),
+                        hold: hold_down,
+                        signals,
+                    });
+                }
+            }
+        }
+    }
+    if stmts.iter().all(|s| matches!(s, Stmt::Let { .. })) {
+        c.diags.push(
+            Diagnostic::new("the policy has no checks", Span::new(src.len(), src.len())).help(
+                "add an expression such as `leader && qget_ms < 1000`, or `check NAME: EXPR` lines",
+            ),
+        );
+    }
+    if c.nodes.len() > limits::MAX_NODES {
+        c.diags.push(Diagnostic::new(
+            format!("policy compiles to more than {} nodes", limits::MAX_NODES),
+            Span::new(0, 0),
+        ));
+    }
+    if c.diags.is_empty() {
+        Ok(Compiled {
+            nodes: c.nodes,
+            lets: c.lets,
+            checks,
+        })
+    } else {
+        c.diags.sort_by_key(|d| d.span.start);
+        Err(c.diags)
+    }
+}
+
+fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match &e.kind {
+        ExprKind::Binary(BinOp::And, l, r) => {
+            flatten_and(l, out);
+            flatten_and(r, out);
+        }
+        _ => out.push(e),
+    }
+}
+
+fn unique_name(base: &str, taken: &HashMap<String, Span>) -> String {
+    if !taken.contains_key(base) {
+        return base.to_string();
+    }
+    (2..)
+        .map(|n| format!("{base}_{n}"))
+        .find(|n| !taken.contains_key(n))
+        .expect("an unused suffix exists")
+}
+
+pub fn collapse_ws(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, w) in s.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+fn describe_ty(ty: SignalType) -> &'static str {
+    match ty {
+        SignalType::Bool => "a bool",
+        SignalType::Number => "a number",
+        SignalType::Duration => "a duration",
+    }
+}
+
+impl Checker<'_> {
+    fn push(&mut self, op: Op, ty: SignalType, span: Span) -> NodeId {
+        self.nodes.push(Node { op, ty, span });
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    fn ty(&self, id: NodeId) -> SignalType {
+        self.nodes[id as usize].ty
+    }
+
+    fn text(&self, span: Span) -> String {
+        collapse_ws(span.text(self.src))
+    }
+
+    fn first_signal(&self, e: &Expr) -> Option<String> {
+        match &e.kind {
+            ExprKind::Ident(n) => Some(n.clone()),
+            ExprKind::Call { args, .. } => args.iter().find_map(|a| self.first_signal(a)),
+            ExprKind::Unary(_, x) => self.first_signal(x),
+            ExprKind::Binary(_, l, r) => self.first_signal(l).or_else(|| self.first_signal(r)),
+            _ => None,
+        }
+    }
+
+    fn collect_signals(&self, id: NodeId, out: &mut Vec<SignalId>) {
+        let Some(node) = self.nodes.get(id as usize) else {
+            return;
+        };
+        match node.op {
+            Op::Signal(s) | Op::Age(s) => {
+                if !out.contains(&s) {
+                    out.push(s)
+                }
+            }
+            Op::Let(i) => {
+                let root = self.lets[i as usize].root;
+                self.collect_signals(root, out)
+            }
+            Op::Known(a) | Op::Not(a) | Op::Neg(a) => self.collect_signals(a, out),
+            Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => {
+                self.collect_signals(a, out);
+                self.collect_signals(b, out);
+            }
+            Op::Const(_) => {}
+        }
+    }
+
+    /// Compile an expression; `None` after reporting a problem in it.
+    fn expr(&mut self, e: &Expr) -> Option<NodeId> {
+        match &e.kind {
+            ExprKind::Bool(b) => Some(self.push(
+                Op::Const(Val::B(Tri::from_bool(*b))),
+                SignalType::Bool,
+                e.span,
+            )),
+            ExprKind::Num(n) => {
+                Some(self.push(Op::Const(Val::N(Some(*n))), SignalType::Number, e.span))
+            }
+            ExprKind::Duration(d) => {
+                Some(self.push(Op::Const(Val::N(Some(*d))), SignalType::Duration, e.span))
+            }
+            ExprKind::Ident(name) => self.ident(name, e.span),
+            ExprKind::Call {
+                name,
+                name_span,
+                args,
+            } => self.call(name, *name_span, args, e.span),
+            ExprKind::Unary(op, x) => {
+                let a = self.expr(x)?;
+                let ty = self.ty(a);
+                match op {
+                    UnaryOp::Not if ty == SignalType::Bool => {
+                        Some(self.push(Op::Not(a), ty, e.span))
+                    }
+                    UnaryOp::Not => {
+                        self.diags.push(
+                            Diagnostic::new(
+                                format!(
+                                    "`!` needs a bool, but `{}` is {}",
+                                    self.text(x.span),
+                                    describe_ty(ty)
+                                ),
+                                x.span,
+                            )
+                            .help("compare it first, e.g. `!(qget_ms < 1000)`"),
+                        );
+                        None
+                    }
+                    UnaryOp::Neg if ty != SignalType::Bool => {
+                        Some(self.push(Op::Neg(a), ty, e.span))
+                    }
+                    UnaryOp::Neg => {
+                        self.diags.push(Diagnostic::new(
+                            format!(
+                                "`-` needs a number or a duration, but `{}` is a bool",
+                                self.text(x.span)
+                            ),
+                            x.span,
+                        ));
+                        None
+                    }
+                }
+            }
+            ExprKind::Binary(op, l, r) => {
+                let a = self.expr(l);
+                let b = self.expr(r);
+                let (a, b) = (a?, b?);
+                let (ta, tb) = (self.ty(a), self.ty(b));
+                self.binary_type(*op, l, ta, r, tb, e.span)
+                    .map(|ty| self.push(Op::Bin(*op, a, b), ty, e.span))
+            }
+        }
+    }
+
+    fn ident(&mut self, name: &str, span: Span) -> Option<NodeId> {
+        if let Some(i) = self.lets.iter().position(|l| l.name == name) {
+            let l = &self.lets[i];
+            if l.root == u32::MAX {
+                return None; // its definition was already reported
+            }
+            let ty = l.ty;
+            return Some(self.push(Op::Let(i as u16), ty, span));
+        }
+        if let Some(id) = self.catalogue.lookup(name) {
+            let def = self.catalogue.get(id);
+            if !self.catalogue.is_enabled(id) {
+                let source = def.source.label();
+                let flag = def.source.enabled_by();
+                self.diags.push(
+                    Diagnostic::new(
+                        format!("signal `{name}` comes from the {source} source, which is not configured"),
+                        span,
+                    )
+                    .help(format!("set {flag} to enable it, or remove this term")),
+                );
+                return None;
+            }
+            let ty = def.ty;
+            return Some(self.push(Op::Signal(id), ty, span));
+        }
+        if let Some(def_span) = self.later_lets.get(name).copied() {
+            let (line, _) = super::diag::line_col(self.src, def_span.start);
+            self.diags.push(
+                Diagnostic::new(format!("`{name}` is used before its `let`"), span).help(format!(
+                    "move `let {name} = ...` (line {line}) above this line"
+                )),
+            );
+            return None;
+        }
+        let lets: Vec<&str> = self.lets.iter().map(|l| l.name.as_str()).collect();
+        let suggestion = did_you_mean(name, self.catalogue.names().chain(lets.iter().copied()));
+        let mut d = Diagnostic::new(format!("unknown signal `{name}`"), span)
+            .label("not a signal or a `let`");
+        d = match suggestion {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("`etcd-readiness-exporter signals` lists every signal"),
+        };
+        self.diags.push(d);
+        None
+    }
+
+    fn call(&mut self, name: &str, name_span: Span, args: &[Expr], span: Span) -> Option<NodeId> {
+        let arity = |c: &mut Checker<'_>, n: usize| -> bool {
+            if args.len() != n {
+                c.diags.push(Diagnostic::new(
+                    format!(
+                        "`{name}` takes {n} argument{}, but {} were given",
+                        if n == 1 { "" } else { "s" },
+                        args.len()
+                    ),
+                    span,
+                ));
+                false
+            } else {
+                true
+            }
+        };
+        match name {
+            "age" => {
+                if !arity(self, 1) {
+                    return None;
+                }
+                let signal = match &args[0].kind {
+                    ExprKind::Ident(n) if self.catalogue.lookup(n).is_some() => Some(n.clone()),
+                    _ => None,
+                };
+                let Some(signal) = signal else {
+                    self.diags.push(
+                        Diagnostic::new("`age` takes a signal name", args[0].span)
+                            .help("e.g. `age(snapshot_revision) < 10m`"),
+                    );
+                    return None;
+                };
+                // Resolve through `ident` for the not-configured check.
+                let node = self.ident(&signal, args[0].span)?;
+                let Op::Signal(id) = self.nodes[node as usize].op else {
+                    return None;
+                };
+                Some(self.push(Op::Age(id), SignalType::Duration, span))
+            }
+            "known" => {
+                if !arity(self, 1) {
+                    return None;
+                }
+                let a = self.expr(&args[0])?;
+                Some(self.push(Op::Known(a), SignalType::Bool, span))
+            }
+            "min" | "max" => {
+                if !arity(self, 2) {
+                    return None;
+                }
+                let a = self.expr(&args[0]);
+                let b = self.expr(&args[1]);
+                let (a, b) = (a?, b?);
+                let (ta, tb) = (self.ty(a), self.ty(b));
+                if ta != tb || ta == SignalType::Bool {
+                    self.diags.push(Diagnostic::new(
+                        format!(
+                            "`{name}` needs two numbers or two durations, but got {} and {}",
+                            describe_ty(ta),
+                            describe_ty(tb)
+                        ),
+                        span,
+                    ));
+                    return None;
+                }
+                let op = if name == "min" {
+                    Op::Min(a, b)
+                } else {
+                    Op::Max(a, b)
+                };
+                Some(self.push(op, ta, span))
+            }
+            _ => {
+                let names = FUNCTIONS.iter().map(|(n, _)| *n);
+                let mut d = Diagnostic::new(format!("unknown function `{name}`"), name_span);
+                d = match did_you_mean(name, names) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help("the functions are age, known, min and max"),
+                };
+                self.diags.push(d);
+                None
+            }
+        }
+    }
+
+    fn binary_type(
+        &mut self,
+        op: BinOp,
+        l: &Expr,
+        ta: SignalType,
+        r: &Expr,
+        tb: SignalType,
+        span: Span,
+    ) -> Option<SignalType> {
+        use SignalType::*;
+        let sym = op.symbol();
+        match op {
+            BinOp::And | BinOp::Or => {
+                for (e, t) in [(l, ta), (r, tb)] {
+                    if t != Bool {
+                        self.diags.push(
+                            Diagnostic::new(
+                                format!(
+                                    "`{sym}` needs bool operands, but `{}` is {}",
+                                    self.text(e.span),
+                                    describe_ty(t)
+                                ),
+                                e.span,
+                            )
+                            .label(format!("this is {}", describe_ty(t)))
+                            .help(format!("compare it, e.g. `{} > 0`", self.text(e.span))),
+                        );
+                    }
+                }
+                (ta == Bool && tb == Bool).then_some(Bool)
+            }
+            BinOp::Coalesce => {
+                if ta != tb {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    return None;
+                }
+                Some(ta)
+            }
+            BinOp::Eq | BinOp::Ne => {
+                if ta != tb {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    return None;
+                }
+                Some(Bool)
+            }
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                for (e, t) in [(l, ta), (r, tb)] {
+                    if t == Bool {
+                        self.diags.push(
+                            Diagnostic::new(
+                                format!(
+                                    "`{sym}` compares numbers or durations, but `{}` is a bool",
+                                    self.text(e.span)
+                                ),
+                                e.span,
+                            )
+                            .label("this is a bool")
+                            .help(format!(
+                                "use a bool directly (`{0}` or `!{0}`), or compare with `==`",
+                                self.text(e.span)
+                            )),
+                        );
+                        return None;
+                    }
+                }
+                if ta != tb {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    return None;
+                }
+                Some(Bool)
+            }
+            BinOp::Add | BinOp::Sub => {
+                if ta == Bool || tb == Bool || ta != tb {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    return None;
+                }
+                Some(ta)
+            }
+            BinOp::Mul => match (ta, tb) {
+                (Number, Number) => Some(Number),
+                (Duration, Number) | (Number, Duration) => Some(Duration),
+                _ => {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    None
+                }
+            },
+            BinOp::Div => match (ta, tb) {
+                (Number, Number) | (Duration, Duration) => Some(Number),
+                (Duration, Number) => Some(Duration),
+                _ => {
+                    self.mismatch(sym, l, ta, r, tb, span);
+                    None
+                }
+            },
+        }
+    }
+
+    fn mismatch(
+        &mut self,
+        sym: &str,
+        l: &Expr,
+        ta: SignalType,
+        r: &Expr,
+        tb: SignalType,
+        span: Span,
+    ) {
+        let (lt, rt) = (self.text(l.span), self.text(r.span));
+        let mut d = Diagnostic::new(
+            format!(
+                "mismatched types: `{lt}` is {} but `{rt}` is {}",
+                describe_ty(ta),
+                describe_ty(tb)
+            ),
+            span,
+        )
+        .label(format!(
+            "`{sym}` cannot combine {} and {}",
+            describe_ty(ta),
+            describe_ty(tb)
+        ));
+        // The common mistakes: a duration literal against a number signal in
+        // ms, or a plain number against a duration.
+        let hint = match (&l.kind, ta, &r.kind, tb) {
+            (_, SignalType::Number, ExprKind::Duration(secs), _)
+            | (ExprKind::Duration(secs), _, _, SignalType::Number) => {
+                let other = if ta == SignalType::Number { &lt } else { &rt };
+                if other.ends_with("_ms") {
+                    Some(format!(
+                        "`{other}` is a number of milliseconds: write `{}`",
+                        fmt_plain(secs * 1000.0)
+                    ))
+                } else {
+                    Some(format!(
+                        "`{other}` is a plain number: write a number, not a duration"
+                    ))
+                }
+            }
+            (_, SignalType::Duration, ExprKind::Num(n), _)
+            | (ExprKind::Num(n), _, _, SignalType::Duration) => Some(format!(
+                "durations are written with a unit: `{}s`, `{}ms`",
+                fmt_plain(*n),
+                fmt_plain(*n)
+            )),
+            _ => None,
+        };
+        if let Some(h) = hint {
+            d = d.help(h);
+        }
+        self.diags.push(d);
+    }
+}
+
+fn fmt_plain(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}

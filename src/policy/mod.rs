@@ -1,0 +1,132 @@
+//! The policy language: parse → check → evaluate + explain. Pure: no IO, no
+//! clocks (time is passed in), no tokio or axum. See docs/policy-language.md.
+//!
+//! [`Policy::compile`] turns text into a checked, immutable [`Policy`] or a
+//! set of [`Diagnostics`]; an [`Evaluator`] holds the per-check state
+//! (since-when, hold-down timers) and evaluates a policy against signal
+//! [`Reading`](crate::signals::Reading)s.
+
+pub mod ast;
+pub mod check;
+pub mod diag;
+pub mod eval;
+pub mod limits;
+pub mod parse;
+pub mod program;
+pub mod state;
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+pub use diag::{Diagnostic, Diagnostics};
+pub use program::{CheckDef, LetDef, Tri};
+pub use state::Evaluator;
+
+use crate::signals::{Catalogue, SignalId};
+use crate::verdict::CheckKind;
+use program::Node;
+
+/// A parsed and checked policy. Immutable; shared with `Arc`.
+#[derive(Debug)]
+pub struct Policy {
+    path: String,
+    source: String,
+    sha256: String,
+    nodes: Vec<Node>,
+    lets: Vec<LetDef>,
+    checks: Vec<CheckDef>,
+    /// Names of every catalogue signal, by id, for explanations.
+    signal_names: Arc<[String]>,
+    signal_units: Arc<[&'static str]>,
+}
+
+impl Policy {
+    /// Parse and check `source` (read from `path`, which is only used in
+    /// messages) against the signals in `catalogue`.
+    pub fn compile(path: &str, source: &str, catalogue: &Catalogue) -> Result<Policy, Diagnostics> {
+        let stmts = parse::parse(source).map_err(|d| Diagnostics::new(path, source, d))?;
+        let compiled = check::compile(&stmts, source, catalogue)
+            .map_err(|d| Diagnostics::new(path, source, d))?;
+        Ok(Policy {
+            path: path.to_string(),
+            source: source.to_string(),
+            sha256: hex::encode(Sha256::digest(source.as_bytes())),
+            nodes: compiled.nodes,
+            lets: compiled.lets,
+            checks: compiled.checks,
+            signal_names: catalogue.iter().map(|(_, d)| d.name.clone()).collect(),
+            signal_units: catalogue.iter().map(|(_, d)| d.unit).collect(),
+        })
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Hex SHA-256 of the source text.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    pub fn checks(&self) -> &[CheckDef] {
+        &self.checks
+    }
+
+    pub fn lets(&self) -> &[LetDef] {
+        &self.lets
+    }
+
+    pub fn check(&self, name: &str) -> Option<&CheckDef> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+
+    /// Every signal any check reads, in order of first mention.
+    pub fn signals_used(&self) -> Vec<SignalId> {
+        let mut out = Vec::new();
+        for c in &self.checks {
+            for s in &c.signals {
+                if !out.contains(s) {
+                    out.push(*s);
+                }
+            }
+        }
+        out
+    }
+
+    pub fn signal_name(&self, id: SignalId) -> &str {
+        self.signal_names
+            .get(id.index())
+            .map_or("?", |s| s.as_str())
+    }
+
+    /// One line for `check`: counts of checks and the signals used.
+    pub fn summary(&self) -> String {
+        let warns = self
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Warn)
+            .count();
+        let held = self.checks.iter().filter(|c| c.hold.is_some()).count();
+        let signals: Vec<&str> = self
+            .signals_used()
+            .into_iter()
+            .map(|s| self.signal_name(s))
+            .collect();
+        let mut parts = vec![format!("{} checks", self.checks.len() - warns)];
+        if warns > 0 {
+            parts.push(format!("{warns} warnings"));
+        }
+        if held > 0 {
+            parts.push(format!("{held} with hold-down"));
+        }
+        if !self.lets.is_empty() {
+            parts.push(format!("{} lets", self.lets.len()));
+        }
+        format!("{}; signals: {}", parts.join(", "), signals.join(", "))
+    }
+}

@@ -1,0 +1,227 @@
+//! The evaluator: a policy plus the state of each of its checks — its current
+//! outcome, since when, and the hold-down (`for`) timer. State is keyed by a
+//! check's name and expression text, so replacing the policy with one that
+//! leaves a check unchanged keeps that check's state and timer.
+//!
+//! [`Evaluator::evaluate`] allocates nothing once the evaluator exists;
+//! [`Evaluator::report`] renders explanations and does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::Policy;
+use super::program::{Tri, Val};
+use crate::signals::Reading;
+use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
+
+#[derive(Clone, Debug)]
+struct CheckRuntime {
+    name: String,
+    expr_text: String,
+    state: CheckState,
+    since: Instant,
+    /// The expression's own value at the last evaluation.
+    raw: Tri,
+    /// The expression is not true, but the hold-down keeps the check passing.
+    held: bool,
+    /// When the expression stopped being true (None while it is true).
+    not_true_since: Option<Instant>,
+    /// Whether the expression has ever been true; hold-down only protects a
+    /// check that has passed, so a member never starts ready on a grace period.
+    ever_true: bool,
+}
+
+impl CheckRuntime {
+    fn new(name: &str, expr_text: &str, now: Instant) -> Self {
+        CheckRuntime {
+            name: name.to_string(),
+            expr_text: expr_text.to_string(),
+            state: CheckState::Unknown,
+            since: now,
+            raw: Tri::Unknown,
+            held: false,
+            not_true_since: Some(now),
+            ever_true: false,
+        }
+    }
+
+    fn update(&mut self, raw: Tri, hold: Option<Duration>, now: Instant) {
+        self.raw = raw;
+        let next = if raw == Tri::True {
+            self.ever_true = true;
+            self.not_true_since = None;
+            self.held = false;
+            CheckState::Pass
+        } else {
+            let since = *self.not_true_since.get_or_insert(now);
+            let within_hold = hold.is_some_and(|h| now.saturating_duration_since(since) < h);
+            self.held = self.ever_true && within_hold && self.state == CheckState::Pass;
+            if self.held {
+                CheckState::Pass
+            } else if raw == Tri::False {
+                CheckState::Fail
+            } else {
+                CheckState::Unknown
+            }
+        };
+        if next != self.state {
+            self.state = next;
+            self.since = now;
+        }
+    }
+}
+
+/// Evaluates one policy over time.
+#[derive(Debug)]
+pub struct Evaluator {
+    policy: Arc<Policy>,
+    lets: Vec<Val>,
+    checks: Vec<CheckRuntime>,
+    evaluated: bool,
+}
+
+impl Evaluator {
+    pub fn new(policy: Arc<Policy>, now: Instant) -> Self {
+        let checks = policy
+            .checks()
+            .iter()
+            .map(|c| CheckRuntime::new(&c.name, &c.expr_text, now))
+            .collect();
+        let lets = vec![Val::N(None); policy.lets().len()];
+        Evaluator {
+            policy,
+            lets,
+            checks,
+            evaluated: false,
+        }
+    }
+
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// Switch to a new policy. Checks whose name and expression text are
+    /// unchanged keep their state, since-when and hold-down timer; others start
+    /// fresh. Returns how many checks kept their state.
+    pub fn replace_policy(&mut self, policy: Arc<Policy>, now: Instant) -> usize {
+        let mut kept = 0;
+        let mut old = std::mem::take(&mut self.checks);
+        self.checks = policy
+            .checks()
+            .iter()
+            .map(|c| {
+                match old
+                    .iter()
+                    .position(|o| o.name == c.name && o.expr_text == c.expr_text)
+                {
+                    Some(i) => {
+                        kept += 1;
+                        old.swap_remove(i)
+                    }
+                    None => CheckRuntime::new(&c.name, &c.expr_text, now),
+                }
+            })
+            .collect();
+        self.lets = vec![Val::N(None); policy.lets().len()];
+        self.policy = policy;
+        kept
+    }
+
+    /// Evaluate every check against `readings` (indexed by signal id) at `now`.
+    pub fn evaluate(&mut self, readings: &[Reading], now: Instant) {
+        let policy = &*self.policy;
+        for i in 0..self.lets.len() {
+            let root = policy.lets()[i].root;
+            self.lets[i] = policy.eval(root, readings, &self.lets[..i]);
+        }
+        for (def, rt) in policy.checks().iter().zip(self.checks.iter_mut()) {
+            let raw = policy.eval(def.root, readings, &self.lets).tri();
+            rt.update(raw, def.hold, now);
+        }
+        self.evaluated = true;
+    }
+
+    /// Whether every non-warn check passes. False before the first evaluation.
+    pub fn ready(&self) -> bool {
+        self.evaluated
+            && self
+                .policy
+                .checks()
+                .iter()
+                .zip(&self.checks)
+                .all(|(d, r)| d.kind == CheckKind::Warn || r.state == CheckState::Pass)
+    }
+
+    /// (name, kind, state) of every check, in policy order.
+    pub fn states(&self) -> impl Iterator<Item = (&str, CheckKind, CheckState)> {
+        self.policy
+            .checks()
+            .iter()
+            .zip(&self.checks)
+            .map(|(d, r)| (d.name.as_str(), d.kind, r.state))
+    }
+
+    /// Full reports with explanations, for the verdict. `now_wall` is the wall
+    /// clock at `now`, used to turn since-when into a timestamp.
+    pub fn report(
+        &self,
+        readings: &[Reading],
+        now: Instant,
+        now_wall: SystemTime,
+    ) -> Vec<CheckReport> {
+        let policy = &*self.policy;
+        policy
+            .checks()
+            .iter()
+            .zip(&self.checks)
+            .map(|(def, rt)| {
+                let in_state_for = now.saturating_duration_since(rt.since);
+                let explanation = if rt.raw == Tri::True {
+                    String::new()
+                } else {
+                    let why = policy.explain(def.root, readings, &self.lets);
+                    if rt.held {
+                        let left = def.hold.unwrap_or_default().saturating_sub(
+                            rt.not_true_since
+                                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
+                        );
+                        format!(
+                            "{why} (held passing by `for {}`, {} left)",
+                            super::eval::fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
+                            super::eval::fmt_duration(left.as_secs_f64())
+                        )
+                    } else {
+                        why
+                    }
+                };
+                CheckReport {
+                    name: def.name.clone(),
+                    kind: def.kind,
+                    state: rt.state,
+                    in_state_for,
+                    since: now_wall.checked_sub(in_state_for).unwrap_or(now_wall),
+                    held: rt.held,
+                    expr: def.expr_text.clone(),
+                    explanation,
+                    signals: def
+                        .signals
+                        .iter()
+                        .map(|s| {
+                            let r = readings.get(s.index()).unwrap_or(&Reading::NEVER);
+                            UsedSignal {
+                                name: policy.signal_name(*s).to_string(),
+                                value: r.value.map(|v| match v {
+                                    crate::signals::Value::Bool(b) => serde_json::Value::Bool(b),
+                                    crate::signals::Value::Num(n) => serde_json::Number::from_f64(
+                                        n,
+                                    )
+                                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+                                }),
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}

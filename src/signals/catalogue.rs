@@ -1,0 +1,435 @@
+//! The catalogue of signals: every value a policy may name, with its type,
+//! the source that produces it, its unit and its meaning. This is the one place
+//! where signals are defined; the checker, `signals` command, metrics and docs
+//! all read it from here.
+
+use std::fmt;
+
+/// The type of a signal (and of a policy expression).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SignalType {
+    /// true / false.
+    Bool,
+    /// A plain number (f64); the unit is part of the signal's name (`_ms`, `_bytes`).
+    Number,
+    /// A length of time, written `250ms`, `1s`, `2m`, `1h` in policies; stored in seconds.
+    Duration,
+}
+
+impl fmt::Display for SignalType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SignalType::Bool => "bool",
+            SignalType::Number => "number",
+            SignalType::Duration => "duration",
+        })
+    }
+}
+
+/// Which part of the exporter samples a signal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// This etcd member, over gRPC (`--etcd.endpoint`).
+    Etcd,
+    /// The etcd-backup-restore sidecar (`--backup.url`).
+    Backup,
+    /// The DNS owner check (`--owner.name`, `--owner.id`).
+    Owner,
+    /// A generic Prometheus scrape source from `--config`, by its name.
+    Scrape(String),
+}
+
+impl Source {
+    /// The label value used in metrics and JSON (`etcd`, `backup`, `owner`, `scrape:<name>`).
+    pub fn label(&self) -> String {
+        match self {
+            Source::Etcd => "etcd".to_string(),
+            Source::Backup => "backup".to_string(),
+            Source::Owner => "owner".to_string(),
+            Source::Scrape(name) => format!("scrape:{name}"),
+        }
+    }
+
+    /// What an operator sets to turn this source on, for "not configured" diagnostics.
+    pub fn enabled_by(&self) -> String {
+        match self {
+            Source::Etcd => "--etcd.endpoint".to_string(),
+            Source::Backup => "--backup.url".to_string(),
+            Source::Owner => "--owner.name and --owner.id".to_string(),
+            Source::Scrape(name) => format!("the scrape source `{name}` in --config"),
+        }
+    }
+}
+
+/// Index of a signal in the catalogue (and in every per-signal array).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SignalId(pub u16);
+
+impl SignalId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One signal's definition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SignalDef {
+    pub name: String,
+    pub ty: SignalType,
+    pub source: Source,
+    /// Unit shown to users (`ms`, `bytes`, `s`, ``).
+    pub unit: &'static str,
+    pub help: String,
+}
+
+/// The full set of signals known to one exporter configuration, and which of
+/// their sources are configured.
+#[derive(Clone, Debug)]
+pub struct Catalogue {
+    defs: Vec<SignalDef>,
+    enabled: Vec<bool>,
+}
+
+/// Built-in signals: (name, type, source, unit, help).
+const BUILTIN: &[(&str, SignalType, BuiltinSource, &str, &str)] = {
+    use BuiltinSource::*;
+    use SignalType::*;
+    &[
+        (
+            "etcd_up",
+            Bool,
+            Etcd,
+            "",
+            "The member answered Maintenance.Status in the last round.",
+        ),
+        (
+            "leader",
+            Bool,
+            Etcd,
+            "",
+            "The member knows a leader (Status.leader != 0).",
+        ),
+        (
+            "is_leader",
+            Bool,
+            Etcd,
+            "",
+            "This member is the leader (Status.leader == member id).",
+        ),
+        (
+            "learner",
+            Bool,
+            Etcd,
+            "",
+            "This member is a raft learner (it rejects linearizable reads).",
+        ),
+        (
+            "qget_ms",
+            Number,
+            Etcd,
+            "ms",
+            "Latency of a linearizable (quorum) single-key read, in milliseconds; unknown when it fails or times out.",
+        ),
+        (
+            "sget_ms",
+            Number,
+            Etcd,
+            "ms",
+            "Latency of a serializable (local) single-key read, in milliseconds.",
+        ),
+        (
+            "revision",
+            Number,
+            Etcd,
+            "",
+            "The store revision reported by this member.",
+        ),
+        (
+            "raft_term",
+            Number,
+            Etcd,
+            "",
+            "The raft term seen by this member.",
+        ),
+        (
+            "raft_index",
+            Number,
+            Etcd,
+            "",
+            "The raft index of this member.",
+        ),
+        (
+            "applied_index",
+            Number,
+            Etcd,
+            "",
+            "The raft applied index of this member.",
+        ),
+        (
+            "apply_lag",
+            Number,
+            Etcd,
+            "",
+            "raft_index - applied_index: entries committed but not yet applied.",
+        ),
+        (
+            "db_size_bytes",
+            Number,
+            Etcd,
+            "bytes",
+            "Size of the backend database file.",
+        ),
+        (
+            "db_in_use_bytes",
+            Number,
+            Etcd,
+            "bytes",
+            "Bytes of the backend database in use (the rest is free pages).",
+        ),
+        (
+            "alarm_nospace",
+            Bool,
+            Etcd,
+            "",
+            "A NOSPACE alarm is raised in the cluster (writes are refused).",
+        ),
+        (
+            "alarm_corrupt",
+            Bool,
+            Etcd,
+            "",
+            "A CORRUPT alarm is raised in the cluster.",
+        ),
+        (
+            "leader_changes",
+            Number,
+            Etcd,
+            "",
+            "Leader changes seen by this exporter since it started.",
+        ),
+        (
+            "backup_up",
+            Bool,
+            Backup,
+            "",
+            "The backup sidecar's /metrics (or /snapshot/latest) answered in the last round.",
+        ),
+        (
+            "backup_healthy",
+            Bool,
+            Backup,
+            "",
+            "The backup sidecar's /healthz answered 200.",
+        ),
+        (
+            "snapshot_revision",
+            Number,
+            Backup,
+            "",
+            "Last revision in the newest snapshot (full or incremental).",
+        ),
+        (
+            "full_snapshot_revision",
+            Number,
+            Backup,
+            "",
+            "Last revision in the newest full snapshot.",
+        ),
+        (
+            "snapshot_age",
+            Duration,
+            Backup,
+            "s",
+            "Time since the newest snapshot (full or incremental) was taken.",
+        ),
+        (
+            "full_snapshot_age",
+            Duration,
+            Backup,
+            "s",
+            "Time since the newest full snapshot was taken.",
+        ),
+        (
+            "rev_lag",
+            Number,
+            Backup,
+            "",
+            "revision - snapshot_revision: revisions not yet in any backup; unknown when either side is unknown.",
+        ),
+        (
+            "owner_ok",
+            Bool,
+            Owner,
+            "",
+            "The DNS owner check: the first TXT string of --owner.name equals --owner.id; unknown on lookup errors.",
+        ),
+        (
+            "owner_lookup_ms",
+            Number,
+            Owner,
+            "ms",
+            "Latency of the last owner TXT lookup, in milliseconds.",
+        ),
+    ]
+};
+
+#[derive(Clone, Copy)]
+enum BuiltinSource {
+    Etcd,
+    Backup,
+    Owner,
+}
+
+impl Catalogue {
+    /// Every built-in signal, with every source enabled. This is what `check`
+    /// and `signals` use when no configuration is given.
+    pub fn builtin() -> Self {
+        let defs: Vec<SignalDef> = BUILTIN
+            .iter()
+            .map(|(name, ty, src, unit, help)| SignalDef {
+                name: (*name).to_string(),
+                ty: *ty,
+                source: match src {
+                    BuiltinSource::Etcd => Source::Etcd,
+                    BuiltinSource::Backup => Source::Backup,
+                    BuiltinSource::Owner => Source::Owner,
+                },
+                unit,
+                help: (*help).to_string(),
+            })
+            .collect();
+        let enabled = vec![true; defs.len()];
+        Catalogue { defs, enabled }
+    }
+
+    /// Add a signal (e.g. from a scrape source). Errors if the name is taken.
+    pub fn add(&mut self, def: SignalDef) -> Result<SignalId, String> {
+        if self.lookup(&def.name).is_some() {
+            return Err(format!("signal `{}` is already defined", def.name));
+        }
+        if self.defs.len() >= u16::MAX as usize {
+            return Err("too many signals".to_string());
+        }
+        self.defs.push(def);
+        self.enabled.push(true);
+        Ok(SignalId((self.defs.len() - 1) as u16))
+    }
+
+    /// Mark which sources are configured; signals of the others stay in the
+    /// catalogue (so the checker can say which flag enables them) but are disabled.
+    pub fn set_source_enabled(&mut self, source: &Source, on: bool) {
+        for (def, en) in self.defs.iter().zip(self.enabled.iter_mut()) {
+            if &def.source == source {
+                *en = on;
+            }
+        }
+    }
+
+    pub fn is_enabled(&self, id: SignalId) -> bool {
+        self.enabled[id.index()]
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<SignalId> {
+        self.defs
+            .iter()
+            .position(|d| d.name == name)
+            .map(|i| SignalId(i as u16))
+    }
+
+    pub fn id(&self, name: &str) -> SignalId {
+        self.lookup(name)
+            .unwrap_or_else(|| panic!("signal `{name}` is not in the catalogue"))
+    }
+
+    pub fn get(&self, id: SignalId) -> &SignalDef {
+        &self.defs[id.index()]
+    }
+
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (SignalId, &SignalDef)> {
+        self.defs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (SignalId(i as u16), d))
+    }
+
+    /// All names, for "did you mean" suggestions.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.defs.iter().map(|d| d.name.as_str())
+    }
+
+    /// The table printed by `etcd-readiness-exporter signals`.
+    pub fn render_table(&self) -> String {
+        let w = self
+            .defs
+            .iter()
+            .map(|d| d.name.len())
+            .max()
+            .unwrap_or(4)
+            .max(6);
+        let mut out = format!(
+            "{:<w$}  {:<8}  {:<16}  MEANING\n",
+            "SIGNAL", "TYPE", "SOURCE"
+        );
+        for d in &self.defs {
+            let ty = if d.unit.is_empty() || d.ty == SignalType::Duration {
+                d.ty.to_string()
+            } else {
+                format!("{} ({})", d.ty, d.unit)
+            };
+            out.push_str(&format!(
+                "{:<w$}  {:<8}  {:<16}  {}\n",
+                d.name,
+                ty,
+                d.source.label(),
+                d.help
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_names_are_unique_and_lowercase_identifiers() {
+        let c = Catalogue::builtin();
+        let mut names: Vec<&str> = c.names().collect();
+        for n in &names {
+            assert!(
+                n.chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_'),
+                "{n}"
+            );
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), c.len());
+    }
+
+    #[test]
+    fn card_policy_signals_exist() {
+        let c = Catalogue::builtin();
+        for n in ["leader", "qget_ms", "owner_ok", "rev_lag"] {
+            assert!(c.lookup(n).is_some(), "{n}");
+        }
+    }
+
+    #[test]
+    fn disabling_a_source_keeps_the_definitions() {
+        let mut c = Catalogue::builtin();
+        c.set_source_enabled(&Source::Owner, false);
+        let id = c.id("owner_ok");
+        assert!(!c.is_enabled(id));
+        assert!(c.is_enabled(c.id("leader")));
+    }
+}

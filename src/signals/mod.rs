@@ -1,0 +1,8 @@
+//! Signals: the catalogue of what can be observed, and the store where sources
+//! put their samples and from which the evaluator reads them.
+
+pub mod catalogue;
+pub mod store;
+
+pub use catalogue::{Catalogue, SignalDef, SignalId, SignalType, Source};
+pub use store::{Reading, SignalStore, SlotInfo, Unknown, Value};

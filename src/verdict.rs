@@ -1,0 +1,108 @@
+//! The verdict: what the evaluator concluded about readiness at one instant,
+//! with one report per check. It is built by the evaluation loop, published
+//! atomically, and only read by the HTTP surface and metrics.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+/// Outcome of one check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckState {
+    Pass,
+    Fail,
+    Unknown,
+}
+
+impl CheckState {
+    pub const ALL: [CheckState; 3] = [CheckState::Pass, CheckState::Fail, CheckState::Unknown];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Pass => "pass",
+            CheckState::Fail => "fail",
+            CheckState::Unknown => "unknown",
+        }
+    }
+}
+
+/// A `check` makes the member unready when it does not pass; a `warn` never does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckKind {
+    Check,
+    Warn,
+}
+
+/// A signal value used by a check, as shown to users.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UsedSignal {
+    pub name: String,
+    /// `None` when the signal is unknown.
+    pub value: Option<serde_json::Value>,
+}
+
+/// One check's outcome with its explanation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CheckReport {
+    pub name: String,
+    pub kind: CheckKind,
+    pub state: CheckState,
+    /// How long the check has been in `state`.
+    #[serde(serialize_with = "ser_secs")]
+    pub in_state_for: Duration,
+    /// Wall-clock time the check entered `state`.
+    #[serde(serialize_with = "ser_unix")]
+    pub since: SystemTime,
+    /// The expression is not true but the hold-down (`for`) keeps the check passing.
+    pub held: bool,
+    /// The policy text of the check's expression.
+    pub expr: String,
+    /// Empty when passing (and not held); otherwise the failing terms with values,
+    /// e.g. `qget_ms < 1000 is false (qget_ms = 1432)`.
+    pub explanation: String,
+    pub signals: Vec<UsedSignal>,
+}
+
+/// The readiness verdict at one instant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub ready: bool,
+    /// Why the verdict is not ready regardless of checks, e.g. `starting`.
+    pub reason: Option<String>,
+    #[serde(serialize_with = "ser_unix")]
+    pub evaluated_at: SystemTime,
+    pub checks: Vec<CheckReport>,
+}
+
+impl Verdict {
+    /// The verdict before the first sample round has finished.
+    pub fn starting(now: SystemTime) -> Verdict {
+        Verdict {
+            ready: false,
+            reason: Some("starting: the first sample round has not finished".to_string()),
+            evaluated_at: now,
+            checks: Vec::new(),
+        }
+    }
+
+    /// Readiness from the checks alone: every non-warn check passes.
+    pub fn ready_from(checks: &[CheckReport]) -> bool {
+        checks
+            .iter()
+            .all(|c| c.kind == CheckKind::Warn || c.state == CheckState::Pass)
+    }
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+fn ser_unix<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    s.serialize_f64((secs * 1000.0).round() / 1000.0)
+}
