@@ -27,6 +27,11 @@ pub enum Command {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Run policy unit tests (YAML files; see docs/policy-language.md).
+    Test {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
     /// Print the catalogue of signals a policy can use.
     Signals,
 }
@@ -36,6 +41,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Check { files }) => check_files(&files, &Catalogue::builtin()),
+        Some(Command::Test { files }) => test_files(&files, &Catalogue::builtin()),
         Some(Command::Signals) => {
             print!("{}", Catalogue::builtin().render_table());
             ExitCode::SUCCESS
@@ -69,6 +75,40 @@ pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
                     );
                 }
             },
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `test FILE...`: like `promtool test rules`.
+pub fn test_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
+    let mut failed = false;
+    for path in files {
+        let shown = path.display().to_string();
+        match crate::policytest::run_file(path, catalogue) {
+            Err(e) => {
+                failed = true;
+                eprintln!("{e}");
+                eprintln!("{shown}: FAILED: the tests could not run\n");
+            }
+            Ok(o) if o.failures.is_empty() => {
+                println!("{shown}: SUCCESS: {} tests passed", o.cases)
+            }
+            Ok(o) => {
+                failed = true;
+                for f in &o.failures {
+                    eprintln!("{f}\n");
+                }
+                eprintln!(
+                    "{shown}: FAILED: {} of {} expectations did not hold\n",
+                    o.failures.len(),
+                    o.expectations
+                );
+            }
         }
     }
     if failed {

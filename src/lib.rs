@@ -10,5 +10,6 @@
 
 pub mod cli;
 pub mod policy;
+pub mod policytest;
 pub mod signals;
 pub mod verdict;

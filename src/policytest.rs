@@ -1,0 +1,353 @@
+//! `etcd-readiness-exporter test FILE...`: policy unit tests in the spirit of
+//! `promtool test rules`. A YAML file names a policy and gives, per test case,
+//! input series per signal at a fixed step and expectations at given times:
+//! ready or not, which checks do not pass, and optionally explanations.
+//!
+//! Series notation: whitespace-separated samples, one per step. `_` is a
+//! missing sample (the source failed), `VxN` is V repeated N times, booleans
+//! are `true`/`false` or `1`/`0`, durations are written `30s` (or a plain
+//! number of seconds). After its last sample a series is missing.
+//!
+//! The simulation is pure: it drives an [`Evaluator`] with readings built from
+//! the series, on a virtual clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Deserialize;
+
+use crate::policy::diag::did_you_mean;
+use crate::policy::parse::parse_duration;
+use crate::policy::{Evaluator, Policy};
+use crate::signals::{Catalogue, Reading, SignalId, SignalType, Unknown, Value};
+use crate::verdict::CheckState;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFile {
+    /// Path of the policy, relative to the test file.
+    pub policy: PathBuf,
+    /// Time between samples, e.g. `1s` (default).
+    #[serde(default)]
+    pub step: Option<String>,
+    pub tests: Vec<TestCase>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestCase {
+    pub name: String,
+    /// Signal name → series.
+    #[serde(default)]
+    pub signals: BTreeMap<String, String>,
+    pub expect: Vec<Expectation>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    /// When, e.g. `3s`; a multiple of the step.
+    pub at: String,
+    pub ready: Option<bool>,
+    /// Checks (including warnings) that do not pass, in any order. Omit to not
+    /// check; `[]` means all pass.
+    pub failing: Option<Vec<String>>,
+    /// Check → exact explanation text.
+    #[serde(default)]
+    pub explanations: BTreeMap<String, String>,
+}
+
+/// Errors that stop a test file from running at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TestFileError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid test file: {source}")]
+    Yaml {
+        path: String,
+        source: serde_yaml::Error,
+    },
+    #[error("{0}")]
+    Policy(#[from] crate::policy::Diagnostics),
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The outcome of one file: the failures, each a readable block of text.
+#[derive(Debug, Default)]
+pub struct FileOutcome {
+    pub cases: usize,
+    pub expectations: usize,
+    pub failures: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sample {
+    Missing,
+    Value(Value),
+}
+
+fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for tok in text.split_whitespace() {
+        let (val, times) = match tok.rsplit_once('x') {
+            Some((v, n))
+                if !v.is_empty() && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) =>
+            {
+                let n: usize = n
+                    .parse()
+                    .map_err(|_| format!("bad repeat count in `{tok}`"))?;
+                (v, n)
+            }
+            _ => (tok, 1),
+        };
+        if times > 100_000 || out.len() + times > 100_000 {
+            return Err("series longer than 100000 samples".to_string());
+        }
+        let s = if val == "_" {
+            Sample::Missing
+        } else {
+            Sample::Value(parse_value(val, ty).ok_or_else(|| format!("`{val}` is not a {ty}"))?)
+        };
+        out.extend(std::iter::repeat_n(s, times));
+    }
+    Ok(out)
+}
+
+fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
+    match ty {
+        SignalType::Bool => match v {
+            "true" | "1" => Some(Value::Bool(true)),
+            "false" | "0" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        SignalType::Number => v
+            .replace('_', "")
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .map(Value::Num),
+        SignalType::Duration => {
+            let secs = if v.ends_with(|c: char| c.is_ascii_alphabetic()) {
+                parse_duration(v)
+            } else {
+                v.parse::<f64>().unwrap_or(f64::NAN)
+            };
+            secs.is_finite().then_some(Value::Num(secs))
+        }
+    }
+}
+
+fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
+    let secs = parse_duration(s.trim());
+    if secs.is_finite() && secs >= 0.0 {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(format!(
+            "{what} `{s}` is not a duration like `1s` or `250ms`"
+        ))
+    }
+}
+
+/// Run one test file against `catalogue`.
+pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TestFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let file: TestFile = serde_yaml::from_str(&text).map_err(|source| TestFileError::Yaml {
+        path: shown.clone(),
+        source,
+    })?;
+    let invalid = |message: String| TestFileError::Invalid {
+        path: shown.clone(),
+        message,
+    };
+    let policy_path = path.parent().unwrap_or(Path::new(".")).join(&file.policy);
+    let policy_shown = policy_path.display().to_string();
+    let src = std::fs::read_to_string(&policy_path).map_err(|source| TestFileError::Read {
+        path: policy_shown.clone(),
+        source,
+    })?;
+    let policy = Arc::new(Policy::compile(&policy_shown, &src, catalogue)?);
+    let step = parse_time(file.step.as_deref().unwrap_or("1s"), "step").map_err(invalid)?;
+    if step.is_zero() {
+        return Err(invalid("step must be longer than zero".to_string()));
+    }
+    let mut outcome = FileOutcome::default();
+    for case in &file.tests {
+        outcome.cases += 1;
+        outcome.expectations += case.expect.len();
+        let failures = run_case(&policy, catalogue, step, case)
+            .map_err(|m| invalid(format!("test `{}`: {m}", case.name)))?;
+        for f in failures {
+            outcome
+                .failures
+                .push(format!("{shown}: test `{}` {f}", case.name));
+        }
+    }
+    Ok(outcome)
+}
+
+fn run_case(
+    policy: &Arc<Policy>,
+    catalogue: &Catalogue,
+    step: Duration,
+    case: &TestCase,
+) -> Result<Vec<String>, String> {
+    let mut series: Vec<(SignalId, Vec<Sample>)> = Vec::new();
+    for (name, text) in &case.signals {
+        let id = catalogue.lookup(name).ok_or_else(|| {
+            let hint = did_you_mean(name, catalogue.names())
+                .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+            format!("unknown signal `{name}`{hint}")
+        })?;
+        let samples = parse_series(text, catalogue.get(id).ty)
+            .map_err(|e| format!("signal `{name}`: {e}"))?;
+        series.push((id, samples));
+    }
+    let check_names: Vec<&str> = policy.checks().iter().map(|c| c.name.as_str()).collect();
+    let mut expects: Vec<(u64, &Expectation)> = Vec::new();
+    for e in &case.expect {
+        let at = parse_time(&e.at, "`at`")?;
+        let ratio = at.as_secs_f64() / step.as_secs_f64();
+        if (ratio - ratio.round()).abs() > 1e-9 {
+            return Err(format!("`at: {}` is not a multiple of the step", e.at));
+        }
+        for name in e.failing.iter().flatten().chain(e.explanations.keys()) {
+            if !check_names.contains(&name.as_str()) {
+                let hint = did_you_mean(name, check_names.iter().copied())
+                    .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+                return Err(format!("unknown check `{name}` in the expectations{hint}"));
+            }
+        }
+        expects.push((ratio.round() as u64, e));
+    }
+    expects.sort_by_key(|(i, _)| *i);
+    let last = expects.last().map_or(0, |(i, _)| *i);
+
+    let t0 = Instant::now();
+    let wall0 = SystemTime::UNIX_EPOCH;
+    let mut ev = Evaluator::new(policy.clone(), t0);
+    let mut readings = vec![Reading::NEVER; catalogue.len()];
+    let mut last_good: Vec<Option<u64>> = vec![None; catalogue.len()];
+    let mut failures = Vec::new();
+    let mut next = 0;
+    for i in 0..=last {
+        let now = t0 + step * (i as u32);
+        for (id, samples) in &series {
+            let idx = id.index();
+            match samples.get(i as usize) {
+                Some(Sample::Value(v)) => {
+                    last_good[idx] = Some(i);
+                    readings[idx] = Reading::known(*v);
+                }
+                Some(Sample::Missing) | None => {
+                    readings[idx] = Reading {
+                        value: None,
+                        unknown: Unknown::Failed {
+                            error: Arc::from("no sample in the test series"),
+                            ago: Duration::ZERO,
+                        },
+                        last_good_age: last_good[idx].map(|g| step * ((i - g) as u32)),
+                    };
+                }
+            }
+        }
+        ev.evaluate(&readings, now);
+        while next < expects.len() && expects[next].0 == i {
+            let (_, e) = expects[next];
+            next += 1;
+            let reports = ev.report(&readings, now, wall0 + step * (i as u32));
+            let ready = ev.ready();
+            let mut problems = Vec::new();
+            if let Some(want) = e.ready
+                && want != ready
+            {
+                problems.push(format!("  ready: expected {want}, got {ready}"));
+            }
+            let got: BTreeSet<&str> = reports
+                .iter()
+                .filter(|r| r.state != CheckState::Pass)
+                .map(|r| r.name.as_str())
+                .collect();
+            if let Some(want) = &e.failing {
+                let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+                if want != got {
+                    problems.push(format!("  failing: expected {want:?}, got {got:?}"));
+                }
+            }
+            for (name, want) in &e.explanations {
+                let got = reports
+                    .iter()
+                    .find(|r| &r.name == name)
+                    .map_or("", |r| r.explanation.as_str());
+                if got != want {
+                    problems.push(format!(
+                        "  explanation of `{name}`:\n    expected: {want}\n    got:      {got}"
+                    ));
+                }
+            }
+            if !problems.is_empty() {
+                let context: Vec<String> = reports
+                    .iter()
+                    .filter(|r| r.state != CheckState::Pass)
+                    .map(|r| format!("    [-]{} {}: {}", r.name, r.state.as_str(), r.explanation))
+                    .collect();
+                let mut block = format!("at {}:\n{}", e.at, problems.join("\n"));
+                if !context.is_empty() {
+                    block.push_str(&format!(
+                        "\n  not passing at that time:\n{}",
+                        context.join("\n")
+                    ));
+                }
+                failures.push(block);
+            }
+        }
+    }
+    Ok(failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_notation() {
+        let s = parse_series("20 20 1500x3 _ 20", SignalType::Number).unwrap();
+        let v: Vec<Option<f64>> = s
+            .iter()
+            .map(|s| match s {
+                Sample::Value(Value::Num(n)) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            v,
+            [
+                Some(20.0),
+                Some(20.0),
+                Some(1500.0),
+                Some(1500.0),
+                Some(1500.0),
+                None,
+                Some(20.0)
+            ]
+        );
+        let b = parse_series("true 0 1x2", SignalType::Bool).unwrap();
+        assert_eq!(b.len(), 4);
+        assert_eq!(b[1], Sample::Value(Value::Bool(false)));
+        assert_eq!(
+            parse_series("30s 1m", SignalType::Duration).unwrap()[1],
+            Sample::Value(Value::Num(60.0))
+        );
+        assert!(parse_series("maybe", SignalType::Bool).is_err());
+        assert!(parse_series("1s", SignalType::Number).is_err());
+    }
+}
