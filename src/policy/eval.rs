@@ -192,9 +192,10 @@ impl Policy {
                     self.blame(b, y, readings, lets, out);
                 }
             }
+            // A let stands for its expression: blame what inside it failed.
             Op::Let(i) => match self.lets.get(i as usize) {
-                Some(l) if self.is_logic(l.root) => self.blame(l.root, result, readings, lets, out),
-                _ => out.push(id),
+                Some(l) => self.blame(l.root, result, readings, lets, out),
+                None => out.push(id),
             },
             _ => {
                 if !out.contains(&id) {
@@ -202,13 +203,6 @@ impl Policy {
                 }
             }
         }
-    }
-
-    fn is_logic(&self, id: NodeId) -> bool {
-        matches!(
-            self.nodes.get(id as usize).map(|n| n.op),
-            Some(Op::Bin(BinOp::And | BinOp::Or, _, _))
-        )
     }
 
     fn render_term(&self, id: NodeId, readings: &[Reading], lets: &[Val], out: &mut String) {

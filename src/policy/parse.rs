@@ -391,6 +391,11 @@ fn translate(src: &str, e: pest::error::Error<Rule>) -> Diagnostic {
     if wanted.len() > 1 {
         wanted.retain(|w| *w != "`(`");
     }
+    // After a complete expression, a new bare expression or the end of the file
+    // are technically possible but never what the author meant.
+    if wanted.contains(&"an operator") {
+        wanted.retain(|w| *w != "an expression" && *w != "the end of the policy");
+    }
     let message = if wanted.is_empty() {
         format!("unexpected {found}")
     } else {

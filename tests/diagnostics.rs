@@ -1,0 +1,278 @@
+//! Snapshot tests of what users read when a policy is wrong: the exact text of
+//! diagnostics (`file:line:col`, source line, caret, help), and of the `check`
+//! command's output and exit code.
+
+use std::process::Command;
+
+use etcd_readiness_exporter::policy::Policy;
+use etcd_readiness_exporter::signals::{Catalogue, Source};
+
+fn diag(src: &str) -> String {
+    match Policy::compile("policy.rules", src, &Catalogue::builtin()) {
+        Ok(_) => panic!("expected diagnostics for {src:?}"),
+        Err(d) => d.to_string(),
+    }
+}
+
+#[test]
+fn unknown_signal_with_suggestion() {
+    insta::assert_snapshot!(diag("leader && qget_mss < 1000"), @r"
+    error: unknown signal `qget_mss`
+     --> policy.rules:1:11
+      |
+    1 | leader && qget_mss < 1000
+      |           ^^^^^^^^ not a signal or a `let`
+      = help: did you mean `qget_ms`?
+    ");
+}
+
+#[test]
+fn type_mismatches() {
+    insta::assert_snapshot!(diag("check a: leader < 3\ncheck b: qget_ms < 1s\ncheck c: snapshot_age > 30\ncheck d: qget_ms"), @r"
+    error: `<` compares numbers or durations, but `leader` is a bool
+     --> policy.rules:1:10
+      |
+    1 | check a: leader < 3
+      |          ^^^^^^ this is a bool
+      = help: use a bool directly (`leader` or `!leader`), or compare with `==`
+
+    error: mismatched types: `qget_ms` is a number but `1s` is a duration
+     --> policy.rules:2:10
+      |
+    2 | check b: qget_ms < 1s
+      |          ^^^^^^^^^^^^ `<` cannot combine a number and a duration
+      = help: `qget_ms` is a number of milliseconds: write `1000`
+
+    error: mismatched types: `snapshot_age` is a duration but `30` is a number
+     --> policy.rules:3:10
+      |
+    3 | check c: snapshot_age > 30
+      |          ^^^^^^^^^^^^^^^^^ `>` cannot combine a duration and a number
+      = help: durations are written with a unit: `30s`, `30ms`
+
+    error: check `d` must be a condition, but this expression is a number
+     --> policy.rules:4:10
+      |
+    4 | check d: qget_ms
+      |          ^^^^^^^ this is a number
+      = help: compare it with something, e.g. `qget_ms < 1000`
+    ");
+}
+
+#[test]
+fn duplicates_and_use_before_let_are_all_reported_at_once() {
+    insta::assert_snapshot!(diag("check a: leader\ncheck a: fast\nlet fast = qget_ms < 100\nlet fast = true\n"), @r"
+    error: check `a` is defined twice
+     --> policy.rules:2:7
+      |
+    2 | check a: fast
+      |       ^ second definition
+      = help: the first is on line 1; check names must be unique
+
+    error: `fast` is defined twice
+     --> policy.rules:4:5
+      |
+    4 | let fast = true
+      |     ^^^^ second definition
+      = help: each `let` needs its own name
+    ");
+    insta::assert_snapshot!(diag("check a: fast\nlet fast = qget_ms < 100\n"), @r"
+    error: `fast` is used before its `let`
+     --> policy.rules:1:10
+      |
+    1 | check a: fast
+      |          ^^^^
+      = help: move `let fast = ...` (line 2) above this line
+    ");
+}
+
+#[test]
+fn syntax_errors_name_tokens_not_grammar_rules() {
+    insta::assert_snapshot!(diag("check read: (leader && qget_ms < 1000\ncheck b: leader\n"), @r"
+    error: expected `)` or an operator, found `check`
+     --> policy.rules:2:1
+      |
+    2 | check b: leader
+      | ^^^^^
+    ");
+    insta::assert_snapshot!(diag("leader and etcd_up"), @r"
+    error: `and` is not an operator
+     --> policy.rules:1:8
+      |
+    1 | leader and etcd_up
+      |        ^^^
+      = help: write `&&` for and, `||` for or, `!` for not
+    ");
+    insta::assert_snapshot!(diag("check a leader"), @r"
+    error: expected `:`, found `leader`
+     --> policy.rules:1:9
+      |
+    1 | check a leader
+      |         ^^^^^^
+    ");
+    insta::assert_snapshot!(diag("leader &&\n"), @r"
+    error: expected an expression, found the end of the policy
+     --> policy.rules:1:10
+      |
+    1 | leader &&
+      |          ^
+    ");
+    insta::assert_snapshot!(diag("check a: leader = true"), @r"
+    error: expected an operator, `for DURATION` or a new `check`, `warn` or `let`, found `=`
+     --> policy.rules:1:17
+      |
+    1 | check a: leader = true
+      |                 ^
+      = help: compare with `==`
+    ");
+}
+
+#[test]
+fn functions_and_unconfigured_sources() {
+    insta::assert_snapshot!(diag("check a: agee(leader) < 1s\ncheck b: age(1) < 1s\ncheck c: known()"), @r"
+    error: unknown function `agee`
+     --> policy.rules:1:10
+      |
+    1 | check a: agee(leader) < 1s
+      |          ^^^^
+      = help: did you mean `age`?
+
+    error: `age` takes a signal name
+     --> policy.rules:2:14
+      |
+    2 | check b: age(1) < 1s
+      |              ^
+      = help: e.g. `age(snapshot_revision) < 10m`
+
+    error: `known` takes 1 argument, but 0 were given
+     --> policy.rules:3:10
+      |
+    3 | check c: known()
+      |          ^^^^^^^
+    ");
+    let mut c = Catalogue::builtin();
+    c.set_source_enabled(&Source::Owner, false);
+    let d = Policy::compile("card.policy", "leader && owner_ok", &c).unwrap_err();
+    insta::assert_snapshot!(d.to_string(), @r"
+    error: signal `owner_ok` comes from the owner source, which is not configured
+     --> card.policy:1:11
+      |
+    1 | leader && owner_ok
+      |           ^^^^^^^^
+      = help: set --owner.name and --owner.id to enable it, or remove this term
+    ");
+}
+
+#[test]
+fn limits_give_errors() {
+    let compile_err =
+        |name: &str, src: &str| match Policy::compile(name, src, &Catalogue::builtin()) {
+            Err(d) => d.one_line(),
+            Ok(_) => panic!("accepted"),
+        };
+    // 100,000 deep is over the size limit; 60,000 deep fits and hits the depth limit.
+    let deep = format!("{}leader{}", "(".repeat(100_000), ")".repeat(100_000));
+    assert_eq!(
+        compile_err("deep.policy", &deep),
+        "deep.policy:1:1: policy is 200006 bytes, more than the limit of 65536 bytes"
+    );
+    let deep = format!("{}leader", "(".repeat(60_000));
+    let msg = compile_err("deep.policy", &deep);
+    assert_eq!(
+        msg,
+        "deep.policy:1:65: expression nested more than 64 levels deep"
+    );
+    let many: String = (0..200).map(|i| format!("check c{i}: leader\n")).collect();
+    let msg = match Policy::compile("many.policy", &many, &Catalogue::builtin()) {
+        Err(d) => d.one_line(),
+        Ok(_) => panic!("accepted"),
+    };
+    assert!(msg.contains("more than 128 checks"), "{msg}");
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_etcd-readiness-exporter"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run the binary");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_command_accepts_every_shipped_policy() {
+    let mut files: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/policies"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "policy"))
+            .map(|p| format!("policies/{}", p.file_name().unwrap().to_string_lossy()))
+            .collect();
+    files.sort();
+    assert!(files.len() >= 3);
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(files.iter().map(String::as_str))
+        .collect();
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    insta::assert_snapshot!(out, @r"
+    policies/card.policy: OK: 4 checks; signals: leader, qget_ms, owner_ok, rev_lag
+    policies/default.policy: OK: 5 checks, 2 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag
+    policies/gardener.policy: OK: 6 checks, 3 warnings, 1 with hold-down; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, backup_healthy, full_snapshot_age
+    ");
+}
+
+#[test]
+fn check_command_on_a_broken_policy_prints_location_and_caret_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.policy");
+    std::fs::write(&path, "# broken\ncheck read: qget_ms < 1000 &&\n").unwrap();
+    let (code, out, err) = cli(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(out, "");
+    let err = err.replace(path.to_str().unwrap(), "broken.policy");
+    insta::assert_snapshot!(err, @r"
+    error: expected an expression, found the end of the policy
+     --> broken.policy:2:30
+      |
+    2 | check read: qget_ms < 1000 &&
+      |                              ^
+    broken.policy: FAILED: 1 problem
+    ");
+}
+
+#[test]
+fn test_command_passes_on_every_shipped_test_file_and_fails_on_a_wrong_expectation() {
+    let (code, out, err) = cli(&[
+        "test",
+        "policies/card.test.yaml",
+        "policies/default.test.yaml",
+        "policies/gardener.test.yaml",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("SUCCESS").count(), 3, "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.policy"), "leader && qget_ms < 1000").unwrap();
+    let t = dir.path().join("p.test.yaml");
+    std::fs::write(
+        &t,
+        "policy: p.policy\ntests:\n  - name: slow read\n    signals: {leader: \"true\", qget_ms: \"1500\"}\n    expect:\n      - {at: 0s, ready: true}\n",
+    )
+    .unwrap();
+    let (code, _out, err) = cli(&["test", t.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let err = err.replace(t.to_str().unwrap(), "p.test.yaml");
+    insta::assert_snapshot!(err, @r"
+    p.test.yaml: test `slow read` at 0s:
+      ready: expected true, got false
+      not passing at that time:
+        [-]qget_ms fail: qget_ms < 1000 is false (qget_ms = 1500)
+
+    p.test.yaml: FAILED: 1 of 1 expectations did not hold
+    ");
+}

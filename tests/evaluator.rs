@@ -1,0 +1,210 @@
+//! The evaluator over time: hold-down (`for`) timing, since-when, state kept
+//! across policy replacement, explanations of failing terms, and readiness
+//! with warnings. Time is virtual (Instants built by the test).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use etcd_readiness_exporter::policy::{Evaluator, Policy};
+use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
+use etcd_readiness_exporter::verdict::CheckState;
+
+struct World {
+    c: Catalogue,
+    r: Vec<Reading>,
+    t0: Instant,
+}
+
+impl World {
+    fn new() -> Self {
+        let c = Catalogue::builtin();
+        let r = vec![Reading::NEVER; c.len()];
+        World {
+            c,
+            r,
+            t0: Instant::now(),
+        }
+    }
+    fn set(&mut self, name: &str, v: Value) {
+        let id = self.c.id(name);
+        self.r[id.index()] = Reading::known(v);
+    }
+    fn fail(&mut self, name: &str, err: &str, ago: Duration) {
+        let id = self.c.id(name);
+        self.r[id.index()] = Reading::failed(err, ago);
+    }
+    fn at(&self, secs: f64) -> Instant {
+        self.t0 + Duration::from_secs_f64(secs)
+    }
+    fn policy(&self, src: &str) -> Arc<Policy> {
+        Arc::new(Policy::compile("t.policy", src, &self.c).unwrap_or_else(|d| panic!("{d}")))
+    }
+}
+
+fn state(ev: &Evaluator, name: &str) -> CheckState {
+    ev.states().find(|(n, _, _)| *n == name).unwrap().2
+}
+
+#[test]
+fn hold_down_keeps_a_passing_check_passing_for_its_duration_only() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check read: qget_ms < 1000 for 10s"), w.t0);
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+    w.set("qget_ms", Value::Num(2000.0));
+    for t in [1.0, 5.0, 10.9] {
+        ev.evaluate(&w.r, w.at(t));
+        assert_eq!(state(&ev, "read"), CheckState::Pass, "held at {t}s");
+        assert!(ev.ready());
+    }
+    let report = ev.report(&w.r, w.at(10.9), SystemTime::now());
+    assert!(report[0].held);
+    assert_eq!(
+        report[0].explanation,
+        "qget_ms < 1000 is false (qget_ms = 2000) (held passing by `for 10s`, 100ms left)"
+    );
+    ev.evaluate(&w.r, w.at(11.0));
+    assert_eq!(state(&ev, "read"), CheckState::Fail);
+    assert!(!ev.ready());
+    // Passing again is immediate.
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(11.5));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+}
+
+#[test]
+fn hold_down_restarts_after_a_true_sample() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check l: leader for 3s"), w.t0);
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(0.0));
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(1.0));
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(2.0));
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(4.5));
+    assert_eq!(
+        state(&ev, "l"),
+        CheckState::Pass,
+        "not continuously false for 3s"
+    );
+    ev.evaluate(&w.r, w.at(7.5));
+    assert_eq!(state(&ev, "l"), CheckState::Fail);
+}
+
+#[test]
+fn no_grace_for_a_check_that_never_passed() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check l: leader for 1h"), w.t0);
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(0.0));
+    assert_eq!(state(&ev, "l"), CheckState::Fail);
+}
+
+#[test]
+fn since_tracks_state_changes_and_unknown_is_its_own_state() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("leader && qget_ms < 1000"), w.t0);
+    w.set("leader", Value::Bool(true));
+    w.set("qget_ms", Value::Num(3.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    ev.evaluate(&w.r, w.at(5.0));
+    let rep = ev.report(&w.r, w.at(5.0), SystemTime::now());
+    assert_eq!(rep[1].name, "qget_ms");
+    assert_eq!(rep[1].in_state_for, Duration::from_secs(5));
+    w.fail("qget_ms", "request timed out", Duration::from_millis(3200));
+    ev.evaluate(&w.r, w.at(6.0));
+    let rep = ev.report(&w.r, w.at(8.0), SystemTime::now());
+    assert_eq!(rep[1].state, CheckState::Unknown);
+    assert_eq!(rep[1].in_state_for, Duration::from_secs(2));
+    assert_eq!(
+        rep[1].explanation,
+        "qget_ms unknown: last sample failed 3.2s ago: request timed out"
+    );
+    assert!(!ev.ready());
+}
+
+#[test]
+fn explanations_list_the_failing_terms_with_values() {
+    let mut w = World::new();
+    let src = "let lag_ok = rev_lag < 5000\n\
+               check serve: leader && (qget_ms < 1000 || sget_ms < 5) && lag_ok\n\
+               warn space: !alarm_nospace";
+    let mut ev = Evaluator::new(w.policy(src), w.t0);
+    w.set("leader", Value::Bool(true));
+    w.set("qget_ms", Value::Num(1432.0));
+    w.set("sget_ms", Value::Num(7.0));
+    w.set("rev_lag", Value::Num(6000.0));
+    w.set("alarm_nospace", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms = 1432); sget_ms < 5 is false (sget_ms = 7); rev_lag < 5000 is false (rev_lag = 6000)"
+    );
+    assert_eq!(rep[1].state, CheckState::Fail);
+    assert_eq!(rep[1].explanation, "!alarm_nospace is false");
+    // Only `serve` makes the member unready; the warning never does.
+    w.set("rev_lag", Value::Num(1.0));
+    w.set("qget_ms", Value::Num(3.0));
+    ev.evaluate(&w.r, w.at(1.0));
+    assert!(ev.ready());
+    assert_eq!(state(&ev, "space"), CheckState::Fail);
+}
+
+#[test]
+fn false_beats_unknown_in_explanations() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check a: leader && qget_ms < 1000"), w.t0);
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    assert_eq!(rep[0].state, CheckState::Fail);
+    assert_eq!(rep[0].explanation, "leader is false");
+}
+
+#[test]
+fn replacing_the_policy_keeps_unchanged_checks_and_their_timers() {
+    let mut w = World::new();
+    let v1 = "check leader: leader\ncheck read: qget_ms < 1000 for 30s\ncheck lag: rev_lag < 5000";
+    let mut ev = Evaluator::new(w.policy(v1), w.t0);
+    w.set("leader", Value::Bool(true));
+    w.set("qget_ms", Value::Num(5.0));
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    w.set("qget_ms", Value::Num(5000.0));
+    ev.evaluate(&w.r, w.at(20.0)); // read is held: failing since 20s
+    assert!(ev.ready());
+    // Change only `lag`; whitespace changes in `read` do not count as a change.
+    let v2 =
+        "check leader: leader\ncheck read:   qget_ms <  1000   for 30s\ncheck lag: rev_lag < 9000";
+    let kept = ev.replace_policy(w.policy(v2), w.at(25.0));
+    assert_eq!(kept, 2);
+    ev.evaluate(&w.r, w.at(25.0));
+    assert!(
+        ev.ready(),
+        "a reload that leaves checks unchanged causes no blip"
+    );
+    let rep = ev.report(&w.r, w.at(25.0), SystemTime::now());
+    assert_eq!(
+        rep[0].in_state_for,
+        Duration::from_secs(25),
+        "leader kept its since"
+    );
+    assert!(rep[1].held);
+    assert_eq!(rep[2].in_state_for, Duration::ZERO, "lag started fresh");
+    // The hold-down timer of `read` kept counting from 20s: it fails at 50s.
+    ev.evaluate(&w.r, w.at(49.0));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+    ev.evaluate(&w.r, w.at(50.0));
+    assert_eq!(state(&ev, "read"), CheckState::Fail);
+}
+
+#[test]
+fn not_ready_before_the_first_evaluation() {
+    let w = World::new();
+    let ev = Evaluator::new(w.policy("true"), w.t0);
+    assert!(!ev.ready());
+}
