@@ -7,7 +7,6 @@
 //! failing terms with the values observed.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use super::Policy;
 use super::ast::BinOp;
@@ -391,8 +390,10 @@ pub fn fmt_duration(secs: f64) -> String {
     if secs < 60.0 {
         return format!("{}s", fmt_num((secs * 10.0).round() / 10.0));
     }
-    let d = Duration::from_secs_f64(secs);
-    let total = d.as_secs();
+    if secs >= 1e12 {
+        return format!("{}s", fmt_num(secs));
+    }
+    let total = secs as u64;
     let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
     match (h, m, s) {
         (0, m, 0) => format!("{m}m"),

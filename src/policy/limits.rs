@@ -17,6 +17,8 @@ pub const MAX_LETS: usize = 256;
 /// Deepest accepted expression tree (long `a && b && ...` chains count one
 /// level per operator).
 pub const MAX_TREE_DEPTH: usize = 256;
+/// Longest accepted hold-down (`for`), in seconds: one week.
+pub const MAX_HOLD_DOWN_SECS: f64 = 7.0 * 24.0 * 3600.0;
 /// Most nodes in the compiled program.
 pub const MAX_NODES: usize = 16 * 1024;
 
