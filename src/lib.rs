@@ -11,4 +11,5 @@
 pub mod cli;
 pub mod policy;
 pub mod signals;
+pub mod sources;
 pub mod verdict;
