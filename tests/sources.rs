@@ -15,7 +15,7 @@ use etcd_readiness_exporter::sources::config::{Config, configure_catalogue};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
-use support_sources::{Dnsmasq, Etcd, Sidecar, read_revision, write_until_revision};
+use support_sources::{Dnsmasq, Etcd, Sidecar, Silent, read_revision, write_until_revision};
 
 /// The known value of a signal, or a panic showing why it is unknown.
 fn value(cat: &Catalogue, store: &SignalStore, name: &str) -> Value {
@@ -229,6 +229,44 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 }
 
 #[tokio::test]
+async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up() {
+    let cat = Catalogue::builtin();
+    let cfg = |url: &str| BackupConfig {
+        url: url.to_string(),
+        tls: Default::default(),
+        mode: BackupMode::Metrics,
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_millis(300),
+    };
+
+    let silent = Silent::start().await;
+    let store = SignalStore::new(&cat);
+    let e = BackupSampler::new(cfg(&silent.url), &cat)
+        .unwrap()
+        .sample(&store)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, "timeout", "{e:?}");
+    assert!(!boolean(&cat, &store, "backup_up"));
+    let why = unknown_error(&cat, &store, "backup_healthy");
+    assert!(why.contains("/healthz"), "{why}");
+
+    let sidecar = Sidecar::start().await;
+    sidecar.set(|s| s.metrics_body = Some("etcdbr_snapshot_latest_revision{kind=Full} 1\n".into()));
+    let store = SignalStore::new(&cat);
+    let e = BackupSampler::new(cfg(&sidecar.url), &cat)
+        .unwrap()
+        .sample(&store)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, "parse", "{e:?}");
+    assert!(boolean(&cat, &store, "backup_up"));
+    assert!(boolean(&cat, &store, "backup_healthy"));
+    let why = unknown_error(&cat, &store, "snapshot_revision");
+    assert!(why.contains("/metrics: line 1: expected `\"`"), "{why}");
+}
+
+#[tokio::test]
 async fn owner_check_against_a_real_dnsmasq() {
     let mut dns = Dnsmasq::start(&[("owner.example.test", "cluster-a")]).await;
     let cat = Catalogue::builtin();
@@ -358,4 +396,55 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     assert!(why.contains(&etcd.metrics_url), "{why}");
     let (ready, _) = evaluate(&mut ev, &store);
     assert!(!ready);
+}
+
+#[test]
+fn check_and_signals_know_scrape_signals_given_the_same_config() {
+    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.policy");
+    std::fs::write(&policy, "check wal: fsync_count > 0\n").unwrap();
+    let run =
+        |args: &[&std::ffi::OsStr]| std::process::Command::new(bin).args(args).output().unwrap();
+
+    let out = run(&["check".as_ref(), policy.as_os_str()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fsync_count"), "{err}");
+
+    let config = std::path::Path::new("deploy/sources.example.yaml").as_os_str();
+    let out = run(&[
+        "check".as_ref(),
+        "--config".as_ref(),
+        config,
+        policy.as_os_str(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = run(&["signals".as_ref(), "--config".as_ref(), config]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("fsync_count "))
+        .unwrap();
+    assert!(line.contains("scrape:etcd_metrics"), "{line}");
+
+    let clash = dir.path().join("clash.yaml");
+    std::fs::write(
+        &clash,
+        "sources:\n- name: m\n  url: http://127.0.0.1:1/metrics\n  signals: {leader: {metric: etcd_server_has_leader}}\n",
+    )
+    .unwrap();
+    let out = run(&["signals".as_ref(), "--config".as_ref(), clash.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("signal `leader` of scrape source `m` clashes with the built-in signal"),
+        "{err}"
+    );
 }

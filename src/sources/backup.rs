@@ -167,7 +167,8 @@ impl Sampler for BackupSampler {
                 s
             }
             Err(e) => {
-                store.record_ok(ids.up, Value::Bool(false), at);
+                // An answer we cannot read is still an answer: the sidecar is up.
+                store.record_ok(ids.up, Value::Bool(e.reason == "parse"), at);
                 let msg: Arc<str> = Arc::from(format!("backup sidecar: {}", e.message));
                 for id in [
                     ids.snap_rev,
@@ -249,7 +250,12 @@ pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
             .ok_or_else(|| format!("no {name}{{kind=\"{kind}\"}} in the metrics"))
     };
     let fact = |kind: &str| -> Result<Option<SnapshotFact>, String> {
-        let rev = get("etcdbr_snapshot_latest_revision", kind)?;
+        let rev = match get("etcdbr_snapshot_latest_revision", kind) {
+            Ok(rev) => rev,
+            // Only the full snapshot is required: delta snapshots may be turned off.
+            Err(_) if kind == "Incr" => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let ts = get("etcdbr_snapshot_latest_timestamp", kind)?;
         if rev <= 0.0 || !rev.is_finite() {
             return Ok(None);
@@ -451,6 +457,21 @@ etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
         let e = snapshots_from_metrics("etcdbr_cluster_size 3\n").unwrap_err();
         assert!(
             e.contains("etcdbr_snapshot_latest_revision{kind=\"Full\"}"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_incremental_gauge_means_no_incremental_snapshot() {
+        let text = "etcdbr_snapshot_latest_revision{kind=\"Full\"} 7\n\
+                    etcdbr_snapshot_latest_timestamp{kind=\"Full\"} 1.7e+09\n";
+        let s = snapshots_from_metrics(text).unwrap();
+        assert_eq!(s.full.unwrap().revision, 7.0);
+        assert_eq!(s.incr, None);
+        let e = snapshots_from_metrics("etcdbr_snapshot_latest_revision{kind=\"Full\"} 7\n")
+            .unwrap_err();
+        assert!(
+            e.contains("etcdbr_snapshot_latest_timestamp{kind=\"Full\"}"),
             "{e}"
         );
     }

@@ -187,3 +187,68 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
         message: format!("GET {url}: {chain}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &std::path::Path) -> TlsFiles {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let (ca, cert, key) = (
+            dir.join("ca.pem"),
+            dir.join("cert.pem"),
+            dir.join("key.pem"),
+        );
+        std::fs::write(&ca, ck.cert.pem()).unwrap();
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+        TlsFiles {
+            ca: Some(ca),
+            cert: Some(cert),
+            key: Some(key),
+        }
+    }
+
+    #[test]
+    fn builds_with_ca_and_client_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        build_client(&files(dir.path()), Duration::from_secs(1)).unwrap();
+        build_client(&TlsFiles::default(), Duration::from_secs(1)).unwrap();
+    }
+
+    #[test]
+    fn tls_file_problems_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = files(dir.path());
+        f.key = None;
+        let e = build_client(&f, Duration::from_secs(1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a client certificate and its key must be given together"
+        );
+        let missing = dir.path().join("nope.pem");
+        let e = build_client(
+            &TlsFiles {
+                ca: Some(missing.clone()),
+                ..TlsFiles::default()
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot read the CA file {}", missing.display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn base_url_wants_http_or_https() {
+        assert_eq!(
+            base_url("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert!(base_url("127.0.0.1:8080").is_err());
+        assert!(base_url("unix:///run/x.sock").is_err());
+    }
+}

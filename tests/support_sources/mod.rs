@@ -263,6 +263,8 @@ pub struct SidecarState {
     pub incr_revision: i64,
     pub incr_timestamp: f64,
     pub healthz: u16,
+    /// Serve this instead of the documented /metrics (to test bad answers).
+    pub metrics_body: Option<String>,
 }
 
 impl Default for SidecarState {
@@ -273,6 +275,7 @@ impl Default for SidecarState {
             incr_revision: 0,
             incr_timestamp: 0.0,
             healthz: 200,
+            metrics_body: None,
         }
     }
 }
@@ -327,8 +330,9 @@ type Shared = State<Arc<Mutex<SidecarState>>>;
 
 async fn metrics(State(s): Shared) -> impl IntoResponse {
     let s = s.lock().unwrap().clone();
-    let body = format!(
-        "# HELP etcdbr_snapshot_latest_revision Latest revision of snapshot taken.\n\
+    let body = s.metrics_body.clone().unwrap_or_else(|| {
+        format!(
+            "# HELP etcdbr_snapshot_latest_revision Latest revision of snapshot taken.\n\
 # TYPE etcdbr_snapshot_latest_revision gauge\n\
 etcdbr_snapshot_latest_revision{{kind=\"Chunk\"}} 0\n\
 etcdbr_snapshot_latest_revision{{kind=\"Full\"}} {}\n\
@@ -345,11 +349,12 @@ etcdbr_snapshot_required{{kind=\"Incr\"}} 0\n\
 # HELP etcdbr_cluster_size Size of the etcd cluster.\n\
 # TYPE etcdbr_cluster_size gauge\n\
 etcdbr_cluster_size 1\n",
-        s.full_revision,
-        s.incr_revision,
-        go_float(s.full_timestamp),
-        go_float(s.incr_timestamp)
-    );
+            s.full_revision,
+            s.incr_revision,
+            go_float(s.full_timestamp),
+            go_float(s.incr_timestamp)
+        )
+    });
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         body,
@@ -427,4 +432,30 @@ async fn latest(State(s): Shared) -> impl IntoResponse {
         vec![]
     };
     axum::Json(serde_json::json!({"fullSnapshot": full, "deltaSnapshots": deltas}))
+}
+
+/// A TCP server that accepts connections and never answers. Stops on drop.
+pub struct Silent {
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    pub async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        Silent { url, task }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
