@@ -26,31 +26,58 @@ pub enum Command {
     Check {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Also know the signals of the scrape sources in this config file.
+        #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Run policy unit tests (YAML files; see docs/policy-language.md).
     Test {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Also know the signals of the scrape sources in this config file.
+        #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Print the catalogue of signals a policy can use.
-    Signals,
+    Signals {
+        /// Also list the signals of the scrape sources in this config file.
+        #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// Run the CLI; returns the process exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Check { files }) => check_files(&files, &Catalogue::builtin()),
-        Some(Command::Test { files }) => test_files(&files, &Catalogue::builtin()),
-        Some(Command::Signals) => {
-            print!("{}", Catalogue::builtin().render_table());
-            ExitCode::SUCCESS
-        }
+        Some(Command::Check { files, config }) => match catalogue_for(config.as_deref()) {
+            Ok(catalogue) => check_files(&files, &catalogue),
+            Err(code) => code,
+        },
+        Some(Command::Test { files, config }) => match catalogue_for(config.as_deref()) {
+            Ok(catalogue) => test_files(&files, &catalogue),
+            Err(code) => code,
+        },
+        Some(Command::Signals { config }) => match catalogue_for(config.as_deref()) {
+            Ok(catalogue) => {
+                print!("{}", catalogue.render_table());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
         None => {
             eprintln!("no command given; see --help");
             ExitCode::from(2)
         }
     }
+}
+
+/// The built-in catalogue plus the scrape signals of `--config`, or exit code 1.
+fn catalogue_for(config: Option<&std::path::Path>) -> Result<Catalogue, ExitCode> {
+    crate::sources::config::catalogue_with_config(config).map_err(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
+    })
 }
 
 /// `check FILE...`: like `promtool check rules`.

@@ -12,4 +12,5 @@ pub mod cli;
 pub mod policy;
 pub mod policytest;
 pub mod signals;
+pub mod sources;
 pub mod verdict;

@@ -1,0 +1,493 @@
+//! The backup source: samples the etcd-backup-restore sidecar. Each round reads
+//! the newest snapshots (from `/metrics`, or `/snapshot/latest`) and asks
+//! `/healthz`, then writes backup_up, backup_healthy, the snapshot revisions
+//! and ages, and rev_lag = this member's `revision` (read back from the store,
+//! where the etcd source put it) minus the newest snapshot's revision.
+//!
+//! The sidecar pre-initialises its snapshot gauges to 0, so 0 means "no
+//! snapshot yet": those signals are unknown, with that as the reason.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+
+use super::client::{self, SourceError, TlsFiles};
+use super::promtext;
+use super::{SampleError, Sampler};
+use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+
+/// Where the snapshot facts come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackupMode {
+    /// `etcdbr_snapshot_latest_{revision,timestamp}{kind}` from `/metrics`.
+    #[default]
+    Metrics,
+    /// The JSON of `/snapshot/latest`.
+    SnapshotLatest,
+}
+
+/// Validated settings of the backup source (from `--backup.*`).
+#[derive(Clone, Debug)]
+pub struct BackupConfig {
+    /// Base URL of the sidecar, e.g. `https://127.0.0.1:8080`.
+    pub url: String,
+    pub tls: TlsFiles,
+    pub mode: BackupMode,
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ids {
+    up: SignalId,
+    healthy: SignalId,
+    snap_rev: SignalId,
+    full_rev: SignalId,
+    snap_age: SignalId,
+    full_age: SignalId,
+    rev_lag: SignalId,
+    revision: SignalId,
+}
+
+/// Samples the backup sidecar.
+pub struct BackupSampler {
+    cfg: BackupConfig,
+    base: String,
+    client: reqwest::Client,
+    ids: Ids,
+    staleness_set: bool,
+}
+
+/// The newest snapshot of one kind, as the sidecar reports it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotFact {
+    pub revision: f64,
+    /// When it was taken.
+    pub taken: SystemTime,
+}
+
+/// The newest full and incremental snapshots; `None` = none yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Snapshots {
+    pub full: Option<SnapshotFact>,
+    pub incr: Option<SnapshotFact>,
+}
+
+impl BackupSampler {
+    pub fn new(cfg: BackupConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+        let base = client::base_url(&cfg.url)?;
+        let client = client::build_client(&cfg.tls, cfg.timeout)?;
+        let ids = Ids {
+            up: catalogue.id("backup_up"),
+            healthy: catalogue.id("backup_healthy"),
+            snap_rev: catalogue.id("snapshot_revision"),
+            full_rev: catalogue.id("full_snapshot_revision"),
+            snap_age: catalogue.id("snapshot_age"),
+            full_age: catalogue.id("full_snapshot_age"),
+            rev_lag: catalogue.id("rev_lag"),
+            revision: catalogue.id("revision"),
+        };
+        Ok(BackupSampler {
+            cfg,
+            base,
+            client,
+            ids,
+            staleness_set: false,
+        })
+    }
+
+    async fn snapshots(&self) -> Result<Snapshots, SampleError> {
+        match self.cfg.mode {
+            BackupMode::Metrics => {
+                let url = format!("{}/metrics", self.base);
+                let body = client::get_ok(&self.client, &url, self.cfg.timeout).await?;
+                snapshots_from_metrics(&body).map_err(|message| SampleError {
+                    reason: "parse",
+                    message: format!("{url}: {message}"),
+                })
+            }
+            BackupMode::SnapshotLatest => {
+                let url = format!("{}/snapshot/latest", self.base);
+                let body = client::get_ok(&self.client, &url, self.cfg.timeout).await?;
+                snapshots_from_latest_json(&body).map_err(|message| SampleError {
+                    reason: "parse",
+                    message: format!("{url}: {message}"),
+                })
+            }
+        }
+    }
+
+    async fn healthz(&self) -> Result<bool, SampleError> {
+        let url = format!("{}/healthz", self.base);
+        let f = client::get(&self.client, &url, self.cfg.timeout).await?;
+        Ok(f.status.is_success())
+    }
+}
+
+impl Sampler for BackupSampler {
+    fn source(&self) -> Source {
+        Source::Backup
+    }
+
+    fn interval(&self) -> Duration {
+        self.cfg.interval
+    }
+
+    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+        let ids = self.ids;
+        if !self.staleness_set {
+            let bound = 3 * self.cfg.interval + self.cfg.timeout;
+            for id in [
+                ids.up,
+                ids.healthy,
+                ids.snap_rev,
+                ids.full_rev,
+                ids.snap_age,
+                ids.full_age,
+                ids.rev_lag,
+            ] {
+                store.set_staleness(id, bound);
+            }
+            self.staleness_set = true;
+        }
+        let (snaps, health) = tokio::join!(self.snapshots(), self.healthz());
+        let at = Instant::now();
+        let mut first_err = None;
+        match &health {
+            Ok(h) => store.record_ok(ids.healthy, Value::Bool(*h), at),
+            Err(e) => {
+                store.record_err(ids.healthy, Arc::from(e.message.as_str()), at);
+                first_err.get_or_insert(e.clone());
+            }
+        }
+        let snaps = match snaps {
+            Ok(s) => {
+                store.record_ok(ids.up, Value::Bool(true), at);
+                s
+            }
+            Err(e) => {
+                // An answer we cannot read is still an answer: the sidecar is up.
+                store.record_ok(ids.up, Value::Bool(e.reason == "parse"), at);
+                let msg: Arc<str> = Arc::from(format!("backup sidecar: {}", e.message));
+                for id in [
+                    ids.snap_rev,
+                    ids.full_rev,
+                    ids.snap_age,
+                    ids.full_age,
+                    ids.rev_lag,
+                ] {
+                    store.record_err(id, msg.clone(), at);
+                }
+                return Err(e);
+            }
+        };
+        let now_wall = SystemTime::now();
+        let age = |f: SnapshotFact| now_wall.duration_since(f.taken).unwrap_or_default();
+        let none_yet = |what: &str| -> Arc<str> {
+            Arc::from(format!(
+                "the backup sidecar reports no {what} snapshot yet (revision 0)"
+            ))
+        };
+        match snaps.full {
+            Some(f) => {
+                store.record_ok(ids.full_rev, Value::Num(f.revision), at);
+                store.record_ok(ids.full_age, Value::Num(age(f).as_secs_f64()), at);
+            }
+            None => {
+                store.record_err(ids.full_rev, none_yet("full"), at);
+                store.record_err(ids.full_age, none_yet("full"), at);
+            }
+        }
+        let newest_rev = [snaps.full, snaps.incr]
+            .into_iter()
+            .flatten()
+            .max_by(|a, b| a.revision.total_cmp(&b.revision));
+        let newest_taken = [snaps.full, snaps.incr]
+            .into_iter()
+            .flatten()
+            .max_by_key(|f| f.taken);
+        match (newest_rev, newest_taken) {
+            (Some(r), Some(t)) => {
+                store.record_ok(ids.snap_rev, Value::Num(r.revision), at);
+                store.record_ok(ids.snap_age, Value::Num(age(t).as_secs_f64()), at);
+                let revision = store.reading(ids.revision, at);
+                match revision.value {
+                    Some(v) => {
+                        store.record_ok(ids.rev_lag, Value::Num(v.as_f64() - r.revision), at)
+                    }
+                    None => {
+                        let why = crate::policy::eval::describe_unknown(&revision);
+                        store.record_err(
+                            ids.rev_lag,
+                            Arc::from(format!("this member's revision is unknown ({why})")),
+                            at,
+                        );
+                    }
+                }
+            }
+            _ => {
+                for id in [ids.snap_rev, ids.snap_age, ids.rev_lag] {
+                    store.record_err(id, none_yet("full or incremental"), at);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Read the newest snapshots from the sidecar's `/metrics`.
+pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
+    let samples = promtext::parse(text).map_err(|e| e.to_string())?;
+    let get = |name: &str, kind: &str| -> Result<f64, String> {
+        samples
+            .iter()
+            .find(|s| s.name == name && s.label("kind") == Some(kind))
+            .map(|s| s.value)
+            .ok_or_else(|| format!("no {name}{{kind=\"{kind}\"}} in the metrics"))
+    };
+    let fact = |kind: &str| -> Result<Option<SnapshotFact>, String> {
+        let rev = match get("etcdbr_snapshot_latest_revision", kind) {
+            Ok(rev) => rev,
+            // Only the full snapshot is required: delta snapshots may be turned off.
+            Err(_) if kind == "Incr" => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let ts = get("etcdbr_snapshot_latest_timestamp", kind)?;
+        if rev <= 0.0 || !rev.is_finite() {
+            return Ok(None);
+        }
+        let taken = if ts.is_finite() && ts > 0.0 {
+            UNIX_EPOCH + Duration::from_secs_f64(ts)
+        } else {
+            return Err(format!(
+                "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is {ts} while the revision is {rev}"
+            ));
+        };
+        Ok(Some(SnapshotFact {
+            revision: rev,
+            taken,
+        }))
+    };
+    Ok(Snapshots {
+        full: fact("Full")?,
+        incr: fact("Incr")?,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LatestJson {
+    #[serde(default)]
+    full_snapshot: Option<SnapJson>,
+    #[serde(default)]
+    delta_snapshots: Option<Vec<SnapJson>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapJson {
+    #[serde(default)]
+    kind: String,
+    last_revision: i64,
+    created_on: String,
+    #[serde(default)]
+    snap_name: String,
+}
+
+/// Read the newest snapshots from `/snapshot/latest`.
+pub fn snapshots_from_latest_json(body: &str) -> Result<Snapshots, String> {
+    let j: LatestJson = serde_json::from_str(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let fact = |s: &SnapJson| -> Result<Option<SnapshotFact>, String> {
+        if s.last_revision <= 0 {
+            return Ok(None);
+        }
+        let taken = parse_rfc3339(&s.created_on).ok_or_else(|| {
+            format!(
+                "snapshot `{}` ({}): createdOn `{}` is not an RFC 3339 time",
+                s.snap_name, s.kind, s.created_on
+            )
+        })?;
+        Ok(Some(SnapshotFact {
+            revision: s.last_revision as f64,
+            taken,
+        }))
+    };
+    let full = match &j.full_snapshot {
+        Some(s) => fact(s)?,
+        None => None,
+    };
+    let mut incr: Option<SnapshotFact> = None;
+    for s in j.delta_snapshots.iter().flatten() {
+        if let Some(f) = fact(s)?
+            && incr.is_none_or(|i| f.revision > i.revision)
+        {
+            incr = Some(f);
+        }
+    }
+    Ok(Snapshots { full, incr })
+}
+
+/// Parse an RFC 3339 time as Go writes it (`2024-05-01T10:00:00.123456789Z`,
+/// or with a `+02:00` offset).
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        if !t.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        t.parse().ok()
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos: u32 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        let digits = &frac[..n.min(9)];
+        nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
+        rest = &frac[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
+                return None;
+            }
+            let oh: i64 = rest[1..3].parse().ok()?;
+            let om: i64 = rest[4..6].parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64, nanos: u32) -> SystemTime {
+        UNIX_EPOCH + Duration::new(secs, nanos)
+    }
+
+    #[test]
+    fn rfc3339_as_go_writes_it() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(at(0, 0)));
+        assert_eq!(
+            parse_rfc3339("2024-02-29T12:34:56.5Z"),
+            Some(at(1_709_210_096, 500_000_000))
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T14:34:56.123456789+02:00"),
+            Some(at(1_709_210_096, 123_456_789))
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T11:34:56-01:00"),
+            Some(at(1_709_210_096, 0))
+        );
+        for bad in [
+            "2024-02-29",
+            "2024-13-01T00:00:00Z",
+            "2024-02-29T12:34:56",
+            "x",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    const METRICS: &str = "# HELP etcdbr_snapshot_latest_revision Latest revision.\n\
+# TYPE etcdbr_snapshot_latest_revision gauge\n\
+etcdbr_snapshot_latest_revision{kind=\"Chunk\"} 0\n\
+etcdbr_snapshot_latest_revision{kind=\"Full\"} 100\n\
+etcdbr_snapshot_latest_revision{kind=\"Incr\"} 0\n\
+# TYPE etcdbr_snapshot_latest_timestamp gauge\n\
+etcdbr_snapshot_latest_timestamp{kind=\"Chunk\"} 0\n\
+etcdbr_snapshot_latest_timestamp{kind=\"Full\"} 1.7e+09\n\
+etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
+
+    #[test]
+    fn zero_incremental_means_none_yet() {
+        let s = snapshots_from_metrics(METRICS).unwrap();
+        assert_eq!(
+            s.full,
+            Some(SnapshotFact {
+                revision: 100.0,
+                taken: at(1_700_000_000, 0)
+            })
+        );
+        assert_eq!(s.incr, None);
+    }
+
+    #[test]
+    fn missing_gauge_is_a_parse_error_naming_it() {
+        let e = snapshots_from_metrics("etcdbr_cluster_size 3\n").unwrap_err();
+        assert!(
+            e.contains("etcdbr_snapshot_latest_revision{kind=\"Full\"}"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_incremental_gauge_means_no_incremental_snapshot() {
+        let text = "etcdbr_snapshot_latest_revision{kind=\"Full\"} 7\n\
+                    etcdbr_snapshot_latest_timestamp{kind=\"Full\"} 1.7e+09\n";
+        let s = snapshots_from_metrics(text).unwrap();
+        assert_eq!(s.full.unwrap().revision, 7.0);
+        assert_eq!(s.incr, None);
+        let e = snapshots_from_metrics("etcdbr_snapshot_latest_revision{kind=\"Full\"} 7\n")
+            .unwrap_err();
+        assert!(
+            e.contains("etcdbr_snapshot_latest_timestamp{kind=\"Full\"}"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn latest_json_picks_the_newest_delta() {
+        let body = r#"{"fullSnapshot":{"kind":"Full","startRevision":0,"lastRevision":10,
+            "createdOn":"2024-01-01T00:00:00Z","snapName":"Full-0-10"},
+            "deltaSnapshots":[
+              {"kind":"Incr","startRevision":11,"lastRevision":30,"createdOn":"2024-01-01T00:02:00Z","snapName":"b"},
+              {"kind":"Incr","startRevision":31,"lastRevision":20,"createdOn":"2024-01-01T00:01:00Z","snapName":"a"}]}"#;
+        let s = snapshots_from_latest_json(body).unwrap();
+        assert_eq!(s.full.unwrap().revision, 10.0);
+        assert_eq!(s.incr.unwrap().revision, 30.0);
+        let none =
+            snapshots_from_latest_json(r#"{"fullSnapshot":null,"deltaSnapshots":[]}"#).unwrap();
+        assert_eq!(none, Snapshots::default());
+    }
+}

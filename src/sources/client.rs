@@ -1,0 +1,254 @@
+//! The HTTP client shared by the backup and scrape sources: optional TLS from
+//! PEM files (rustls with the ring provider), a timeout on every request, and
+//! the mapping of request failures to bounded [`SampleError`] reasons.
+
+use std::path::PathBuf;
+use std::sync::Once;
+use std::time::Duration;
+
+use super::SampleError;
+
+/// PEM files for talking HTTPS: a CA bundle to verify the server, and a client
+/// certificate and key for mutual TLS. All optional; cert and key go together.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    #[serde(default)]
+    pub cert: Option<PathBuf>,
+    #[serde(default)]
+    pub key: Option<PathBuf>,
+}
+
+/// Setting up a source failed (bad flags or files); reported at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot read the {what} file {}: {source}", path.display())]
+    ReadFile {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid {what} in {}: {source}", path.display())]
+    Pem {
+        what: &'static str,
+        path: PathBuf,
+        source: reqwest::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    #[error("cannot set up the DNS resolver: {0}")]
+    Resolver(String),
+}
+
+/// Install rustls' ring provider as the process default, once. reqwest is
+/// built without a provider of its own; another part of the program may have
+/// installed one already, which is fine.
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A client with `timeout` on every request (connect included) and the given TLS files.
+pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client, SourceError> {
+    install_crypto_provider();
+    let mut b = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(ca) = &tls.ca {
+        let pem = read(ca, "CA")?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| SourceError::Pem {
+                what: "CA certificate",
+                path: ca.clone(),
+                source,
+            })?;
+        b = b.tls_certs_only(certs);
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => {
+            let mut pem = read(cert, "client certificate")?;
+            pem.push(b'\n');
+            pem.extend(read(key, "client key")?);
+            let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
+                what: "client certificate or key",
+                path: cert.clone(),
+                source,
+            })?;
+            b = b.identity(id);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(SourceError::Invalid(
+                "a client certificate and its key must be given together".to_string(),
+            ));
+        }
+    }
+    b.build().map_err(SourceError::Client)
+}
+
+fn read(path: &PathBuf, what: &'static str) -> Result<Vec<u8>, SourceError> {
+    std::fs::read(path).map_err(|source| SourceError::ReadFile {
+        what,
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Check that `url` is an absolute http(s) URL; returns it without a trailing `/`.
+pub fn base_url(url: &str) -> Result<String, SourceError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| SourceError::Invalid(format!("invalid URL `{url}`: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(SourceError::Invalid(format!(
+            "invalid URL `{url}`: the scheme must be http or https"
+        )));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// A response: its status and (when asked for) its body.
+pub struct Fetched {
+    pub status: reqwest::StatusCode,
+    pub body: String,
+}
+
+/// GET `url`, bounded by `timeout` overall (headers and body).
+pub async fn get(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<Fetched, SampleError> {
+    let fut = async {
+        let resp = client.get(url).send().await?;
+        let status = resp.status();
+        let body = resp.text().await?;
+        Ok::<_, reqwest::Error>(Fetched { status, body })
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Err(_) => Err(SampleError {
+            reason: "timeout",
+            message: format!("GET {url}: no answer within {timeout:?}"),
+        }),
+        Ok(Err(e)) => Err(classify(url, &e)),
+        Ok(Ok(f)) => Ok(f),
+    }
+}
+
+/// GET `url` and require a 2xx status.
+pub async fn get_ok(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<String, SampleError> {
+    let f = get(client, url, timeout).await?;
+    if !f.status.is_success() {
+        return Err(SampleError {
+            reason: "status",
+            message: format!("GET {url}: status {}", f.status),
+        });
+    }
+    Ok(f.body)
+}
+
+/// Map a reqwest error to a bounded reason, with the whole cause chain as message.
+pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
+    let mut chain = String::new();
+    let mut tls = false;
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = cur {
+        if !chain.is_empty() {
+            chain.push_str(": ");
+        }
+        chain.push_str(&err.to_string());
+        tls |= err.is::<rustls::Error>();
+        cur = err.source();
+    }
+    let reason = if e.is_timeout() {
+        "timeout"
+    } else if tls {
+        "tls"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_decode() || e.is_body() {
+        "parse"
+    } else {
+        "connect"
+    };
+    SampleError {
+        reason,
+        message: format!("GET {url}: {chain}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &std::path::Path) -> TlsFiles {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let (ca, cert, key) = (
+            dir.join("ca.pem"),
+            dir.join("cert.pem"),
+            dir.join("key.pem"),
+        );
+        std::fs::write(&ca, ck.cert.pem()).unwrap();
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+        TlsFiles {
+            ca: Some(ca),
+            cert: Some(cert),
+            key: Some(key),
+        }
+    }
+
+    #[test]
+    fn builds_with_ca_and_client_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        build_client(&files(dir.path()), Duration::from_secs(1)).unwrap();
+        build_client(&TlsFiles::default(), Duration::from_secs(1)).unwrap();
+    }
+
+    #[test]
+    fn tls_file_problems_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = files(dir.path());
+        f.key = None;
+        let e = build_client(&f, Duration::from_secs(1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a client certificate and its key must be given together"
+        );
+        let missing = dir.path().join("nope.pem");
+        let e = build_client(
+            &TlsFiles {
+                ca: Some(missing.clone()),
+                ..TlsFiles::default()
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot read the CA file {}", missing.display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn base_url_wants_http_or_https() {
+        assert_eq!(
+            base_url("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert!(base_url("127.0.0.1:8080").is_err());
+        assert!(base_url("unix:///run/x.sock").is_err());
+    }
+}

@@ -1,0 +1,389 @@
+//! The `--config` file (YAML) of generic scrape sources, and how the catalogue
+//! follows the configuration: scrape signals are added to it, and the signals
+//! of sources that are not configured are disabled, so a policy naming them is
+//! rejected at load time with the flag that would enable them.
+//!
+//! ```yaml
+//! sources:
+//!   - name: etcd_metrics
+//!     url: http://127.0.0.1:2381/metrics
+//!     interval: 15s
+//!     timeout: 2s
+//!     signals:
+//!       fsync_count: {metric: etcd_disk_wal_fsync_duration_seconds_count}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::client::TlsFiles;
+use crate::signals::{Catalogue, SignalDef, SignalType, Source};
+
+/// Default `interval` of a scrape source.
+pub const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
+/// Default `timeout` of a scrape source.
+pub const DEFAULT_SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The whole `--config` file.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub sources: Vec<ScrapeConfig>,
+}
+
+/// One Prometheus endpoint and the signals read from it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrapeConfig {
+    /// Names the source in metrics (`scrape:<name>`) and messages.
+    pub name: String,
+    /// The full URL to GET, e.g. `http://127.0.0.1:2381/metrics`.
+    pub url: String,
+    #[serde(default = "default_interval", deserialize_with = "duration")]
+    pub interval: Duration,
+    #[serde(default = "default_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// Signal name → which series, and how to fold several into one number.
+    pub signals: BTreeMap<String, SignalSpec>,
+}
+
+/// How one signal is read from a scrape.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalSpec {
+    /// The metric (sample) name, e.g. `etcd_disk_wal_fsync_duration_seconds_count`.
+    pub metric: String,
+    /// Exact label matchers; a label not listed may have any value.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub aggregate: Aggregate,
+}
+
+/// Folding the matching series into one value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregate {
+    /// Exactly one series must match; several are an error.
+    #[default]
+    Single,
+    Sum,
+    Max,
+    Min,
+}
+
+impl Aggregate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aggregate::Single => "single",
+            Aggregate::Sum => "sum",
+            Aggregate::Max => "max",
+            Aggregate::Min => "min",
+        }
+    }
+}
+
+fn default_interval() -> Duration {
+    DEFAULT_SCRAPE_INTERVAL
+}
+
+fn default_timeout() -> Duration {
+    DEFAULT_SCRAPE_TIMEOUT
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+/// A duration as in policies: `250ms`, `1.5s`, `2m`, `1h`; must be positive.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let secs = crate::policy::parse::parse_duration(s.trim());
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!(
+            "invalid duration `{s}`: write a positive number with a unit ms, s, m or h, at most 24h"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A problem with the `--config` file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Yaml {
+        path: String,
+        source: serde_yaml::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Config {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Config::parse(&shown, &text)
+    }
+
+    /// Parse and validate config text; `path` is only used in messages.
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Yaml {
+            path: path.to_string(),
+            source,
+        })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            message,
+        };
+        let mut names = std::collections::BTreeSet::new();
+        let mut signals = BTreeMap::new();
+        for src in &config.sources {
+            let n = &src.name;
+            if !is_identifier(n) {
+                return Err(invalid(format!(
+                    "source name `{n}` must be lowercase letters, digits and `_`"
+                )));
+            }
+            if !names.insert(n.as_str()) {
+                return Err(invalid(format!("source `{n}` is defined twice")));
+            }
+            super::client::base_url(&src.url).map_err(|e| invalid(format!("source `{n}`: {e}")))?;
+            if src.timeout > src.interval {
+                return Err(invalid(format!(
+                    "source `{n}`: timeout {:?} is longer than interval {:?}",
+                    src.timeout, src.interval
+                )));
+            }
+            if src.signals.is_empty() {
+                return Err(invalid(format!("source `{n}` defines no signals")));
+            }
+            for (sig, spec) in &src.signals {
+                if !is_identifier(sig) {
+                    return Err(invalid(format!(
+                        "source `{n}`: signal name `{sig}` must be lowercase letters, digits and `_`"
+                    )));
+                }
+                if spec.metric.is_empty() {
+                    return Err(invalid(format!(
+                        "source `{n}`: signal `{sig}` has no metric"
+                    )));
+                }
+                if let Some(other) = signals.insert(sig.as_str(), n.as_str()) {
+                    return Err(invalid(format!(
+                        "signal `{sig}` is defined by both source `{other}` and source `{n}`"
+                    )));
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// A scrape signal clashes with a signal already in the catalogue.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "signal `{signal}` of scrape source `{source_name}` clashes with the {existing} signal of that name; rename it in the config file"
+)]
+pub struct NameClash {
+    pub signal: String,
+    pub source_name: String,
+    /// "built-in" or `scrape source `x``.
+    pub existing: String,
+}
+
+/// Add every scrape signal of `config` to `catalogue` as a Number signal of
+/// `Source::Scrape(name)`.
+pub fn extend_catalogue(config: &Config, catalogue: &mut Catalogue) -> Result<(), NameClash> {
+    for src in &config.sources {
+        for (sig, spec) in &src.signals {
+            if let Some(id) = catalogue.lookup(sig) {
+                let existing = match &catalogue.get(id).source {
+                    Source::Scrape(other) => format!("scrape source `{other}`'s"),
+                    _ => "built-in".to_string(),
+                };
+                return Err(NameClash {
+                    signal: sig.clone(),
+                    source_name: src.name.clone(),
+                    existing,
+                });
+            }
+            catalogue
+                .add(SignalDef {
+                    name: sig.clone(),
+                    ty: SignalType::Number,
+                    source: Source::Scrape(src.name.clone()),
+                    unit: "",
+                    help: format!(
+                        "{} from {} ({})",
+                        selector(spec),
+                        src.url,
+                        spec.aggregate.as_str()
+                    ),
+                })
+                .map_err(|_| NameClash {
+                    signal: sig.clone(),
+                    source_name: src.name.clone(),
+                    existing: "built-in".to_string(),
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// `metric{k="v",...}` as shown in help texts and messages.
+pub fn selector(spec: &SignalSpec) -> String {
+    if spec.labels.is_empty() {
+        return spec.metric.clone();
+    }
+    let labels: Vec<String> = spec
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect();
+    format!("{}{{{}}}", spec.metric, labels.join(","))
+}
+
+/// Make `catalogue` match what `serve` runs: add the scrape signals of
+/// `scrapes` and disable the backup and owner signals when those sources are
+/// not configured (a policy naming them then fails to load, saying which flag
+/// enables them).
+pub fn configure_catalogue(
+    backup: bool,
+    owner: bool,
+    scrapes: Option<&Config>,
+    catalogue: &mut Catalogue,
+) -> Result<(), NameClash> {
+    if let Some(config) = scrapes {
+        extend_catalogue(config, catalogue)?;
+    }
+    catalogue.set_source_enabled(&Source::Backup, backup);
+    catalogue.set_source_enabled(&Source::Owner, owner);
+    Ok(())
+}
+
+/// The catalogue for `check` and `signals`: every built-in signal, plus the
+/// scrape signals of `--config` when given.
+pub fn catalogue_with_config(config: Option<&Path>) -> anyhow::Result<Catalogue> {
+    let mut catalogue = Catalogue::builtin();
+    if let Some(path) = config {
+        let config = Config::load(path)?;
+        extend_catalogue(&config, &mut catalogue)?;
+    }
+    Ok(catalogue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../deploy/sources.example.yaml");
+
+    #[test]
+    fn the_example_parses_and_extends_the_catalogue() {
+        let c = Config::parse("sources.example.yaml", EXAMPLE).unwrap();
+        let mut cat = Catalogue::builtin();
+        let before = cat.len();
+        extend_catalogue(&c, &mut cat).unwrap();
+        assert!(cat.len() > before);
+        let id = cat.id("fsync_count");
+        assert_eq!(cat.get(id).source, Source::Scrape("etcd_metrics".into()));
+        assert_eq!(cat.get(id).ty, SignalType::Number);
+    }
+
+    fn err(text: &str) -> String {
+        Config::parse("c.yaml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn rejects_unknown_fields_bad_durations_and_duplicates() {
+        let e = err(
+            "sources:\n- name: a\n  url: http://x/metrics\n  intervall: 1s\n  signals: {s: {metric: m}}\n",
+        );
+        assert!(e.contains("unknown field `intervall`"), "{e}");
+        let e = err(
+            "sources:\n- name: a\n  url: http://x/\n  interval: 5\n  signals: {s: {metric: m}}\n",
+        );
+        assert!(e.contains("invalid duration `5`"), "{e}");
+        let e = err(
+            "sources:\n- name: a\n  url: http://x/\n  signals: {s: {metric: m, aggregate: avg}}\n",
+        );
+        assert!(e.contains("unknown variant `avg`"), "{e}");
+        let e = err(
+            "sources:\n- name: a\n  url: http://x/\n  signals: {s: {metric: m}}\n- name: b\n  url: http://y/\n  signals: {s: {metric: n}}\n",
+        );
+        assert!(
+            e.contains("signal `s` is defined by both source `a` and source `b`"),
+            "{e}"
+        );
+        let e = err("sources:\n- name: a\n  url: ftp://x/\n  signals: {s: {metric: m}}\n");
+        assert!(e.contains("scheme must be http or https"), "{e}");
+        let e = err("sources:\n- name: A-b\n  url: http://x/\n  signals: {s: {metric: m}}\n");
+        assert!(e.contains("source name `A-b`"), "{e}");
+    }
+
+    #[test]
+    fn a_clash_with_a_builtin_signal_is_a_clear_error() {
+        let c = Config::parse(
+            "c.yaml",
+            "sources:\n- name: etcd_metrics\n  url: http://x/\n  signals: {leader: {metric: etcd_server_has_leader}}\n",
+        )
+        .unwrap();
+        let e = extend_catalogue(&c, &mut Catalogue::builtin()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "signal `leader` of scrape source `etcd_metrics` clashes with the built-in signal of that name; rename it in the config file"
+        );
+    }
+
+    #[test]
+    fn a_policy_naming_an_unconfigured_owner_source_is_rejected_with_the_flag() {
+        let mut cat = Catalogue::builtin();
+        configure_catalogue(true, false, None, &mut cat).unwrap();
+        let src = "check owner: owner_ok\ncheck backup: rev_lag < 5000\n";
+        let d = crate::policy::Policy::compile("card.policy", src, &cat).unwrap_err();
+        let text = d.to_string();
+        assert_eq!(d.items.len(), 1, "{text}");
+        assert!(
+            text.contains("signal `owner_ok` comes from the owner source, which is not configured"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set --owner.name and --owner.id to enable it"),
+            "{text}"
+        );
+        configure_catalogue(true, true, None, &mut cat).unwrap();
+        crate::policy::Policy::compile("card.policy", src, &cat).unwrap();
+    }
+
+    #[test]
+    fn scrape_signals_can_be_used_in_policies_once_configured() {
+        let c = Config::parse("c.yaml", EXAMPLE).unwrap();
+        let src = "check fsync: fsync_count >= 0\n";
+        assert!(crate::policy::Policy::compile("p", src, &Catalogue::builtin()).is_err());
+        let mut cat = Catalogue::builtin();
+        configure_catalogue(false, false, Some(&c), &mut cat).unwrap();
+        crate::policy::Policy::compile("p", src, &cat).unwrap();
+    }
+}
