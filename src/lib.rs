@@ -10,5 +10,6 @@
 
 pub mod cli;
 pub mod policy;
+pub mod reload;
 pub mod signals;
 pub mod verdict;
