@@ -21,12 +21,14 @@ pub async fn reload_handler(State(reloader): State<Arc<Reloader>>) -> Response {
     let result =
         tokio::task::spawn_blocking(move || reloader.reload_now(ReloadTrigger::Http)).await;
     let (status, body) = match result {
-        Ok(Ok(ReloadOutcome::Applied { sha256 })) => {
-            (StatusCode::OK, format!("policy reloaded (sha256 {sha256})\n"))
-        }
-        Ok(Ok(ReloadOutcome::Unchanged { sha256 })) => {
-            (StatusCode::OK, format!("policy unchanged (sha256 {sha256})\n"))
-        }
+        Ok(Ok(ReloadOutcome::Applied { sha256 })) => (
+            StatusCode::OK,
+            format!("policy reloaded (sha256 {sha256})\n"),
+        ),
+        Ok(Ok(ReloadOutcome::Unchanged { sha256 })) => (
+            StatusCode::OK,
+            format!("policy unchanged (sha256 {sha256})\n"),
+        ),
         Ok(Err(e)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!(

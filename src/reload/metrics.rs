@@ -119,9 +119,9 @@ mod tests {
         out
     }
 
-    /// Sample lines only (no `# HELP`/`# TYPE`), timestamp gauge masked.
+    /// Sample lines only (no `# HELP`/`# TYPE`), sorted, timestamp gauge masked.
     fn samples(registry: &Registry) -> Vec<String> {
-        scrape(registry)
+        let mut lines = scrape(registry)
             .lines()
             .filter(|l| !l.starts_with('#'))
             .map(|l| {
@@ -131,7 +131,10 @@ mod tests {
                     l.to_string()
                 }
             })
-            .collect()
+            .collect::<Vec<_>>();
+        // Series within a family come in no fixed order.
+        lines.sort();
+        lines
     }
 
     #[test]
@@ -155,10 +158,10 @@ mod tests {
         assert_eq!(
             samples(&r),
             [
-                "etcd_readiness_policy_last_reload_successful 0",
                 "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
-                "etcd_readiness_policy_reloads_total{result=\"success\"} 0",
+                "etcd_readiness_policy_last_reload_successful 0",
                 "etcd_readiness_policy_reloads_total{result=\"failure\"} 0",
+                "etcd_readiness_policy_reloads_total{result=\"success\"} 0",
             ]
         );
     }
@@ -175,11 +178,11 @@ mod tests {
         assert_eq!(
             samples(&r),
             [
-                "etcd_readiness_policy_last_reload_successful 1",
-                "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
-                "etcd_readiness_policy_reloads_total{result=\"success\"} 1",
-                "etcd_readiness_policy_reloads_total{result=\"failure\"} 1",
                 "etcd_readiness_policy_info{sha256=\"bbb\"} 1",
+                "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
+                "etcd_readiness_policy_last_reload_successful 1",
+                "etcd_readiness_policy_reloads_total{result=\"failure\"} 1",
+                "etcd_readiness_policy_reloads_total{result=\"success\"} 1",
             ]
         );
         assert!(m.last_reload_successful());
