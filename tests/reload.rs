@@ -441,6 +441,24 @@ async fn going_back_to_the_policy_in_force_after_a_bad_edit_clears_the_failure()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchers_own_reads_do_not_trigger_more_reads() {
+    // A plain file in the watched directory: opening it to read it raises an
+    // inotify event on the directory, which must not cause another read.
+    let f = plain_fixture(&policy(0), false);
+    let _watcher = f.watch(inotify_only());
+    std::fs::write(&f.path, policy(1)).unwrap();
+    f.wait_in_force(&policy(1)).await;
+    // Observe for 50 debounce periods: a feedback loop would read ~50 times.
+    let start = f.reloader.reads();
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let more = f.reloader.reads() - start;
+    assert!(more <= 2, "{more} reads with no change to the file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_then_recreated_file_is_reported_then_reloaded() {
     let f = plain_fixture(&policy(0), false);
     let _watcher = f.watch(inotify_only());
@@ -683,4 +701,18 @@ async fn the_periodic_reread_picks_up_changes_without_inotify() {
     f.wait_in_force(&policy(1)).await;
     std::fs::write(&f.path, policy(2)).unwrap();
     f.wait_in_force(&policy(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_between_the_startup_load_and_the_watch_is_not_missed() {
+    let f = plain_fixture(&policy(0), false);
+    std::fs::write(&f.path, policy(1)).unwrap();
+    // No trigger but the watcher's first re-read can apply it.
+    let _watcher = f.watch(WatchOptions {
+        debounce: Duration::from_millis(20),
+        resync_interval: Duration::from_secs(3600),
+        inotify: false,
+        sighup: false,
+    });
+    f.wait_in_force(&policy(1)).await;
 }

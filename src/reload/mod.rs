@@ -18,6 +18,7 @@ mod watch;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest, Sha256};
@@ -172,6 +173,8 @@ pub struct Reloader {
     metrics: ReloadMetrics,
     /// Held for a whole reload, so concurrent triggers are serialised.
     state: Mutex<InForce>,
+    /// How many times the file was read, for diagnostics and tests.
+    reads: AtomicU64,
 }
 
 impl fmt::Debug for Reloader {
@@ -209,6 +212,7 @@ impl Reloader {
             sink,
             metrics,
             state: Mutex::new(state),
+            reads: AtomicU64::new(0),
         }
     }
 
@@ -219,6 +223,11 @@ impl Reloader {
     /// SHA-256 (hex) of the content in force, if any policy is.
     pub fn sha256_in_force(&self) -> Option<String> {
         self.lock().sha256.clone()
+    }
+
+    /// How many times the file has been read (every trigger reads it once).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     pub fn metrics(&self) -> &ReloadMetrics {
@@ -234,6 +243,7 @@ impl Reloader {
     /// `tokio::task::spawn_blocking` as the watcher and handler do.
     pub fn reload_now(&self, trigger: ReloadTrigger) -> Result<ReloadOutcome, ReloadError> {
         let mut state = self.lock();
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let (text, sha) = match read(&self.path) {
             Ok(read) => read,
             Err(e) => {

@@ -182,6 +182,8 @@ async fn run(mut l: Loop) {
     let period = l.opts.resync_interval.max(Duration::from_millis(10));
     let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The file may have changed between the start-up load and the watch.
+    reload(&l.reloader, ReloadTrigger::Resync).await;
     loop {
         let trigger = tokio::select! {
             Some(()) = l.rx.recv() => {
