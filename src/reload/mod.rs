@@ -179,9 +179,11 @@ pub struct Reloader {
 
 impl fmt::Debug for Reloader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // try_lock: formatting must not deadlock inside a reload.
+        let in_force = self.state.try_lock().ok().and_then(|s| s.sha256.clone());
         f.debug_struct("Reloader")
             .field("path", &self.path)
-            .field("sha256_in_force", &self.sha256_in_force())
+            .field("sha256_in_force", &in_force)
             .finish_non_exhaustive()
     }
 }
