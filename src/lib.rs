@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod policy;
 pub mod policytest;
+pub mod reload;
 pub mod signals;
 pub mod sources;
 pub mod verdict;

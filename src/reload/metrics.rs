@@ -1,0 +1,209 @@
+//! Reload metrics: whether the last reload worked, when one last did, how many
+//! succeeded and failed, and which policy (by SHA-256) is in force.
+
+use std::sync::atomic::AtomicU64;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShaLabels {
+    sha256: String,
+}
+
+const SUCCESS: ResultLabels = ResultLabels { result: "success" };
+const FAILURE: ResultLabels = ResultLabels { result: "failure" };
+
+/// The reload metrics. Cheap to clone (handles to shared atomics).
+#[derive(Clone, Debug, Default)]
+pub struct ReloadMetrics {
+    last_successful: Gauge,
+    last_success_timestamp: Gauge<f64, AtomicU64>,
+    reloads: Family<ResultLabels, Counter>,
+    info: Family<ShaLabels, Gauge>,
+}
+
+impl ReloadMetrics {
+    /// Register in `registry` under their full names
+    /// (`etcd_readiness_policy_*`): pass the root registry, not one with a
+    /// prefix.
+    pub fn register(registry: &mut Registry) -> ReloadMetrics {
+        let m = ReloadMetrics::default();
+        registry.register(
+            "etcd_readiness_policy_last_reload_successful",
+            "Whether the last policy reload attempt succeeded (1) or failed (0)",
+            m.last_successful.clone(),
+        );
+        registry.register(
+            "etcd_readiness_policy_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful policy load or reload",
+            m.last_success_timestamp.clone(),
+        );
+        registry.register(
+            "etcd_readiness_policy_reloads",
+            "Policy reload attempts that changed or failed to change the policy, by result",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "etcd_readiness_policy_info",
+            "The policy in force, by SHA-256 of its file content (value 1)",
+            m.info.clone(),
+        );
+        // Both results exist from the start, so rate() and increase() see the
+        // first failure.
+        let _ = m.reloads.get_or_create(&SUCCESS);
+        let _ = m.reloads.get_or_create(&FAILURE);
+        m
+    }
+
+    /// A policy with `sha256` is now in force, replacing the one with `old`.
+    pub(super) fn set_in_force(&self, old: Option<&str>, sha256: &str) {
+        if let Some(old) = old.filter(|o| *o != sha256) {
+            self.info.remove(&ShaLabels {
+                sha256: old.to_string(),
+            });
+        }
+        self.info
+            .get_or_create(&ShaLabels {
+                sha256: sha256.to_string(),
+            })
+            .set(1);
+    }
+
+    /// A load succeeded; `count` it as a reload (not for the start-up load).
+    pub(super) fn mark_success(&self, count: bool) {
+        self.last_successful.set(1);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.last_success_timestamp.set(now);
+        if count {
+            self.reloads.get_or_create(&SUCCESS).inc();
+        }
+    }
+
+    pub(super) fn mark_failure(&self) {
+        self.last_successful.set(0);
+        self.reloads.get_or_create(&FAILURE).inc();
+    }
+
+    /// Whether the last reload attempt succeeded.
+    pub fn last_reload_successful(&self) -> bool {
+        self.last_successful.get() == 1
+    }
+
+    /// Reloads counted with `result` `"success"` or `"failure"`.
+    pub fn reloads(&self, success: bool) -> u64 {
+        let labels = if success { SUCCESS } else { FAILURE };
+        self.reloads.get_or_create(&labels).get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    fn scrape(registry: &Registry) -> String {
+        let mut out = String::new();
+        encode(&mut out, registry).unwrap();
+        out
+    }
+
+    /// Sample lines only (no `# HELP`/`# TYPE`), sorted, timestamp gauge masked.
+    fn samples(registry: &Registry) -> Vec<String> {
+        let mut lines = scrape(registry)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                if l.starts_with("etcd_readiness_policy_last_reload_success_timestamp_seconds ") {
+                    "etcd_readiness_policy_last_reload_success_timestamp_seconds T".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>();
+        // Series within a family come in no fixed order.
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn exposition_before_any_load() {
+        let mut r = Registry::default();
+        let _m = ReloadMetrics::register(&mut r);
+        let types: Vec<String> = scrape(&r)
+            .lines()
+            .filter(|l| l.starts_with("# TYPE"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "# TYPE etcd_readiness_policy_last_reload_successful gauge",
+                "# TYPE etcd_readiness_policy_last_reload_success_timestamp_seconds gauge",
+                "# TYPE etcd_readiness_policy_reloads counter",
+                // An empty family is not exposed: no policy in force, no info.
+            ]
+        );
+        assert_eq!(
+            samples(&r),
+            [
+                "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
+                "etcd_readiness_policy_last_reload_successful 0",
+                "etcd_readiness_policy_reloads_total{result=\"failure\"} 0",
+                "etcd_readiness_policy_reloads_total{result=\"success\"} 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn info_follows_the_policy_in_force_and_drops_the_old_sha() {
+        let mut r = Registry::default();
+        let m = ReloadMetrics::register(&mut r);
+        m.set_in_force(None, "aaa");
+        m.mark_success(false);
+        m.mark_failure();
+        m.set_in_force(Some("aaa"), "bbb");
+        m.mark_success(true);
+        assert_eq!(
+            samples(&r),
+            [
+                "etcd_readiness_policy_info{sha256=\"bbb\"} 1",
+                "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
+                "etcd_readiness_policy_last_reload_successful 1",
+                "etcd_readiness_policy_reloads_total{result=\"failure\"} 1",
+                "etcd_readiness_policy_reloads_total{result=\"success\"} 1",
+            ]
+        );
+        assert!(m.last_reload_successful());
+    }
+
+    #[test]
+    fn success_timestamp_is_unix_seconds_now() {
+        let mut r = Registry::default();
+        let m = ReloadMetrics::register(&mut r);
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        m.mark_success(true);
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let text = scrape(&r);
+        let value: f64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("etcd_readiness_policy_last_reload_success_timestamp_seconds ")
+            })
+            .expect("timestamp line")
+            .parse()
+            .unwrap();
+        assert!(value >= before.as_secs_f64() - 0.001 && value <= after.as_secs_f64() + 0.001);
+    }
+}
