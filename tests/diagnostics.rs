@@ -276,3 +276,27 @@ fn test_command_passes_on_every_shipped_test_file_and_fails_on_a_wrong_expectati
     p.test.yaml: FAILED: 1 of 1 expectations did not hold
     ");
 }
+
+#[test]
+fn the_test_file_example_in_the_language_docs_passes() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/policy-language.md"
+    ))
+    .unwrap();
+    let start = doc
+        .find("```yaml\npolicy: card.policy")
+        .expect("the example is in the docs")
+        + "```yaml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/policies/card.policy"),
+        dir.path().join("card.policy"),
+    )
+    .unwrap();
+    let t = dir.path().join("doc.test.yaml");
+    std::fs::write(&t, &doc[start..end]).unwrap();
+    let (code, out, err) = cli(&["test", t.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+}
