@@ -139,6 +139,15 @@ impl EngineHandle {
         self.shared.published.load_full()
     }
 
+    /// Publish `verdict` as if the loop had produced it now. For tests of the
+    /// HTTP layer and tools; a running loop replaces it at its next evaluation.
+    pub fn publish(&self, verdict: Verdict) {
+        self.shared.published.store(Arc::new(Published {
+            verdict,
+            at: Instant::now(),
+        }));
+    }
+
     /// How long ago the latest verdict was published.
     pub fn verdict_age(&self) -> Duration {
         self.shared.published.load().at.elapsed()
