@@ -294,3 +294,89 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
         st.last_ready = Some(verdict.ready);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Format, Metrics, encode};
+    use crate::signals::Value;
+
+    fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
+        let catalogue = Arc::new(Catalogue::builtin());
+        let policy = Policy::compile("p", src, &catalogue).unwrap();
+        let store = Arc::new(SignalStore::new(&catalogue));
+        let (registry, em, _, _) = Metrics::new().finish();
+        let h = EngineHandle::new(
+            Arc::new(policy),
+            catalogue,
+            store,
+            RoundNotifier::new(),
+            em,
+            Timing {
+                sample_interval: Duration::from_secs(1),
+                sample_timeout: Duration::from_millis(500),
+            },
+        );
+        (h, registry)
+    }
+
+    fn compile(h: &EngineHandle, src: &str) -> Arc<Policy> {
+        Arc::new(Policy::compile("p2", src, h.catalogue()).unwrap())
+    }
+
+    #[test]
+    fn starting_until_the_first_etcd_round_then_ready() {
+        let (h, _) = engine("check leader: leader\n");
+        h.store().record_ok(
+            h.catalogue().id("leader"),
+            Value::Bool(true),
+            Instant::now(),
+        );
+        h.evaluate_now();
+        assert!(h.verdict().verdict.reason.is_some());
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        h.evaluate_now();
+        let v = &h.verdict().verdict;
+        assert!(v.ready && v.reason.is_none(), "{v:?}");
+    }
+
+    #[test]
+    fn set_policy_swaps_checks_and_drops_their_metrics() {
+        let (h, registry) = engine("check leader: leader\ncheck old_one: !learner\n");
+        let now = Instant::now();
+        h.store()
+            .record_ok(h.catalogue().id("leader"), Value::Bool(true), now);
+        h.store()
+            .record_ok(h.catalogue().id("learner"), Value::Bool(false), now);
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        h.evaluate_now();
+        let since = h.verdict().verdict.checks[0].since;
+        assert!(encode(&registry, Format::Text004).contains("check=\"old_one\""));
+
+        h.set_reload_error(Some("line 1: boom".into()));
+        assert_eq!(
+            h.policy_status().last_reload_error.as_deref(),
+            Some("line 1: boom")
+        );
+        h.set_policy(compile(&h, "check leader: leader\ncheck new_one: leader\n"));
+        let v = &h.verdict().verdict;
+        let names: Vec<&str> = v.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["leader", "new_one"]);
+        let moved = v.checks[0]
+            .since
+            .duration_since(since)
+            .unwrap_or_else(|e| e.duration());
+        assert!(
+            moved < Duration::from_millis(50),
+            "unchanged check kept its state"
+        );
+        let text = encode(&registry, Format::Text004);
+        assert!(!text.contains("check=\"old_one\""), "{text}");
+        assert!(text.contains("check=\"new_one\""));
+        let st = h.policy_status();
+        assert_eq!(st.policy.path(), "p2");
+        assert_eq!(st.last_reload_error, None);
+    }
+}
