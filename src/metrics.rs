@@ -413,10 +413,7 @@ impl Metrics {
         build
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION").to_string(),
-                rustc: option_env!("CARGO_PKG_RUST_VERSION")
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("unknown")
-                    .to_string(),
+                rustc: env!("ERE_RUSTC_VERSION").to_string(),
             })
             .set(1);
         registry.register(

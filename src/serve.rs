@@ -174,6 +174,20 @@ pub async fn shutdown_signal() {
 /// The `serve` subcommand.
 pub fn run(args: ServeArgs) -> ExitCode {
     init_logging(&args);
+    for (given, flag) in [
+        (args.backup_url.is_some(), "--backup.url"),
+        (
+            args.owner_name.is_some() || args.owner_id.is_some(),
+            "--owner.name/--owner.id",
+        ),
+        (args.config.is_some(), "--config"),
+    ] {
+        if given {
+            tracing::warn!(
+                "{flag} is accepted but its source is not wired into serve yet; its signals stay unavailable to policies"
+            );
+        }
+    }
     let config = match ServeConfig::from_args(&args) {
         Ok(c) => c,
         Err(e) => {
