@@ -249,8 +249,13 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             .iter()
             .find(|(n, _)| n == &c.name)
             .map(|(_, s)| *s);
-        if prev.is_some_and(|p| p != c.state) || prev.is_none() && c.state != CheckState::Pass {
-            metrics.check_transition(&c.name);
+        let changed = prev.is_some_and(|p| p != c.state);
+        // A check's first state is logged when it is not passing, but it is
+        // not a transition.
+        if changed || prev.is_none() && c.state != CheckState::Pass {
+            if changed {
+                metrics.check_transition(&c.name);
+            }
             let kind = match c.kind {
                 CheckKind::Check => "check",
                 CheckKind::Warn => "warn",
