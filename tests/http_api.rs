@@ -95,6 +95,13 @@ fn failing_verdict() -> Verdict {
 }
 
 fn state() -> (AppState, EngineHandle) {
+    state_with(Timing {
+        sample_interval: Duration::from_secs(1),
+        sample_timeout: Duration::from_millis(500),
+    })
+}
+
+fn state_with(timing: Timing) -> (AppState, EngineHandle) {
     let catalogue = Arc::new(Catalogue::builtin());
     let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue).unwrap();
     let store = Arc::new(SignalStore::new(&catalogue));
@@ -105,10 +112,7 @@ fn state() -> (AppState, EngineHandle) {
         store,
         RoundNotifier::new(),
         engine_metrics,
-        Timing {
-            sample_interval: Duration::from_secs(1),
-            sample_timeout: Duration::from_millis(500),
-        },
+        timing,
     );
     let st = AppState {
         engine: engine.clone(),
@@ -274,4 +278,29 @@ async fn head_works_unknown_paths_404_and_metrics_negotiates() {
     );
     assert!(om.ends_with("# EOF\n"));
     assert!(om.contains("# TYPE etcd_readiness_http_requests counter\n"));
+}
+
+#[tokio::test]
+async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_livez() {
+    // Stale after 3 * 10ms + 10ms; nothing re-evaluates in this test.
+    let (st, engine) = state_with(Timing {
+        sample_interval: Duration::from_millis(10),
+        sample_timeout: Duration::from_millis(10),
+    });
+    let mut v = failing_verdict();
+    v.checks.retain(|c| c.state == CheckState::Pass);
+    v.ready = true;
+    engine.publish(v);
+    let (code, _, _) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body.starts_with("[-]verdict failed: verdict is stale: evaluator wedged"),
+        "{body}"
+    );
+    let (code, _, body) = get(&st, "/livez?verbose", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("[-]evaluation failed"), "{body}");
 }

@@ -346,3 +346,28 @@ fn bounded_json(mut v: serde_json::Value) -> String {
     }
     v.to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parsing_handles_repeats_encoding_and_flags() {
+        let q = ReadyzQuery::parse(
+            Some("verbose&exclude=leader&exclude=non%5Flearner&format=json"),
+            false,
+        );
+        assert_eq!(
+            q,
+            ReadyzQuery {
+                verbose: true,
+                json: true,
+                exclude: vec!["leader".into(), "non_learner".into()],
+            }
+        );
+        assert!(!ReadyzQuery::parse(Some("verbose=false"), false).verbose);
+        assert!(ReadyzQuery::parse(None, true).json);
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%e2%9c%93"), "\u{2713}");
+    }
+}
