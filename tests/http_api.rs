@@ -259,6 +259,11 @@ async fn head_works_unknown_paths_404_and_metrics_negotiates() {
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     let (code, _, _) = get(&st, "/nope", None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
+    let resp = app(st.clone())
+        .oneshot(Request::post("/readyz").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let (_, ct, text) = get(&st, "/metrics", None).await;
     assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
     assert!(!text.contains("# EOF"));
