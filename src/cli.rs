@@ -13,11 +13,15 @@ use crate::signals::Catalogue;
 #[command(
     name = "etcd-readiness-exporter",
     version,
-    about = "Decides when an etcd member is ready to serve, explains why, and exports it to Prometheus."
+    about = "Decides when an etcd member is ready to serve, explains why, and exports it to Prometheus.",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Flags of `serve`, the default when no subcommand is given.
+    #[command(flatten)]
+    pub serve: crate::config::ServeArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,6 +48,10 @@ pub enum Command {
         #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Sample one etcd member, evaluate the policy, serve /readyz and /metrics (the default).
+    Serve(Box<crate::config::ServeArgs>),
+    /// Start a local 3-member etcd cluster and walk through failures, showing /readyz.
+    Demo(crate::demo::DemoArgs),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -65,10 +73,9 @@ pub fn run() -> ExitCode {
             }
             Err(code) => code,
         },
-        None => {
-            eprintln!("no command given; see --help");
-            ExitCode::from(2)
-        }
+        Some(Command::Serve(args)) => crate::serve::run(*args),
+        Some(Command::Demo(args)) => crate::demo::run(args),
+        None => crate::serve::run(cli.serve),
     }
 }
 

@@ -9,9 +9,15 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod engine;
+pub mod http;
+pub mod metrics;
 pub mod policy;
 pub mod policytest;
 pub mod reload;
+pub mod serve;
 pub mod signals;
 pub mod sources;
 pub mod verdict;

@@ -1,13 +1,206 @@
-//! Sources: the parts that sample the world (the backup sidecar, the DNS
-//! owner record, generic Prometheus endpoints) into the signal store. Each
-//! implements [`Sampler`]; a runner calls it at its interval.
+//! Sources: the parts that sample the outside world — this etcd member, the
+//! backup sidecar, the DNS owner record, generic Prometheus endpoints — into
+//! the signal store.
+//! Each source implements [`Sampler`]; [`spawn`] runs one sampler on its own
+//! tokio task at its interval, records how long each round took and why it
+//! failed, and tells the engine (through a [`RoundNotifier`]) that new samples
+//! are in the store.
 
 pub mod backup;
 pub mod client;
 pub mod config;
+pub mod etcd;
 pub mod owner;
 pub mod promtext;
-pub mod sampler;
 pub mod scrape;
 
-pub use sampler::{SampleError, Sampler};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use crate::signals::{SignalStore, Source};
+
+/// Why a sample round failed. `reason` is a bounded metrics label
+/// (`timeout`, `connect`, `tls`, `status`, `parse`, `rpc`, `dns`, ...);
+/// `message` is for humans and goes into the store and logs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct SampleError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl SampleError {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        SampleError {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// One source of signals.
+pub trait Sampler: Send + 'static {
+    fn source(&self) -> Source;
+    fn interval(&self) -> Duration;
+    /// One round: write every signal of this source into the store (record_ok or record_err for
+    /// each, with the round's Instant). Must bound its own time (timeouts on every network call).
+    fn sample(
+        &mut self,
+        store: &SignalStore,
+    ) -> impl std::future::Future<Output = Result<(), SampleError>> + Send;
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    source: String,
+    reason: String,
+}
+
+/// `etcd_readiness_sample_duration_seconds{source}` and
+/// `etcd_readiness_sample_errors_total{source,reason}`.
+#[derive(Clone, Debug)]
+pub struct SourceMetrics {
+    duration: Family<SourceLabels, Histogram>,
+    errors: Family<ErrorLabels, Counter>,
+}
+
+impl SourceMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let duration = Family::<SourceLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ])
+        });
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "etcd_readiness_sample_duration_seconds",
+            "Time one sample round of a source took",
+            duration.clone(),
+        );
+        registry.register(
+            "etcd_readiness_sample_errors",
+            "Sample rounds that failed, by source and bounded reason",
+            errors.clone(),
+        );
+        SourceMetrics { duration, errors }
+    }
+
+    fn observe(&self, source: &str, took: Duration, error: Option<&SampleError>) {
+        self.duration
+            .get_or_create(&SourceLabels {
+                source: source.to_string(),
+            })
+            .observe(took.as_secs_f64());
+        if let Some(e) = error {
+            self.errors
+                .get_or_create(&ErrorLabels {
+                    source: source.to_string(),
+                    reason: e.reason.to_string(),
+                })
+                .inc();
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RoundInfo {
+    last: Instant,
+    interval: Duration,
+}
+
+/// Shared between the samplers and the engine: wakes the engine after each
+/// round and remembers when each source last finished one (for `/livez` and
+/// for the engine's "starting" state).
+#[derive(Clone, Debug, Default)]
+pub struct RoundNotifier {
+    notify: Arc<Notify>,
+    rounds: Arc<Mutex<HashMap<String, RoundInfo>>>,
+}
+
+impl RoundNotifier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Record that `source` finished a round now and wake the engine.
+    pub fn round_finished(&self, source: &Source, interval: Duration) {
+        self.lock().insert(
+            source.label(),
+            RoundInfo {
+                last: Instant::now(),
+                interval,
+            },
+        );
+        self.notify.notify_one();
+    }
+
+    /// When `source` last finished a round.
+    pub fn last_round(&self, source: &Source) -> Option<Instant> {
+        self.lock().get(&source.label()).map(|r| r.last)
+    }
+
+    /// Every source that has finished a round: (label, last round, interval).
+    pub fn rounds(&self) -> Vec<(String, Instant, Duration)> {
+        let mut v: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(k, r)| (k.clone(), r.last, r.interval))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Wait until some source finishes a round (a round finished while nobody
+    /// waited is remembered, so none is lost).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RoundInfo>> {
+        self.rounds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Run `sampler` on its own task: one round per interval (a slow round delays
+/// the next tick instead of bursting), metrics per round, a notification to
+/// the engine after each round. The task runs until aborted.
+pub fn spawn<S: Sampler>(
+    mut sampler: S,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let source = sampler.source();
+        let label = source.label();
+        let interval = sampler.interval();
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let started = Instant::now();
+            let result = sampler.sample(&store).await;
+            let took = started.elapsed();
+            metrics.observe(&label, took, result.as_ref().err());
+            if let Err(e) = &result {
+                tracing::debug!(source = %label, reason = e.reason, "sample round failed: {}", e.message);
+            }
+            notifier.round_finished(&source, interval);
+        }
+    })
+}

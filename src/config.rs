@@ -1,0 +1,409 @@
+//! Configuration of `serve`: the clap flags ([`ServeArgs`], each also read
+//! from an `ERE_*` environment variable) and the validated [`ServeConfig`] the
+//! rest of the code uses. Validation reads the files flags name (policy, TLS
+//! material) so that unusable flags fail at start with a clear message.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::sources::backup::{BackupConfig, BackupMode};
+use crate::sources::client::TlsFiles;
+use crate::sources::config::Config as ScrapeFile;
+use crate::sources::etcd::{EtcdConfig, EtcdTls};
+use crate::sources::owner::OwnerConfig;
+
+/// The default policy, used when `--policy` is not given.
+pub const DEFAULT_POLICY: &str = include_str!("../policies/default.policy");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags of `serve`.
+#[derive(Args, Clone, Debug)]
+pub struct ServeArgs {
+    /// Readiness policy file (default: the built-in default policy).
+    #[arg(long = "policy", env = "ERE_POLICY", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// gRPC endpoint of this etcd member (https:// for TLS).
+    #[arg(
+        long = "etcd.endpoint",
+        env = "ERE_ETCD_ENDPOINT",
+        default_value = "http://127.0.0.1:2379"
+    )]
+    pub etcd_endpoint: String,
+    /// CA certificate (PEM) to verify etcd's server certificate.
+    #[arg(long = "etcd.cacert", env = "ERE_ETCD_CACERT", value_name = "FILE")]
+    pub etcd_cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for mTLS to etcd.
+    #[arg(long = "etcd.cert", env = "ERE_ETCD_CERT", value_name = "FILE")]
+    pub etcd_cert: Option<PathBuf>,
+    /// Client key (PEM) for mTLS to etcd.
+    #[arg(long = "etcd.key", env = "ERE_ETCD_KEY", value_name = "FILE")]
+    pub etcd_key: Option<PathBuf>,
+    /// Key read by the probe Ranges (keys-only, limit 1; it need not exist).
+    #[arg(
+        long = "etcd.probe-key",
+        env = "ERE_ETCD_PROBE_KEY",
+        default_value = "health"
+    )]
+    pub etcd_probe_key: String,
+    /// Time between sample rounds.
+    #[arg(long = "sample.interval", env = "ERE_SAMPLE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub sample_interval: Duration,
+    /// Deadline of every call to etcd.
+    #[arg(long = "sample.timeout", env = "ERE_SAMPLE_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
+    pub sample_timeout: Duration,
+    /// Address to serve HTTP on.
+    #[arg(
+        long = "web.listen-address",
+        env = "ERE_WEB_LISTEN_ADDRESS",
+        default_value = "0.0.0.0:9379"
+    )]
+    pub web_listen_address: String,
+    /// Path of the metrics endpoint.
+    #[arg(
+        long = "web.telemetry-path",
+        env = "ERE_WEB_TELEMETRY_PATH",
+        default_value = "/metrics"
+    )]
+    pub web_telemetry_path: String,
+    /// Log level (error, warn, info, debug, trace) or a tracing filter.
+    #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    #[arg(
+        long = "log.format",
+        env = "ERE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// Safety-net re-read of the policy file.
+    #[arg(long = "policy.reload-interval", env = "ERE_POLICY_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub policy_reload_interval: Duration,
+    /// Base URL of the etcd-backup-restore sidecar.
+    #[arg(long = "backup.url", env = "ERE_BACKUP_URL")]
+    pub backup_url: Option<String>,
+    #[arg(long = "backup.cacert", env = "ERE_BACKUP_CACERT", value_name = "FILE")]
+    pub backup_cacert: Option<PathBuf>,
+    #[arg(long = "backup.cert", env = "ERE_BACKUP_CERT", value_name = "FILE")]
+    pub backup_cert: Option<PathBuf>,
+    #[arg(long = "backup.key", env = "ERE_BACKUP_KEY", value_name = "FILE")]
+    pub backup_key: Option<PathBuf>,
+    #[arg(
+        long = "backup.mode",
+        env = "ERE_BACKUP_MODE",
+        value_enum,
+        default_value = "metrics"
+    )]
+    pub backup_mode: BackupMode,
+    /// DNS name whose TXT record names the owner.
+    #[arg(long = "owner.name", env = "ERE_OWNER_NAME")]
+    pub owner_name: Option<String>,
+    /// Expected owner id (the first TXT string).
+    #[arg(long = "owner.id", env = "ERE_OWNER_ID")]
+    pub owner_id: Option<String>,
+    #[arg(long = "owner.interval", env = "ERE_OWNER_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub owner_interval: Duration,
+    #[arg(long = "owner.timeout", env = "ERE_OWNER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub owner_timeout: Duration,
+    #[arg(
+        long = "owner.nameserver",
+        env = "ERE_OWNER_NAMESERVER",
+        value_name = "HOST:PORT"
+    )]
+    pub owner_nameserver: Option<String>,
+    /// Generic scrape sources (YAML).
+    #[arg(long = "config", env = "ERE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// Defaults for everything, with this etcd endpoint (for tests and `demo`).
+    pub fn for_endpoint(endpoint: &str) -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let mut a = Wrap::parse_from(["serve"]).args;
+        a.etcd_endpoint = endpoint.to_string();
+        a
+    }
+}
+
+/// Why flags are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--web.listen-address {0:?} is not HOST:PORT ({1})")]
+    ListenAddress(String, String),
+    #[error(
+        "--web.telemetry-path {0:?} must start with / and not be a path the exporter already serves"
+    )]
+    TelemetryPath(String),
+    #[error("--etcd.endpoint {0:?} must start with http:// or https://")]
+    Endpoint(String),
+    #[error("cannot read {flag} {path}: {error}")]
+    Read {
+        flag: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Tls(String),
+    #[error(
+        "--sample.interval must be positive and --sample.timeout must be positive and not longer than --sample.interval (got {interval:?} and {timeout:?})"
+    )]
+    Timing {
+        interval: Duration,
+        timeout: Duration,
+    },
+    #[error("cannot read --policy {path}: {error}")]
+    Policy { path: String, error: std::io::Error },
+    #[error("{0}")]
+    Owner(String),
+    #[error("--config: {0}")]
+    ScrapeConfig(String),
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub telemetry_path: String,
+    pub etcd: EtcdConfig,
+    /// Path shown in diagnostics and /policy (`<default>` for the built-in one).
+    pub policy_path: String,
+    /// The file to watch, when one was given.
+    pub policy_file: Option<PathBuf>,
+    pub policy_text: String,
+    pub policy_reload_interval: Duration,
+    pub sample_interval: Duration,
+    pub sample_timeout: Duration,
+    /// The backup sidecar source, when `--backup.url` is given.
+    pub backup: Option<BackupConfig>,
+    /// The DNS owner check, when `--owner.name` and `--owner.id` are given.
+    pub owner: Option<OwnerConfig>,
+    /// Generic scrape sources from `--config`.
+    pub scrape: Option<ScrapeFile>,
+}
+
+fn read(flag: &'static str, p: &PathBuf) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(p).map_err(|error| ConfigError::Read {
+        flag,
+        path: p.display().to_string(),
+        error,
+    })
+}
+
+impl ServeConfig {
+    pub fn from_args(a: &ServeArgs) -> Result<Self, ConfigError> {
+        let listen: SocketAddr =
+            a.web_listen_address
+                .parse()
+                .map_err(|e: std::net::AddrParseError| {
+                    ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
+                })?;
+        let reserved = ["/", "/readyz", "/livez", "/signals", "/policy"];
+        if !a.web_telemetry_path.starts_with('/')
+            || reserved.contains(&a.web_telemetry_path.as_str())
+            || a.web_telemetry_path.starts_with("/readyz/")
+        {
+            return Err(ConfigError::TelemetryPath(a.web_telemetry_path.clone()));
+        }
+        if a.sample_interval.is_zero()
+            || a.sample_timeout.is_zero()
+            || a.sample_timeout > a.sample_interval
+        {
+            return Err(ConfigError::Timing {
+                interval: a.sample_interval,
+                timeout: a.sample_timeout,
+            });
+        }
+        let ep = a.etcd_endpoint.trim();
+        let https = ep.starts_with("https://");
+        if !https && !ep.starts_with("http://") {
+            return Err(ConfigError::Endpoint(ep.to_string()));
+        }
+        let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
+            (None, None, None) if !https => None,
+            (None, _, _) if https => {
+                return Err(ConfigError::Tls(format!(
+                    "--etcd.endpoint {ep} is https:// but --etcd.cacert is not set"
+                )));
+            }
+            (_, _, _) if !https => {
+                return Err(ConfigError::Tls(format!(
+                    "--etcd.cacert/--etcd.cert/--etcd.key are set but --etcd.endpoint {ep} is not https://"
+                )));
+            }
+            (Some(ca), cert, key) => {
+                let identity = match (cert, key) {
+                    (Some(c), Some(k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
+                    (None, None) => None,
+                    _ => {
+                        return Err(ConfigError::Tls(
+                            "--etcd.cert and --etcd.key must be given together".to_string(),
+                        ));
+                    }
+                };
+                Some(EtcdTls {
+                    ca: read("--etcd.cacert", ca)?,
+                    identity,
+                })
+            }
+            (None, _, _) => None,
+        };
+        let (policy_path, policy_text) = match &a.policy {
+            None => ("<default>".to_string(), DEFAULT_POLICY.to_string()),
+            Some(p) => (
+                p.display().to_string(),
+                std::fs::read_to_string(p).map_err(|error| ConfigError::Policy {
+                    path: p.display().to_string(),
+                    error,
+                })?,
+            ),
+        };
+        let backup = a.backup_url.as_ref().map(|url| BackupConfig {
+            url: url.clone(),
+            tls: TlsFiles {
+                ca: a.backup_cacert.clone(),
+                cert: a.backup_cert.clone(),
+                key: a.backup_key.clone(),
+            },
+            mode: a.backup_mode,
+            interval: a.sample_interval,
+            timeout: a.sample_timeout,
+        });
+        let owner = match (&a.owner_name, &a.owner_id) {
+            (None, None) => None,
+            (Some(name), Some(id)) => {
+                let nameserver = match &a.owner_nameserver {
+                    None => None,
+                    Some(ns) => Some(ns.parse::<SocketAddr>().map_err(|e| {
+                        ConfigError::Owner(format!(
+                            "--owner.nameserver {ns:?} is not HOST:PORT with an IP address: {e}"
+                        ))
+                    })?),
+                };
+                if a.owner_timeout.is_zero() || a.owner_timeout > a.owner_interval {
+                    return Err(ConfigError::Owner(format!(
+                        "--owner.timeout ({:?}) must be positive and not longer than --owner.interval ({:?})",
+                        a.owner_timeout, a.owner_interval
+                    )));
+                }
+                Some(OwnerConfig {
+                    name: name.clone(),
+                    id: id.clone(),
+                    interval: a.owner_interval,
+                    timeout: a.owner_timeout,
+                    nameserver,
+                })
+            }
+            _ => {
+                return Err(ConfigError::Owner(
+                    "--owner.name and --owner.id must be given together".to_string(),
+                ));
+            }
+        };
+        let scrape = match &a.config {
+            None => None,
+            Some(p) => {
+                Some(ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?)
+            }
+        };
+        Ok(ServeConfig {
+            listen,
+            telemetry_path: a.web_telemetry_path.clone(),
+            etcd: EtcdConfig {
+                endpoint: ep.to_string(),
+                tls,
+                probe_key: a.etcd_probe_key.clone(),
+                interval: a.sample_interval,
+                timeout: a.sample_timeout,
+            },
+            policy_path,
+            policy_file: a.policy.clone(),
+            policy_text,
+            policy_reload_interval: a.policy_reload_interval,
+            sample_interval: a.sample_interval,
+            sample_timeout: a.sample_timeout,
+            backup,
+            owner,
+            scrape,
+        })
+    }
+}
+
+/// `500ms`, `1s`, `1.5s`, `2m`, `1h`, `1m30s`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".to_string());
+    }
+    let mut total = 0.0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("{s:?}: missing unit (use ms, s, m or h, e.g. 500ms)"))?;
+        if num_end == 0 {
+            return Err(format!("{s:?}: expected a number"));
+        }
+        let n: f64 = rest[..num_end]
+            .parse()
+            .map_err(|_| format!("{s:?}: bad number {:?}", &rest[..num_end]))?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..unit_end] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => return Err(format!("{s:?}: unknown unit {u:?} (use ms, s, m or h)")),
+        };
+        total += n * mult;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_prometheus() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn https_without_ca_is_refused() {
+        let mut a = ServeArgs::for_endpoint("https://127.0.0.1:2379");
+        a.web_listen_address = "127.0.0.1:0".into();
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(e.contains("--etcd.cacert"), "{e}");
+    }
+
+    #[test]
+    fn timeout_longer_than_interval_is_refused() {
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.sample_timeout = Duration::from_secs(2);
+        assert!(matches!(
+            ServeConfig::from_args(&a),
+            Err(ConfigError::Timing { .. })
+        ));
+    }
+}

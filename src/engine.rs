@@ -1,0 +1,387 @@
+//! The engine: the evaluation loop. It owns the [`Evaluator`], re-evaluates
+//! after every sample round and on a short tick (so hold-down timers expire on
+//! time), builds the [`Verdict`] and publishes it with arc-swap. Readers (HTTP,
+//! metrics) only ever load the published verdict: nothing they do waits on a
+//! source. Readiness and check transitions are logged here, once each.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use tokio::task::JoinHandle;
+
+use crate::metrics::EngineMetrics;
+use crate::policy::{Evaluator, Policy};
+use crate::signals::{Catalogue, Reading, SignalStore, Source};
+use crate::sources::RoundNotifier;
+use crate::verdict::{CheckKind, CheckState, Verdict};
+
+/// How often the engine re-evaluates without a new sample round.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// A verdict with the instant it was published.
+#[derive(Debug)]
+pub struct Published {
+    pub verdict: Verdict,
+    pub at: Instant,
+}
+
+/// What `/policy` shows.
+#[derive(Clone, Debug)]
+pub struct PolicyStatus {
+    pub policy: Arc<Policy>,
+    pub loaded_at: SystemTime,
+    pub last_reload_error: Option<String>,
+}
+
+/// Timing the engine needs to judge staleness.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub sample_interval: Duration,
+    pub sample_timeout: Duration,
+}
+
+impl Timing {
+    /// A verdict older than this means the evaluation loop is wedged.
+    pub fn verdict_stale_after(&self) -> Duration {
+        3 * self.sample_interval + self.sample_timeout
+    }
+}
+
+struct EvalState {
+    evaluator: Evaluator,
+    readings: Vec<Reading>,
+    last_ready: Option<bool>,
+    last_states: Vec<(String, CheckState)>,
+}
+
+struct Shared {
+    catalogue: Arc<Catalogue>,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: EngineMetrics,
+    timing: Timing,
+    published: ArcSwap<Published>,
+    policy: ArcSwap<PolicyStatus>,
+    eval: Mutex<EvalState>,
+}
+
+/// Cloneable handle to the engine, shared by the HTTP layer, the policy
+/// reloader and tests.
+#[derive(Clone)]
+pub struct EngineHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle").finish_non_exhaustive()
+    }
+}
+
+impl EngineHandle {
+    /// An engine for `policy` with the verdict `starting`. Nothing runs until
+    /// [`EngineHandle::spawn`].
+    pub fn new(
+        policy: Arc<Policy>,
+        catalogue: Arc<Catalogue>,
+        store: Arc<SignalStore>,
+        notifier: RoundNotifier,
+        metrics: EngineMetrics,
+        timing: Timing,
+    ) -> Self {
+        let now = Instant::now();
+        let shared = Shared {
+            published: ArcSwap::from_pointee(Published {
+                verdict: Verdict::starting(SystemTime::now()),
+                at: now,
+            }),
+            policy: ArcSwap::from_pointee(PolicyStatus {
+                policy: policy.clone(),
+                loaded_at: SystemTime::now(),
+                last_reload_error: None,
+            }),
+            eval: Mutex::new(EvalState {
+                evaluator: Evaluator::new(policy, now),
+                readings: Vec::with_capacity(catalogue.len()),
+                last_ready: None,
+                last_states: Vec::new(),
+            }),
+            catalogue,
+            store,
+            notifier,
+            metrics,
+            timing,
+        };
+        EngineHandle {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Run the evaluation loop: after every sample round and every [`TICK`].
+    pub fn spawn(&self) -> JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = me.shared.notifier.notified() => {}
+                    _ = tick.tick() => {}
+                }
+                me.evaluate_now();
+            }
+        })
+    }
+
+    /// The latest published verdict.
+    pub fn verdict(&self) -> Arc<Published> {
+        self.shared.published.load_full()
+    }
+
+    /// Publish `verdict` as if the loop had produced it now. For tests of the
+    /// HTTP layer and tools; a running loop replaces it at its next evaluation.
+    pub fn publish(&self, verdict: Verdict) {
+        self.shared.published.store(Arc::new(Published {
+            verdict,
+            at: Instant::now(),
+        }));
+    }
+
+    /// How long ago the latest verdict was published.
+    pub fn verdict_age(&self) -> Duration {
+        self.shared.published.load().at.elapsed()
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.shared.timing
+    }
+
+    pub fn store(&self) -> &Arc<SignalStore> {
+        &self.shared.store
+    }
+
+    pub fn catalogue(&self) -> &Arc<Catalogue> {
+        &self.shared.catalogue
+    }
+
+    pub fn notifier(&self) -> &RoundNotifier {
+        &self.shared.notifier
+    }
+
+    /// The policy in force with its load time and the last reload error.
+    pub fn policy_status(&self) -> Arc<PolicyStatus> {
+        self.shared.policy.load_full()
+    }
+
+    /// Swap in a new (already compiled) policy. Checks whose name and
+    /// expression are unchanged keep their state and hold-down timers. Clears
+    /// the reload error and re-evaluates at once.
+    pub fn set_policy(&self, policy: Arc<Policy>) {
+        {
+            let mut st = self.lock_eval();
+            let kept = st.evaluator.replace_policy(policy.clone(), Instant::now());
+            tracing::info!(
+                path = policy.path(),
+                sha256 = policy.sha256(),
+                kept_checks = kept,
+                "policy replaced: {}",
+                policy.summary()
+            );
+        }
+        self.shared.policy.store(Arc::new(PolicyStatus {
+            policy,
+            loaded_at: SystemTime::now(),
+            last_reload_error: None,
+        }));
+        self.evaluate_now();
+    }
+
+    /// Record (or clear) why the last reload attempt failed; the policy in
+    /// force does not change.
+    pub fn set_reload_error(&self, error: Option<String>) {
+        let cur = self.shared.policy.load_full();
+        self.shared.policy.store(Arc::new(PolicyStatus {
+            policy: cur.policy.clone(),
+            loaded_at: cur.loaded_at,
+            last_reload_error: error,
+        }));
+    }
+
+    fn lock_eval(&self) -> std::sync::MutexGuard<'_, EvalState> {
+        // Evaluation never panics by design; if it did, the state is still usable.
+        self.shared.eval.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Evaluate once and publish. Until the etcd source finished its first
+    /// round the verdict stays `starting`.
+    pub fn evaluate_now(&self) {
+        let sh = &*self.shared;
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let mut guard = self.lock_eval();
+        let st = &mut *guard;
+        sh.store.read_into(now, &mut st.readings);
+        st.evaluator.evaluate(&st.readings, now);
+        let verdict = if sh.notifier.last_round(&Source::Etcd).is_none() {
+            Verdict::starting(wall)
+        } else {
+            let checks = st.evaluator.report(&st.readings, now, wall);
+            Verdict {
+                ready: Verdict::ready_from(&checks),
+                reason: None,
+                evaluated_at: wall,
+                checks,
+            }
+        };
+        if verdict.reason.is_none() {
+            log_transitions(st, &verdict, &sh.metrics);
+        }
+        sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
+        sh.published.store(Arc::new(Published { verdict, at: now }));
+    }
+}
+
+fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetrics) {
+    for c in &verdict.checks {
+        let prev = st
+            .last_states
+            .iter()
+            .find(|(n, _)| n == &c.name)
+            .map(|(_, s)| *s);
+        let changed = prev.is_some_and(|p| p != c.state);
+        // A check's first state is logged when it is not passing, but it is
+        // not a transition.
+        if changed || prev.is_none() && c.state != CheckState::Pass {
+            if changed {
+                metrics.check_transition(&c.name);
+            }
+            let kind = match c.kind {
+                CheckKind::Check => "check",
+                CheckKind::Warn => "warn",
+            };
+            tracing::info!(
+                check = %c.name,
+                kind,
+                from = prev.map_or("none", |p| p.as_str()),
+                to = c.state.as_str(),
+                "{kind} {} is now {}{}",
+                c.name,
+                c.state.as_str(),
+                if c.explanation.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", c.explanation)
+                }
+            );
+        }
+    }
+    st.last_states = verdict
+        .checks
+        .iter()
+        .map(|c| (c.name.clone(), c.state))
+        .collect();
+    if st.last_ready != Some(verdict.ready) {
+        if st.last_ready.is_some() {
+            metrics.readiness_transition();
+        }
+        let why: Vec<String> = verdict
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Check && c.state != CheckState::Pass)
+            .map(|c| format!("{}: {}", c.name, c.explanation))
+            .collect();
+        if verdict.ready {
+            tracing::info!(ready = true, "member is ready");
+        } else {
+            tracing::info!(ready = false, "member is not ready: {}", why.join("; "));
+        }
+        st.last_ready = Some(verdict.ready);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Format, Metrics, encode};
+    use crate::signals::Value;
+
+    fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
+        let catalogue = Arc::new(Catalogue::builtin());
+        let policy = Policy::compile("p", src, &catalogue).unwrap();
+        let store = Arc::new(SignalStore::new(&catalogue));
+        let (registry, em, _, _) = Metrics::new().finish();
+        let h = EngineHandle::new(
+            Arc::new(policy),
+            catalogue,
+            store,
+            RoundNotifier::new(),
+            em,
+            Timing {
+                sample_interval: Duration::from_secs(1),
+                sample_timeout: Duration::from_millis(500),
+            },
+        );
+        (h, registry)
+    }
+
+    fn compile(h: &EngineHandle, src: &str) -> Arc<Policy> {
+        Arc::new(Policy::compile("p2", src, h.catalogue()).unwrap())
+    }
+
+    #[test]
+    fn starting_until_the_first_etcd_round_then_ready() {
+        let (h, _) = engine("check leader: leader\n");
+        h.store().record_ok(
+            h.catalogue().id("leader"),
+            Value::Bool(true),
+            Instant::now(),
+        );
+        h.evaluate_now();
+        assert!(h.verdict().verdict.reason.is_some());
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        h.evaluate_now();
+        let v = &h.verdict().verdict;
+        assert!(v.ready && v.reason.is_none(), "{v:?}");
+    }
+
+    #[test]
+    fn set_policy_swaps_checks_and_drops_their_metrics() {
+        let (h, registry) = engine("check leader: leader\ncheck old_one: !learner\n");
+        let now = Instant::now();
+        h.store()
+            .record_ok(h.catalogue().id("leader"), Value::Bool(true), now);
+        h.store()
+            .record_ok(h.catalogue().id("learner"), Value::Bool(false), now);
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        h.evaluate_now();
+        let since = h.verdict().verdict.checks[0].since;
+        assert!(encode(&registry, Format::Text004).contains("check=\"old_one\""));
+
+        h.set_reload_error(Some("line 1: boom".into()));
+        assert_eq!(
+            h.policy_status().last_reload_error.as_deref(),
+            Some("line 1: boom")
+        );
+        h.set_policy(compile(&h, "check leader: leader\ncheck new_one: leader\n"));
+        let v = &h.verdict().verdict;
+        let names: Vec<&str> = v.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["leader", "new_one"]);
+        let moved = v.checks[0]
+            .since
+            .duration_since(since)
+            .unwrap_or_else(|e| e.duration());
+        assert!(
+            moved < Duration::from_millis(50),
+            "unchanged check kept its state"
+        );
+        let text = encode(&registry, Format::Text004);
+        assert!(!text.contains("check=\"old_one\""), "{text}");
+        assert!(text.contains("check=\"new_one\""));
+        let st = h.policy_status();
+        assert_eq!(st.policy.path(), "p2");
+        assert_eq!(st.last_reload_error, None);
+    }
+}

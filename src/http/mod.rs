@@ -1,0 +1,318 @@
+//! The HTTP surface (axum): `/readyz` (+ `/readyz/<check>`), `/livez`, the
+//! telemetry path, `/signals`, `/policy` and a landing page at `/`. Handlers
+//! only read what the engine published: `/readyz` never waits on etcd.
+
+pub mod readyz;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+
+use crate::engine::EngineHandle;
+use crate::metrics::{Format, HttpMetrics};
+use readyz::{ReadyzQuery, Rendered};
+
+/// Everything the handlers read.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub registry: Arc<Registry>,
+    pub http_metrics: HttpMetrics,
+    pub telemetry_path: String,
+    /// When serving started, for `/livez` before the first round.
+    pub started: Instant,
+    /// The policy file reloader, when `--policy` names a file (`POST /-/reload`).
+    pub reloader: Option<Arc<crate::reload::Reloader>>,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+
+/// The router with every endpoint and the request metrics.
+pub fn app(state: AppState) -> Router {
+    let telemetry = state.telemetry_path.clone();
+    Router::new()
+        .route("/", get(landing))
+        .route("/readyz", get(readyz_all))
+        .route("/readyz/{name}", get(readyz_one))
+        .route("/livez", get(livez))
+        .route("/signals", get(signals))
+        .route("/policy", get(policy))
+        .route(&telemetry, get(metrics))
+        .route("/-/reload", post(reload))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .with_state(state)
+}
+
+async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let handler = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("notfound".to_string(), |m| m.as_str().to_string());
+    let started = Instant::now();
+    let mut resp = next.run(req).await;
+    resp.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    state
+        .http_metrics
+        .observe(&handler, resp.status().as_u16(), started.elapsed());
+    resp
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `POST /-/reload`: re-read the policy file now (as Prometheus does).
+async fn reload(State(s): State<AppState>) -> Response {
+    match s.reloader {
+        Some(r) => crate::reload::reload_handler(State(r)).await,
+        None => respond(
+            StatusCode::CONFLICT,
+            TEXT,
+            "no policy file to reload: the built-in default policy is in use (start with --policy FILE)\n".to_string(),
+        ),
+    }
+}
+
+fn rendered(r: Rendered) -> Response {
+    respond(r.status, if r.json { JSON } else { TEXT }, r.body)
+}
+
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"))
+}
+
+/// Age of the verdict when it is older than the engine should ever let it get.
+fn stale(engine: &EngineHandle) -> Option<Duration> {
+    let age = engine.verdict_age();
+    (age > engine.timing().verdict_stale_after()).then_some(age)
+}
+
+async fn readyz_all(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
+    let published = s.engine.verdict();
+    rendered(readyz::render_all(&published.verdict, stale(&s.engine), &q))
+}
+
+async fn readyz_one(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
+    let published = s.engine.verdict();
+    let status = s.engine.policy_status();
+    let names: Vec<&str> = status
+        .policy
+        .checks()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    rendered(readyz::render_one(
+        &published.verdict,
+        stale(&s.engine),
+        &name,
+        &names,
+        &q,
+    ))
+}
+
+/// The exporter's own loops are alive: the evaluation loop published recently
+/// and every sampler finished a round recently. Independent of etcd's health.
+async fn livez(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let q = ReadyzQuery::parse(q.as_deref(), false);
+    let mut lines = Vec::new();
+    let mut failing = false;
+    let age = s.engine.verdict_age();
+    let bound = s.engine.timing().verdict_stale_after();
+    if age > bound {
+        failing = true;
+        lines.push(format!(
+            "[-]evaluation failed: last evaluation {:.1}s ago (limit {:.1}s)",
+            age.as_secs_f64(),
+            bound.as_secs_f64()
+        ));
+    } else {
+        lines.push("[+]evaluation ok".to_string());
+    }
+    let rounds = s.engine.notifier().rounds();
+    let timing = s.engine.timing();
+    // A round is bounded by a few timeouts (connect, Status, two reads).
+    let round_bound = |interval: Duration| 3 * interval + 5 * timing.sample_timeout;
+    if !rounds.iter().any(|r| r.0 == "etcd") {
+        let since = s.started.elapsed();
+        if since > round_bound(timing.sample_interval) {
+            failing = true;
+            lines.push(format!(
+                "[-]sampler:etcd failed: no round finished in {:.1}s since start",
+                since.as_secs_f64()
+            ));
+        } else {
+            lines.push("[+]sampler:etcd ok (first round running)".to_string());
+        }
+    }
+    for (label, last, interval) in rounds {
+        let ago = last.elapsed();
+        if ago > round_bound(interval) {
+            failing = true;
+            lines.push(format!(
+                "[-]sampler:{label} failed: last round finished {:.1}s ago",
+                ago.as_secs_f64()
+            ));
+        } else {
+            lines.push(format!("[+]sampler:{label} ok"));
+        }
+    }
+    let status = if failing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let body = if !failing && !q.verbose {
+        "ok".to_string()
+    } else {
+        lines.push(
+            if failing {
+                "livez check failed"
+            } else {
+                "livez check passed"
+            }
+            .to_string(),
+        );
+        lines.join("\n") + "\n"
+    };
+    respond(status, TEXT, body)
+}
+
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    // The engine refreshes the gauges at every evaluation (every 250ms at
+    // most), so a scrape only encodes.
+    let body = crate::metrics::encode(&s.registry, format);
+    respond(StatusCode::OK, format.content_type(), body)
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0)
+        .unwrap_or(0.0)
+}
+
+async fn signals(State(s): State<AppState>) -> Response {
+    let now = Instant::now();
+    let cat = s.engine.catalogue();
+    let out: Vec<serde_json::Value> = s
+        .engine
+        .store()
+        .snapshot(now)
+        .into_iter()
+        .filter(|i| cat.is_enabled(i.id))
+        .map(|i| {
+            let def = cat.get(i.id);
+            json!({
+                "name": def.name,
+                "source": def.source.label(),
+                "type": def.ty.to_string(),
+                "unit": def.unit,
+                "value": i.reading.value.map(|v| match v {
+                    crate::signals::Value::Bool(b) => json!(b),
+                    crate::signals::Value::Num(n) => json!(n),
+                }),
+                "known": i.reading.value.is_some(),
+                "unknown_reason": (i.reading.value.is_none())
+                    .then(|| crate::policy::eval::describe_unknown(&i.reading)),
+                "age_seconds": i.reading.last_good_age.map(|a| (a.as_secs_f64() * 1000.0).round() / 1000.0),
+                "last_good_at": i.last_good_wall.map(unix),
+                "last_error": i.last_error.as_deref(),
+            })
+        })
+        .collect();
+    respond(
+        StatusCode::OK,
+        JSON,
+        serde_json::to_string_pretty(&out).unwrap_or_default(),
+    )
+}
+
+async fn policy(State(s): State<AppState>) -> Response {
+    let st = s.engine.policy_status();
+    let body = json!({
+        "path": st.policy.path(),
+        "sha256": st.policy.sha256(),
+        "loaded_at": unix(st.loaded_at),
+        "last_reload_error": st.last_reload_error,
+        "summary": st.policy.summary(),
+        "text": st.policy.source(),
+    });
+    respond(
+        StatusCode::OK,
+        JSON,
+        serde_json::to_string_pretty(&body).unwrap_or_default(),
+    )
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+async fn landing(State(s): State<AppState>) -> Response {
+    let published = s.engine.verdict();
+    let r = readyz::render_all(
+        &published.verdict,
+        stale(&s.engine),
+        &ReadyzQuery {
+            verbose: true,
+            ..Default::default()
+        },
+    );
+    let state = if r.status == StatusCode::OK {
+        "ready"
+    } else {
+        "NOT ready"
+    };
+    let tp = html_escape(&s.telemetry_path);
+    let body = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>etcd-readiness-exporter</title></head>\n<body>\n<h1>etcd-readiness-exporter</h1>\n<p>This member is <b>{state}</b>.</p>\n<pre>{}</pre>\n<ul>\n<li><a href=\"/readyz?verbose\">/readyz?verbose</a></li>\n<li><a href=\"/readyz?format=json\">/readyz?format=json</a></li>\n<li><a href=\"/livez?verbose\">/livez?verbose</a></li>\n<li><a href=\"{tp}\">{tp}</a></li>\n<li><a href=\"/signals\">/signals</a></li>\n<li><a href=\"/policy\">/policy</a></li>\n</ul>\n</body></html>\n",
+        html_escape(&r.body)
+    );
+    respond(StatusCode::OK, "text/html; charset=utf-8", body)
+}
+
+async fn not_found() -> Response {
+    respond(
+        StatusCode::NOT_FOUND,
+        TEXT,
+        "404 page not found; see / for the endpoints\n".to_string(),
+    )
+}

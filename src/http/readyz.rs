@@ -1,0 +1,373 @@
+//! `/readyz` rendering, in the apiserver's conventions (`[+]name ok`,
+//! `[-]name failed: reason`, `readyz check passed|failed`, `?verbose`,
+//! `?exclude=`, `/readyz/<check>`) plus JSON. Pure functions of a verdict, so
+//! the exact text users see is tested without a server. Bodies stay under
+//! [`MAX_BODY`] bytes because the kubelet reads only the first 10 KB.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
+
+/// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
+pub const MAX_BODY: usize = 10_000;
+/// Longest explanation shown for one check.
+const MAX_EXPLANATION: usize = 1_000;
+
+/// What a `/readyz` request asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadyzQuery {
+    pub verbose: bool,
+    pub json: bool,
+    pub exclude: Vec<String>,
+}
+
+impl ReadyzQuery {
+    /// Parse `verbose`, `exclude=NAME` (repeatable) and `format=json` from a raw
+    /// query string; `accept_json` comes from the `Accept` header.
+    pub fn parse(raw: Option<&str>, accept_json: bool) -> Self {
+        let mut q = ReadyzQuery {
+            json: accept_json,
+            ..Default::default()
+        };
+        for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = percent_decode(v);
+            match percent_decode(k).as_str() {
+                "verbose" => q.verbose = v.is_empty() || v != "false" && v != "0",
+                "exclude" if !v.is_empty() => q.exclude.push(v),
+                "format" => q.json = v == "json",
+                _ => {}
+            }
+        }
+        q
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() && s.is_char_boundary(i + 3) => {
+                match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A rendered response.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rendered {
+    pub status: StatusCode,
+    pub json: bool,
+    pub body: String,
+}
+
+/// Why the verdict itself cannot be trusted (starting, wedged evaluator).
+fn verdict_problem(verdict: &Verdict, stale: Option<Duration>) -> Option<String> {
+    if let Some(age) = stale {
+        return Some(format!(
+            "verdict is stale: evaluator wedged (last evaluation {:.1}s ago)",
+            age.as_secs_f64()
+        ));
+    }
+    verdict.reason.clone()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... (truncated)", &s[..end])
+}
+
+fn explanation(c: &CheckReport) -> String {
+    let e = if c.explanation.is_empty() {
+        format!("`{}` is {}", c.expr, c.state.as_str())
+    } else {
+        c.explanation.clone()
+    };
+    truncate(&e, MAX_EXPLANATION)
+}
+
+/// One `[+]`/`[-]` line and whether it fails readiness.
+fn check_line(c: &CheckReport, excluded: bool) -> (String, bool) {
+    if excluded {
+        return (format!("[+]{} excluded: ok", c.name), false);
+    }
+    match (c.kind, c.state) {
+        (CheckKind::Check, CheckState::Pass) if c.held => (
+            format!("[+]{} ok (held: {})", c.name, explanation(c)),
+            false,
+        ),
+        (_, CheckState::Pass) => (format!("[+]{} ok", c.name), false),
+        (CheckKind::Warn, _) => (
+            format!("[+]{} ok (warning: {})", c.name, explanation(c)),
+            false,
+        ),
+        (CheckKind::Check, _) => (format!("[-]{} failed: {}", c.name, explanation(c)), true),
+    }
+}
+
+/// Fit lines plus a closing line under [`MAX_BODY`].
+fn join_bounded(lines: Vec<String>, closing: &str) -> String {
+    let mut body = String::new();
+    let reserve = closing.len() + 64;
+    let total = lines.len();
+    for (i, l) in lines.into_iter().enumerate() {
+        if body.len() + l.len() + 1 + reserve > MAX_BODY {
+            body.push_str(&format!("... {} more lines truncated\n", total - i));
+            break;
+        }
+        body.push_str(&l);
+        body.push('\n');
+    }
+    body.push_str(closing);
+    body.push('\n');
+    body
+}
+
+/// `/readyz` for the whole verdict.
+pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -> Rendered {
+    let problem = verdict_problem(verdict, stale);
+    let unmatched: Vec<&String> = q
+        .exclude
+        .iter()
+        .filter(|e| !verdict.checks.iter().any(|c| &c.name == *e))
+        .collect();
+    let mut failing = problem.is_some();
+    let mut lines = Vec::new();
+    if let Some(p) = &problem {
+        lines.push(format!("[-]verdict failed: {p}"));
+    }
+    for c in &verdict.checks {
+        let (line, fails) = check_line(c, q.exclude.contains(&c.name));
+        failing |= fails;
+        lines.push(line);
+    }
+    if !unmatched.is_empty() {
+        let names: Vec<String> = unmatched.iter().map(|n| format!("{n:?}")).collect();
+        lines.push(format!(
+            "warn: some checks cannot be excluded: no matches for {}",
+            names.join(", ")
+        ));
+    }
+    let status = if failing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    if q.json {
+        let checks: Vec<serde_json::Value> = verdict
+            .checks
+            .iter()
+            .map(|c| check_json(c, q.exclude.contains(&c.name)))
+            .collect();
+        let body = json!({
+            "ready": !failing,
+            "reason": problem,
+            "evaluated_at": unix(verdict.evaluated_at),
+            "checks": checks,
+            "unmatched_excludes": unmatched,
+        });
+        return Rendered {
+            status,
+            json: true,
+            body: bounded_json(body),
+        };
+    }
+    let body = if !failing && !q.verbose {
+        "ok".to_string()
+    } else {
+        join_bounded(
+            lines,
+            if failing {
+                "readyz check failed"
+            } else {
+                "readyz check passed"
+            },
+        )
+    };
+    Rendered {
+        status,
+        json: false,
+        body,
+    }
+}
+
+/// `/readyz/NAME`. `known_checks` are the check names of the policy in force
+/// (the verdict has none while starting); an unknown name is a 404 with a
+/// suggestion.
+pub fn render_one(
+    verdict: &Verdict,
+    stale: Option<Duration>,
+    name: &str,
+    known_checks: &[&str],
+    q: &ReadyzQuery,
+) -> Rendered {
+    if !known_checks.contains(&name) {
+        let mut body = format!("no check named {name:?}");
+        if let Some(best) = known_checks
+            .iter()
+            .map(|k| (strsim::jaro_winkler(k, name), *k))
+            .filter(|(s, _)| *s > 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+        {
+            body.push_str(&format!("; did you mean {:?}?", best.1));
+        }
+        body.push_str(&format!(" (checks: {})\n", known_checks.join(", ")));
+        if q.json {
+            body = json!({ "error": body.trim_end() }).to_string();
+        }
+        return Rendered {
+            status: StatusCode::NOT_FOUND,
+            json: q.json,
+            body,
+        };
+    }
+    let problem = verdict_problem(verdict, stale);
+    let report = verdict.checks.iter().find(|c| c.name == name);
+    let (line, failing) = match (&problem, report) {
+        (Some(p), _) => (format!("[-]{name} failed: {p}"), true),
+        (None, Some(c)) => check_line(c, false),
+        (None, None) => (format!("[-]{name} failed: not evaluated yet"), true),
+    };
+    let status = if failing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    if q.json {
+        let body = json!({
+            "ready": !failing,
+            "reason": problem,
+            "evaluated_at": unix(verdict.evaluated_at),
+            "check": report.map(|c| check_json(c, false)),
+        });
+        return Rendered {
+            status,
+            json: true,
+            body: bounded_json(body),
+        };
+    }
+    let body = if !failing && !q.verbose && line == format!("[+]{name} ok") {
+        "ok".to_string()
+    } else {
+        join_bounded(
+            vec![line],
+            if failing {
+                "readyz check failed"
+            } else {
+                "readyz check passed"
+            },
+        )
+    };
+    Rendered {
+        status,
+        json: false,
+        body,
+    }
+}
+
+fn unix(t: std::time::SystemTime) -> f64 {
+    let s = t
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    (s * 1000.0).round() / 1000.0
+}
+
+fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
+    let mut v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("excluded".into(), json!(excluded));
+        o.insert(
+            "explanation".into(),
+            json!(truncate(&c.explanation, MAX_EXPLANATION)),
+        );
+    }
+    v
+}
+
+/// Serialise, shedding detail until the body fits.
+fn bounded_json(mut v: serde_json::Value) -> String {
+    let s = v.to_string();
+    if s.len() <= MAX_BODY {
+        return s;
+    }
+    for shed in [&["signals", "expr"][..], &["explanation"][..]] {
+        if let Some(arr) = v.get_mut("checks").and_then(|c| c.as_array_mut()) {
+            for c in arr.iter_mut() {
+                if let Some(o) = c.as_object_mut() {
+                    for k in shed {
+                        if *k == "explanation" {
+                            let e = o.get(*k).and_then(|e| e.as_str()).unwrap_or("").to_string();
+                            o.insert((*k).into(), json!(truncate(&e, 80)));
+                        } else {
+                            o.remove(*k);
+                        }
+                    }
+                }
+            }
+        }
+        let s = v.to_string();
+        if s.len() <= MAX_BODY {
+            return s;
+        }
+    }
+    while v.to_string().len() > MAX_BODY {
+        match v.get_mut("checks").and_then(|c| c.as_array_mut()) {
+            Some(arr) if arr.len() > 1 => {
+                arr.pop();
+            }
+            _ => break,
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.insert("truncated".into(), json!(true));
+    }
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parsing_handles_repeats_encoding_and_flags() {
+        let q = ReadyzQuery::parse(
+            Some("verbose&exclude=leader&exclude=non%5Flearner&format=json"),
+            false,
+        );
+        assert_eq!(
+            q,
+            ReadyzQuery {
+                verbose: true,
+                json: true,
+                exclude: vec!["leader".into(), "non_learner".into()],
+            }
+        );
+        assert!(!ReadyzQuery::parse(Some("verbose=false"), false).verbose);
+        assert!(ReadyzQuery::parse(None, true).json);
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%e2%9c%93"), "\u{2713}");
+    }
+}

@@ -1,0 +1,291 @@
+//! `serve`: wires the parts. Flags → [`ServeConfig`] → policy compiled against
+//! the catalogue → store, samplers, engine, HTTP server. [`start`] returns a
+//! [`Running`] exporter (used by `main`, `demo` and the integration tests);
+//! [`run`] adds logging, signals and graceful shutdown for the binary.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::config::{LogFormat, ServeArgs, ServeConfig};
+use crate::engine::{EngineHandle, Timing};
+use crate::http::{AppState, app};
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::reload::{ReloadMetrics, Reloader, WatchOptions, WatcherHandle};
+use crate::signals::{Catalogue, SignalStore};
+use crate::sources::RoundNotifier;
+use crate::sources::backup::BackupSampler;
+use crate::sources::etcd::EtcdSampler;
+use crate::sources::owner::OwnerSampler;
+use crate::sources::scrape::ScrapeSampler;
+
+/// The catalogue for this configuration: the built-in signals plus those of
+/// the `--config` scrape sources; sources that are not configured are
+/// disabled, so a policy naming their signals is rejected at load time with
+/// the flag that enables them.
+pub fn catalogue_for(config: &ServeConfig) -> anyhow::Result<Catalogue> {
+    let mut c = Catalogue::builtin();
+    crate::sources::config::configure_catalogue(
+        config.backup.is_some(),
+        config.owner.is_some(),
+        config.scrape.as_ref(),
+        &mut c,
+    )
+    .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+    Ok(c)
+}
+
+/// The engine is where reloaded policies go.
+impl crate::reload::PolicySink for EngineHandle {
+    fn apply(&self, policy: Arc<Policy>) {
+        self.set_policy(policy);
+    }
+
+    fn reload_failed(&self, error: Option<String>) {
+        self.set_reload_error(error);
+    }
+}
+
+/// A running exporter. Dropping it stops every task it started.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub engine: EngineHandle,
+    /// The policy file reloader, when `--policy` names a file.
+    pub reloader: Option<Arc<Reloader>>,
+    _watcher: Option<WatcherHandle>,
+    tasks: Vec<JoinHandle<()>>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Running {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stop serving (in-flight requests finish) and stop the loops.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(s) = &self.server {
+            s.abort();
+        }
+    }
+}
+
+/// Build and start everything for `config`. `extend` may register more metric
+/// families (e.g. the policy reloader's) before the registry is frozen.
+pub async fn start(config: ServeConfig) -> anyhow::Result<Running> {
+    start_with(config, |_| {}).await
+}
+
+/// [`start`] with a hook to register extra metric families.
+pub async fn start_with(
+    config: ServeConfig,
+    extend: impl FnOnce(&mut prometheus_client::registry::Registry),
+) -> anyhow::Result<Running> {
+    let catalogue = Arc::new(catalogue_for(&config)?);
+    let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
+        .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
+    // Build every sampler before starting anything: a bad flag fails here.
+    let backup = match &config.backup {
+        Some(b) => Some(BackupSampler::new(b.clone(), &catalogue).context("--backup.url")?),
+        None => None,
+    };
+    let owner = match &config.owner {
+        Some(o) => Some(OwnerSampler::new(o.clone(), &catalogue).context("--owner.name")?),
+        None => None,
+    };
+    let scrapes = match &config.scrape {
+        Some(c) => ScrapeSampler::all(c, &catalogue).context("--config")?,
+        None => Vec::new(),
+    };
+    let store = Arc::new(SignalStore::new(&catalogue));
+    let notifier = RoundNotifier::new();
+    let mut metrics = Metrics::new();
+    let reload_metrics = ReloadMetrics::register(metrics.registry_mut());
+    extend(metrics.registry_mut());
+    let (registry, engine_metrics, source_metrics, http_metrics) = metrics.finish();
+    let engine = EngineHandle::new(
+        Arc::new(policy),
+        catalogue.clone(),
+        store.clone(),
+        notifier.clone(),
+        engine_metrics,
+        Timing {
+            sample_interval: config.sample_interval,
+            sample_timeout: config.sample_timeout,
+        },
+    );
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
+    let addr = listener.local_addr()?;
+
+    let mut tasks = Vec::new();
+    tasks.push(engine.spawn());
+    let etcd = EtcdSampler::new(config.etcd.clone(), &catalogue, &store);
+    tasks.push(crate::sources::spawn(
+        etcd,
+        store.clone(),
+        notifier.clone(),
+        source_metrics.clone(),
+    ));
+    if let Some(b) = backup {
+        tasks.push(crate::sources::spawn(
+            b,
+            store.clone(),
+            notifier.clone(),
+            source_metrics.clone(),
+        ));
+    }
+    if let Some(o) = owner {
+        tasks.push(crate::sources::spawn(
+            o,
+            store.clone(),
+            notifier.clone(),
+            source_metrics.clone(),
+        ));
+    }
+    for s in scrapes {
+        tasks.push(crate::sources::spawn(
+            s,
+            store.clone(),
+            notifier.clone(),
+            source_metrics.clone(),
+        ));
+    }
+
+    // The policy in force came from --policy: watch it (ConfigMap-safe),
+    // re-read it periodically, on SIGHUP and on POST /-/reload.
+    let initial = engine.policy_status().policy.clone();
+    let reloader = Arc::new(Reloader::new(
+        config.policy_file.clone().unwrap_or_default(),
+        catalogue.clone(),
+        Arc::new(engine.clone()),
+        reload_metrics,
+        Some(&initial),
+    ));
+    let (reloader, watcher) = match &config.policy_file {
+        Some(_) => {
+            let watcher = crate::reload::spawn_watcher(
+                reloader.clone(),
+                WatchOptions {
+                    resync_interval: config.policy_reload_interval,
+                    ..WatchOptions::default()
+                },
+            );
+            (Some(reloader), Some(watcher))
+        }
+        None => (None, None),
+    };
+
+    let state = AppState {
+        engine: engine.clone(),
+        registry,
+        http_metrics,
+        telemetry_path: config.telemetry_path.clone(),
+        started: Instant::now(),
+        reloader: reloader.clone(),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app(state))
+            .with_graceful_shutdown(async move {
+                let _ = rx.await;
+            })
+            .await
+    });
+    tracing::info!(%addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
+    Ok(Running {
+        addr,
+        engine,
+        reloader,
+        _watcher: watcher,
+        tasks,
+        server: Some(server),
+        shutdown: Some(tx),
+    })
+}
+
+fn init_logging(args: &ServeArgs) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match args.log_format {
+        LogFormat::Json => b.json().try_init(),
+        LogFormat::Text => b.try_init(),
+    };
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+/// The `serve` subcommand.
+pub fn run(args: ServeArgs) -> ExitCode {
+    init_logging(&args);
+    let config = match ServeConfig::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let running = match start(config).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        running.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,365 @@
+//! The etcd source: one gRPC client for this one member. Each round asks
+//! `Maintenance.Status`, then does one linearizable and one serializable
+//! single-key, keys-only Range. Nothing here writes to etcd: no round costs a
+//! raft proposal (alarms are read from `Status.errors`, not `Maintenance.Alarm`,
+//! which goes through raft in etcd 3.4). Every call is bounded twice: by the
+//! client's own request timeout and by a `tokio::time::timeout` around it.
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
+
+use super::{SampleError, Sampler};
+use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+
+/// PEM material for mTLS to etcd.
+#[derive(Clone, Debug)]
+pub struct EtcdTls {
+    pub ca: Vec<u8>,
+    /// Client certificate and key; `None` for server-only TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What the etcd source needs.
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    pub endpoint: String,
+    pub tls: Option<EtcdTls>,
+    pub probe_key: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ids {
+    etcd_up: SignalId,
+    leader: SignalId,
+    is_leader: SignalId,
+    learner: SignalId,
+    qget_ms: SignalId,
+    sget_ms: SignalId,
+    revision: SignalId,
+    raft_term: SignalId,
+    raft_index: SignalId,
+    applied_index: SignalId,
+    apply_lag: SignalId,
+    db_size_bytes: SignalId,
+    db_in_use_bytes: SignalId,
+    alarm_nospace: SignalId,
+    alarm_corrupt: SignalId,
+    leader_changes: SignalId,
+}
+
+impl Ids {
+    fn new(c: &Catalogue) -> Self {
+        Ids {
+            etcd_up: c.id("etcd_up"),
+            leader: c.id("leader"),
+            is_leader: c.id("is_leader"),
+            learner: c.id("learner"),
+            qget_ms: c.id("qget_ms"),
+            sget_ms: c.id("sget_ms"),
+            revision: c.id("revision"),
+            raft_term: c.id("raft_term"),
+            raft_index: c.id("raft_index"),
+            applied_index: c.id("applied_index"),
+            apply_lag: c.id("apply_lag"),
+            db_size_bytes: c.id("db_size_bytes"),
+            db_in_use_bytes: c.id("db_in_use_bytes"),
+            alarm_nospace: c.id("alarm_nospace"),
+            alarm_corrupt: c.id("alarm_corrupt"),
+            leader_changes: c.id("leader_changes"),
+        }
+    }
+
+    /// Signals that come from `Maintenance.Status` (all but etcd_up and the reads).
+    fn status_ids(&self) -> [SignalId; 13] {
+        [
+            self.leader,
+            self.is_leader,
+            self.learner,
+            self.revision,
+            self.raft_term,
+            self.raft_index,
+            self.applied_index,
+            self.apply_lag,
+            self.db_size_bytes,
+            self.db_in_use_bytes,
+            self.alarm_nospace,
+            self.alarm_corrupt,
+            self.leader_changes,
+        ]
+    }
+
+    fn all(&self) -> Vec<SignalId> {
+        let mut v = self.status_ids().to_vec();
+        v.extend([self.etcd_up, self.qget_ms, self.sget_ms]);
+        v
+    }
+}
+
+/// Samples one etcd member.
+pub struct EtcdSampler {
+    config: EtcdConfig,
+    ids: Ids,
+    client: Option<Client>,
+    last_leader: Option<u64>,
+    leader_changes: u64,
+}
+
+impl EtcdSampler {
+    /// Sets the staleness bound of every etcd signal in `store`
+    /// (3 intervals + the timeout). Connecting happens lazily, in the first round.
+    pub fn new(config: EtcdConfig, catalogue: &Catalogue, store: &SignalStore) -> Self {
+        let ids = Ids::new(catalogue);
+        for id in ids.all() {
+            store.set_staleness(id, 3 * config.interval + config.timeout);
+        }
+        EtcdSampler {
+            config,
+            ids,
+            client: None,
+            last_leader: None,
+            leader_changes: 0,
+        }
+    }
+
+    async fn client(&mut self) -> Result<Client, SampleError> {
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        let mut opts = ConnectOptions::new()
+            .with_timeout(self.config.timeout)
+            .with_connect_timeout(self.config.timeout);
+        if let Some(tls) = &self.config.tls {
+            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(t);
+        }
+        let endpoint = self.config.endpoint.clone();
+        let client = bounded(self.config.timeout, "connect", async move {
+            Client::connect([endpoint], Some(opts)).await
+        })
+        .await?;
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    fn record_status_err(&self, store: &SignalStore, e: &SampleError, at: Instant) {
+        let msg: Arc<str> = Arc::from(e.message.as_str());
+        for id in self.ids.status_ids() {
+            store.record_err(id, msg.clone(), at);
+        }
+        let reads: Arc<str> = Arc::from(format!("not attempted: Status failed: {}", e.message));
+        store.record_err(self.ids.qget_ms, reads.clone(), at);
+        store.record_err(self.ids.sget_ms, reads, at);
+        // The member did not answer: that is known, not unknown.
+        store.record_ok(self.ids.etcd_up, Value::Bool(false), at);
+    }
+}
+
+impl Sampler for EtcdSampler {
+    fn source(&self) -> Source {
+        Source::Etcd
+    }
+
+    fn interval(&self) -> Duration {
+        self.config.interval
+    }
+
+    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+        let at = Instant::now();
+        let timeout = self.config.timeout;
+        let mut client = match self.client().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.record_status_err(store, &e, at);
+                return Err(e);
+            }
+        };
+
+        let mut c = client.clone();
+        let status = match bounded(timeout, "Status", async move { c.status().await }).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.record_status_err(store, &e, at);
+                return Err(e);
+            }
+        };
+        let ids = self.ids;
+        let member_id = status.header().map_or(0, |h| h.member_id());
+        let leader = status.leader();
+        let ok = |id, v| store.record_ok(id, v, at);
+        ok(ids.etcd_up, Value::Bool(true));
+        ok(ids.leader, Value::Bool(leader != 0));
+        ok(
+            ids.is_leader,
+            Value::Bool(leader != 0 && leader == member_id),
+        );
+        ok(ids.learner, Value::Bool(status.is_learner()));
+        if let Some(h) = status.header() {
+            ok(ids.revision, Value::Num(h.revision() as f64));
+        }
+        ok(ids.raft_term, Value::Num(status.raft_term() as f64));
+        ok(ids.raft_index, Value::Num(status.raft_index() as f64));
+        ok(
+            ids.applied_index,
+            Value::Num(status.raft_applied_index() as f64),
+        );
+        ok(
+            ids.apply_lag,
+            Value::Num(
+                status
+                    .raft_index()
+                    .saturating_sub(status.raft_applied_index()) as f64,
+            ),
+        );
+        ok(ids.db_size_bytes, Value::Num(status.db_size() as f64));
+        ok(
+            ids.db_in_use_bytes,
+            Value::Num(status.raft_used_db_size() as f64),
+        );
+        // Status.errors lists raised alarms as e.g. "memberID:123 alarm:NOSPACE".
+        let errors = status.errors();
+        ok(
+            ids.alarm_nospace,
+            Value::Bool(errors.iter().any(|e| e.contains("NOSPACE"))),
+        );
+        ok(
+            ids.alarm_corrupt,
+            Value::Bool(errors.iter().any(|e| e.contains("CORRUPT"))),
+        );
+        if leader != 0 {
+            if self.last_leader.is_some_and(|l| l != leader) {
+                self.leader_changes += 1;
+            }
+            self.last_leader = Some(leader);
+        }
+        ok(ids.leader_changes, Value::Num(self.leader_changes as f64));
+
+        let key = self.config.probe_key.clone();
+        let mut first_err = None;
+        for (id, serializable) in [(ids.qget_ms, false), (ids.sget_ms, true)] {
+            let mut opts = GetOptions::new().with_keys_only().with_limit(1);
+            if serializable {
+                opts = opts.with_serializable();
+            }
+            let what = if serializable {
+                "serializable read"
+            } else {
+                "linearizable read"
+            };
+            let started = Instant::now();
+            let k = key.clone();
+            let mut c = client.clone();
+            match bounded(timeout, what, async move { c.get(k, Some(opts)).await }).await {
+                Ok(_) => ok(id, Value::Num(started.elapsed().as_secs_f64() * 1000.0)),
+                Err(e) => {
+                    store.record_err(id, Arc::from(e.message.as_str()), at);
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        // Keep the client even after errors: tonic reconnects by itself, and a
+        // fresh client would not help a member that does not answer.
+        let _ = &mut client;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Run one etcd call with a hard deadline, turning every failure into a
+/// [`SampleError`] with a message an operator can act on.
+async fn bounded<T>(
+    timeout: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, SampleError> {
+    match tokio::time::timeout(timeout, call).await {
+        Err(_) => Err(SampleError::new(
+            "timeout",
+            format!("{what}: request timed out after {}", fmt_ms(timeout)),
+        )),
+        Ok(Err(e)) => Err(classify(what, &e, timeout)),
+        Ok(Ok(v)) => Ok(v),
+    }
+}
+
+fn fmt_ms(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// A compact description: the gRPC status message (or the error itself) and
+/// the root cause, without tonic's debug dumps.
+fn chain(e: &etcd_client::Error) -> String {
+    let head = match e {
+        etcd_client::Error::GRpcStatus(st) => st.message().to_string(),
+        other => other.to_string(),
+    };
+    let mut root: Option<String> = None;
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        root = Some(s.to_string());
+        cur = s.source();
+    }
+    match root {
+        Some(r) if !head.contains(&r) && !r.is_empty() => {
+            if head.is_empty() {
+                r
+            } else {
+                format!("{head}: {r}")
+            }
+        }
+        _ => head,
+    }
+}
+
+fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleError {
+    let text = chain(e);
+    // tonic keeps some causes (the OS error of a refused connect) only in Debug.
+    let lower = format!("{text} {e:?}").to_ascii_lowercase();
+    let reason = if lower.contains("certificate")
+        || lower.contains("tls")
+        || lower.contains("handshake")
+        || lower.contains("unknownissuer")
+    {
+        "tls"
+    } else if lower.contains("timed out") || lower.contains("deadline") || lower.contains("timeout")
+    {
+        "timeout"
+    } else if lower.contains("connection refused")
+        || lower.contains("transport error")
+        || lower.contains("tcp connect")
+        || lower.contains("dns error")
+        || lower.contains("unavailable")
+    {
+        "connect"
+    } else {
+        "rpc"
+    };
+    let message = match reason {
+        "timeout" => format!(
+            "{what}: request timed out after {} ({text})",
+            fmt_ms(timeout)
+        ),
+        _ if text.is_empty() => format!("{what}: failed"),
+        "connect"
+            if lower.contains("connectionrefused") || lower.contains("connection refused") =>
+        {
+            format!("{what}: connection refused ({text})")
+        }
+        "tls" => format!("{what}: TLS error: {text}"),
+        _ => format!("{what}: {text}"),
+    };
+    SampleError::new(reason, message)
+}

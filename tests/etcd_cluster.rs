@@ -1,0 +1,277 @@
+//! End-to-end: the exporter against real etcd clusters (healthy, leader
+//! killed, quorum lost, frozen member, NOSPACE, mTLS, no raft writes).
+
+mod support;
+
+use std::time::Duration;
+
+use support::{EtcdCluster, Exporter, ServerTls};
+
+const READY: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_cluster_every_member_is_ready_in_verbose_and_json() {
+    let cluster = EtcdCluster::builder(3).start();
+    let mut exporters = Vec::new();
+    for i in 0..3 {
+        exporters.push(Exporter::start(&cluster.endpoint(i), |_| {}).await);
+    }
+    for (i, e) in exporters.iter().enumerate() {
+        let r = e.wait_for("/readyz", 200, READY).await;
+        assert_eq!(r.status, 200, "member {i}: {}\n{}", r.body, cluster.log(i));
+        assert_eq!(r.body, "ok");
+        let v = e.get("/readyz?verbose").await;
+        assert_eq!(v.status, 200);
+        assert!(v.body.contains("[+]linearizable_read ok\n"), "{}", v.body);
+        assert!(v.body.ends_with("readyz check passed\n"), "{}", v.body);
+        let j = e.get_accept("/readyz", Some("application/json")).await;
+        assert!(
+            j.head.contains("content-type: application/json"),
+            "{}",
+            j.head
+        );
+        let j: serde_json::Value = serde_json::from_str(&j.body).unwrap();
+        assert_eq!(j["ready"], true);
+        let checks = j["checks"].as_array().unwrap();
+        assert!(checks.iter().all(|c| c["state"] == "pass"), "{j}");
+    }
+    // Exactly one of them is leader.
+    let mut leaders = 0;
+    for e in &exporters {
+        if e.signal("is_leader").await["value"] == true {
+            leaders += 1;
+        }
+    }
+    assert_eq!(leaders, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
+    let mut cluster = EtcdCluster::builder(3).start();
+    let mut exporters = Vec::new();
+    for i in 0..3 {
+        exporters.push(Exporter::start(&cluster.endpoint(i), |_| {}).await);
+    }
+    for e in &exporters {
+        assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    }
+    let leader = cluster.leader().await.expect("a leader");
+    cluster.kill(leader);
+    for (i, e) in exporters.iter().enumerate() {
+        if i == leader {
+            let r = e.wait_for("/readyz", 503, READY).await;
+            assert_eq!(r.status, 503, "killed member's exporter: {}", r.body);
+            continue;
+        }
+        let r = e.wait_for("/readyz", 200, READY).await;
+        assert_eq!(r.status, 200, "survivor {i}: {}", r.body);
+        assert_eq!(e.signal("leader").await["value"], true);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_lost_survivor_fails_naming_the_read_then_recovers() {
+    let mut cluster = EtcdCluster::builder(3).start();
+    let e = Exporter::start(&cluster.endpoint(0), |_| {}).await;
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    cluster.kill(1);
+    cluster.kill(2);
+    // 2 intervals + timeout is 750ms; etcd needs an election timeout (500ms)
+    // to notice. Allow generously more: speed belongs in benchmarks.
+    let r = e.wait_for("/readyz", 503, Duration::from_secs(10)).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.body.contains("[-]linearizable_read failed: qget_ms"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.ends_with("readyz check failed\n"), "{}", r.body);
+    cluster.restart(1);
+    cluster.restart(2);
+    let r = e.wait_for("/readyz", 200, READY).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_member_readyz_answers_not_ready_and_livez_stays_ok() {
+    let mut cluster = EtcdCluster::builder(3).start();
+    let e = Exporter::start(&cluster.endpoint(0), |_| {}).await;
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    cluster.stop(0);
+    // Each GET has a 5s deadline in the helper: /readyz never waits on etcd.
+    let r = e
+        .wait_for("/readyz?verbose", 503, Duration::from_secs(10))
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("timed out"), "{}", r.body);
+    let l = e.get("/livez?verbose").await;
+    assert_eq!(l.status, 200, "{}", l.body);
+    cluster.cont(0);
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nospace_alarm_is_a_warning_not_unreadiness() {
+    let cluster = EtcdCluster::builder(1).quota(2_000_000).start();
+    let e = Exporter::start(&cluster.endpoint(0), |_| {}).await;
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    let mut c = cluster.client(0).await;
+    let value = vec![b'x'; 100_000];
+    let mut refused = false;
+    for i in 0..200 {
+        match c.put(format!("fill/{i}"), value.clone(), None).await {
+            Ok(_) => {}
+            Err(err) => {
+                assert!(err.to_string().contains("space"), "{err}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "etcd never raised NOSPACE");
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while e.signal("alarm_nospace").await["value"] != true {
+        assert!(std::time::Instant::now() < end, "alarm_nospace never true");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = e.get("/readyz?verbose").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body
+            .contains("[+]nospace ok (warning: !alarm_nospace is false"),
+        "{}",
+        r.body
+    );
+}
+
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn path(&self, f: &str) -> std::path::PathBuf {
+        self.dir.path().join(f)
+    }
+}
+
+/// CA, server cert (127.0.0.1), client cert, and an unrelated CA.
+fn make_pki() -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ca = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        (cert.pem(), Issuer::new(p, key))
+    };
+    let (ca_pem, issuer) = ca("test ca");
+    let (other_pem, _) = ca("other ca");
+    let leaf = |sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+        let mut p = CertificateParams::new(sans).unwrap();
+        p.extended_key_usages.push(usage);
+        p.extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (srv, srv_key) = leaf(
+        vec!["127.0.0.1".into(), "localhost".into()],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let (cli, cli_key) = leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
+    for (f, s) in [
+        ("ca.pem", &ca_pem),
+        ("other-ca.pem", &other_pem),
+        ("server.pem", &srv),
+        ("server-key.pem", &srv_key),
+        ("client.pem", &cli),
+        ("client-key.pem", &cli_key),
+    ] {
+        std::fs::write(dir.path().join(f), s).unwrap();
+    }
+    Pki { dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_reads_through_tls_and_a_wrong_ca_is_a_clear_tls_error() {
+    let pki = make_pki();
+    let cluster = EtcdCluster::builder(1)
+        .tls(ServerTls {
+            ca: pki.path("ca.pem"),
+            cert: pki.path("server.pem"),
+            key: pki.path("server-key.pem"),
+        })
+        .start();
+    let good = Exporter::start(&cluster.endpoint(0), |a| {
+        a.etcd_cacert = Some(pki.path("ca.pem"));
+        a.etcd_cert = Some(pki.path("client.pem"));
+        a.etcd_key = Some(pki.path("client-key.pem"));
+    })
+    .await;
+    let r = good.wait_for("/readyz", 200, READY).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+    let bad = Exporter::start(&cluster.endpoint(0), |a| {
+        a.etcd_cacert = Some(pki.path("other-ca.pem"));
+        a.etcd_cert = Some(pki.path("client.pem"));
+        a.etcd_key = Some(pki.path("client-key.pem"));
+    })
+    .await;
+    // Wait for the first round to fail (the verdict says `starting` until then).
+    let end = std::time::Instant::now() + READY;
+    let s = loop {
+        let s = bad.signal("leader").await;
+        if !s["last_error"].is_null() || std::time::Instant::now() > end {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let err = s["last_error"].as_str().unwrap_or_default().to_string();
+    assert!(err.contains("TLS error"), "{s}");
+    let r = bad.wait_for("/readyz/leader", 503, READY).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("TLS error"), "{}", r.body);
+    println!("wrong CA: {}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_alone_does_not_grow_the_raft_index() {
+    let cluster = EtcdCluster::builder(1).start();
+    let e = Exporter::start(&cluster.endpoint(0), |_| {}).await;
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    // etcd publishes its member attributes and cluster version through raft
+    // shortly after start; wait until the index settles.
+    let mut last = e.signal("raft_index").await["value"].as_f64().unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = e.signal("raft_index").await["value"].as_f64().unwrap();
+        if now == last {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "raft index never settled");
+        last = now;
+    }
+    let rounds_before = sample_rounds(&e).await;
+    let start = e.signal("raft_index").await["value"].as_f64().unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(15);
+    while sample_rounds(&e).await < rounds_before + 8.0 {
+        assert!(std::time::Instant::now() < end, "sampler stalled");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = e.signal("raft_index").await["value"].as_f64().unwrap();
+    assert_eq!(start, after, "8 sample rounds grew the raft index");
+}
+
+async fn sample_rounds(e: &Exporter) -> f64 {
+    let m = e.get("/metrics").await.body;
+    m.lines()
+        .find(|l| l.starts_with("etcd_readiness_sample_duration_seconds_count{source=\"etcd\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,312 @@
+//! The HTTP layer without a socket (`tower::ServiceExt::oneshot`), on a
+//! hand-made verdict: the exact text users and the kubelet see is snapshotted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use etcd_readiness_exporter::config::DEFAULT_POLICY;
+use etcd_readiness_exporter::engine::{EngineHandle, Timing};
+use etcd_readiness_exporter::http::{AppState, app};
+use etcd_readiness_exporter::metrics::Metrics;
+use etcd_readiness_exporter::policy::Policy;
+use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
+use etcd_readiness_exporter::sources::RoundNotifier;
+use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn report(
+    name: &str,
+    kind: CheckKind,
+    state: CheckState,
+    expr: &str,
+    why: &str,
+    value: Option<serde_json::Value>,
+) -> CheckReport {
+    CheckReport {
+        name: name.to_string(),
+        kind,
+        state,
+        in_state_for: Duration::from_secs(12),
+        since: at(1_700_000_000),
+        held: false,
+        expr: expr.to_string(),
+        explanation: why.to_string(),
+        signals: vec![UsedSignal {
+            name: expr
+                .trim_start_matches('!')
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string(),
+            value,
+        }],
+    }
+}
+
+fn failing_verdict() -> Verdict {
+    let checks = vec![
+        report(
+            "leader",
+            CheckKind::Check,
+            CheckState::Pass,
+            "leader",
+            "",
+            Some(true.into()),
+        ),
+        report(
+            "linearizable_read",
+            CheckKind::Check,
+            CheckState::Unknown,
+            "qget_ms < 1000",
+            "qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms",
+            None,
+        ),
+        report(
+            "non_learner",
+            CheckKind::Check,
+            CheckState::Pass,
+            "!learner",
+            "",
+            Some(false.into()),
+        ),
+        report(
+            "nospace",
+            CheckKind::Warn,
+            CheckState::Fail,
+            "!alarm_nospace",
+            "!alarm_nospace is false (alarm_nospace = true)",
+            Some(true.into()),
+        ),
+    ];
+    Verdict {
+        ready: Verdict::ready_from(&checks),
+        reason: None,
+        evaluated_at: at(1_700_000_012),
+        checks,
+    }
+}
+
+fn state() -> (AppState, EngineHandle) {
+    state_with(Timing {
+        sample_interval: Duration::from_secs(1),
+        sample_timeout: Duration::from_millis(500),
+    })
+}
+
+fn state_with(timing: Timing) -> (AppState, EngineHandle) {
+    let catalogue = Arc::new(Catalogue::builtin());
+    let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue).unwrap();
+    let store = Arc::new(SignalStore::new(&catalogue));
+    let (registry, engine_metrics, _sources, http_metrics) = Metrics::new().finish();
+    let engine = EngineHandle::new(
+        Arc::new(policy),
+        catalogue,
+        store,
+        RoundNotifier::new(),
+        engine_metrics,
+        timing,
+    );
+    let st = AppState {
+        engine: engine.clone(),
+        registry,
+        http_metrics,
+        telemetry_path: "/metrics".to_string(),
+        started: Instant::now(),
+        reloader: None,
+    };
+    (st, engine)
+}
+
+async fn get(st: &AppState, uri: &str, accept: Option<&str>) -> (StatusCode, String, String) {
+    let mut req = Request::get(uri);
+    if let Some(a) = accept {
+        req = req.header("accept", a);
+    }
+    let resp = app(st.clone())
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        resp.headers().get("x-content-type-options").unwrap(),
+        "nosniff"
+    );
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, ct, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn readyz_starting_is_503_with_the_reason() {
+    let (st, _) = state();
+    let (code, ct, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ct, "text/plain; charset=utf-8");
+    insta::assert_snapshot!(body, @r"
+    [-]verdict failed: starting: the first sample round has not finished
+    readyz check failed
+    ");
+}
+
+#[tokio::test]
+async fn readyz_failing_lists_every_check_and_warnings_never_fail() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    insta::assert_snapshot!(body, @r"
+    [+]leader ok
+    [-]linearizable_read failed: qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms
+    [+]non_learner ok
+    [+]nospace ok (warning: !alarm_nospace is false (alarm_nospace = true))
+    readyz check failed
+    ");
+}
+
+#[tokio::test]
+async fn readyz_exclude_makes_it_pass_and_says_so() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz?exclude=linearizable_read", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body, "ok");
+    let (code, _, body) = get(
+        &st,
+        "/readyz?verbose&exclude=linearizable_read&exclude=nope",
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    insta::assert_snapshot!(body, @r#"
+    [+]leader ok
+    [+]linearizable_read excluded: ok
+    [+]non_learner ok
+    [+]nospace ok (warning: !alarm_nospace is false (alarm_nospace = true))
+    warn: some checks cannot be excluded: no matches for "nope"
+    readyz check passed
+    "#);
+}
+
+#[tokio::test]
+async fn readyz_single_check_and_did_you_mean() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz/leader", None).await;
+    assert_eq!((code, body.as_str()), (StatusCode::OK, "ok"));
+    let (code, _, body) = get(&st, "/readyz/nospace", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(body.starts_with("[+]nospace ok (warning:"), "{body}");
+    let (code, _, body) = get(&st, "/readyz/linearizable_read", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("[-]linearizable_read failed: qget_ms unknown"));
+    let (code, _, body) = get(&st, "/readyz/lineariable_read", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    insta::assert_snapshot!(body, @r#"no check named "lineariable_read"; did you mean "linearizable_read"? (checks: leader, linearizable_read, serializable_read, non_learner, data_corruption, nospace, apply_lag)"#);
+}
+
+#[tokio::test]
+async fn readyz_json_by_accept_header_and_format_param() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, ct, body) = get(&st, "/readyz", Some("application/json")).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ct, "application/json");
+    let (_, _, body2) = get(&st, "/readyz?format=json", None).await;
+    assert_eq!(body, body2);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+}
+
+#[tokio::test]
+async fn bodies_stay_under_10kb() {
+    let (st, engine) = state();
+    let mut v = failing_verdict();
+    for i in 0..200 {
+        let mut c = v.checks[1].clone();
+        c.name = format!("check_{i}");
+        c.explanation = "x".repeat(3000);
+        v.checks.push(c);
+    }
+    engine.publish(v);
+    let (_, _, text) = get(&st, "/readyz", None).await;
+    assert!(text.len() < 10_240, "{}", text.len());
+    assert!(text.ends_with("readyz check failed\n"));
+    let (_, _, json) = get(&st, "/readyz?format=json", None).await;
+    assert!(json.len() < 10_240, "{}", json.len());
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(parsed["ready"], false);
+}
+
+#[tokio::test]
+async fn head_works_unknown_paths_404_and_metrics_negotiates() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let resp = app(st.clone())
+        .oneshot(Request::head("/readyz").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let (code, _, _) = get(&st, "/nope", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let resp = app(st.clone())
+        .oneshot(Request::post("/readyz").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let (_, ct, text) = get(&st, "/metrics", None).await;
+    assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(!text.contains("# EOF"));
+    assert!(
+        text.contains("# TYPE etcd_readiness_http_requests_total counter\n"),
+        "{text}"
+    );
+    let (_, ct, om) = get(
+        &st,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .await;
+    assert_eq!(
+        ct,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# TYPE etcd_readiness_http_requests counter\n"));
+}
+
+#[tokio::test]
+async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_livez() {
+    // Stale after 3 * 10ms + 10ms; nothing re-evaluates in this test.
+    let (st, engine) = state_with(Timing {
+        sample_interval: Duration::from_millis(10),
+        sample_timeout: Duration::from_millis(10),
+    });
+    let mut v = failing_verdict();
+    v.checks.retain(|c| c.state == CheckState::Pass);
+    v.ready = true;
+    engine.publish(v);
+    let (code, _, _) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body.starts_with("[-]verdict failed: verdict is stale: evaluator wedged"),
+        "{body}"
+    );
+    let (code, _, body) = get(&st, "/livez?verbose", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("[-]evaluation failed"), "{body}");
+}
