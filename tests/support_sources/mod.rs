@@ -60,6 +60,13 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
+    pub fn new(child: Child, name: &'static str) -> ChildGuard {
+        ChildGuard {
+            child: Some(child),
+            name,
+        }
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
