@@ -1,19 +1,26 @@
-//! Policy reload latency: time from the kubelet-style rename of `..data` to
-//! the new policy reaching the sink (`PolicySink::apply`, i.e. the engine),
-//! over many swaps, with the watcher's default options unless told otherwise.
+//! Policy reload latency: time from the kubelet-style rename of `..data`
+//! (see `reload::atomic_writer`) to the new policy being in force, over many
+//! swaps, with the watcher's default options unless told otherwise.
 //!
-//! Run: `cargo run --example reload_latency -- [SWAPS] [DEBOUNCE_MS]`
-//! (defaults 60 and 100). End-to-end latency through `/policy` is for the
-//! integrator to measure once the HTTP surface exists.
+//! Two end points:
+//! - `sink` (default): the new policy reaches the engine (`PolicySink::apply`);
+//! - `http`: the new policy is served by `GET /policy` of a real in-process
+//!   `serve` (its etcd endpoint is a closed loopback port: /policy does not
+//!   depend on etcd), polled every millisecond.
+//!
+//! Run: `cargo run --release --example reload_latency -- [SWAPS] [DEBOUNCE_MS] [sink|http]`
+//! (defaults 60, 100, sink).
 
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
+use etcd_readiness_exporter::demo::http_get;
 use etcd_readiness_exporter::policy::Policy;
+use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadMetrics, Reloader, WatchOptions, spawn_watcher,
 };
@@ -34,35 +41,6 @@ impl PolicySink for Sink {
     }
 }
 
-/// Writes the kubelet AtomicWriter sequence; returns the instant of the
-/// `..data` rename.
-struct Volume {
-    dir: PathBuf,
-    current: Option<PathBuf>,
-    generation: u64,
-}
-
-impl Volume {
-    fn update(&mut self, content: &str) -> Result<Instant> {
-        self.generation += 1;
-        let name = format!("..2026_11_30_00_00_00.{:09}", self.generation);
-        let ts = self.dir.join(&name);
-        std::fs::create_dir(&ts)?;
-        std::fs::write(ts.join("policy"), content)?;
-        let tmp = self.dir.join("..data_tmp");
-        symlink(&name, &tmp)?;
-        let renamed_at = Instant::now();
-        std::fs::rename(&tmp, self.dir.join("..data"))?;
-        if self.current.is_none() {
-            symlink("..data/policy", self.dir.join("policy"))?;
-        }
-        if let Some(old) = self.current.replace(ts) {
-            std::fs::remove_dir_all(old)?;
-        }
-        Ok(renamed_at)
-    }
-}
-
 fn policy(n: usize) -> String {
     format!(
         "check leader: leader\ncheck linearizable_read: qget_ms < {}\n",
@@ -75,62 +53,106 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Measures one swap: returns when the policy with `want` is in force.
+enum Probe {
+    Sink(mpsc::Receiver<(String, Instant)>),
+    Http(std::net::SocketAddr),
+}
+
+impl Probe {
+    async fn wait_for(&self, want: &str) -> Result<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        match self {
+            Probe::Sink(rx) => tokio::task::block_in_place(|| {
+                loop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let (sha, at) = rx
+                        .recv_timeout(left)
+                        .context("no policy applied within 10 s")?;
+                    if sha == want {
+                        return Ok(at);
+                    }
+                }
+            }),
+            Probe::Http(addr) => loop {
+                let (_, _, body) = http_get(*addr, "/policy", None).await?;
+                if body.contains(want) {
+                    return Ok(Instant::now());
+                }
+                if Instant::now() > deadline {
+                    bail!("/policy did not show {want} within 10 s");
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            },
+        }
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let swaps: usize = args.next().map_or(Ok(60), |a| a.parse())?;
     let debounce_ms: u64 = args.next().map_or(Ok(100), |a| a.parse())?;
+    let mode = args.next().unwrap_or_else(|| "sink".to_string());
     if swaps == 0 {
         bail!("SWAPS must be at least 1");
     }
-
     let dir = tempfile::tempdir()?;
-    let mut volume = Volume {
-        dir: dir.path().to_path_buf(),
-        current: None,
-        generation: 0,
-    };
-    volume.update(&policy(0))?;
-    let path = dir.path().join("policy");
-    let catalogue = Arc::new(Catalogue::builtin());
-    let initial = reload::load(Path::new(&path), &catalogue)?;
-    let (tx, rx) = mpsc::channel();
-    let mut registry = Registry::default();
-    let reloader = Arc::new(Reloader::new(
-        &path,
-        catalogue,
-        Arc::new(Sink(tx)),
-        ReloadMetrics::register(&mut registry),
-        Some(&initial),
-    ));
+    let mut volume = AtomicWriterVolume::create(dir.path(), "policy", &policy(0))?;
+    let path = volume.path();
     let opts = WatchOptions {
         debounce: Duration::from_millis(debounce_ms),
         ..WatchOptions::default()
     };
-    let _watcher = spawn_watcher(reloader, opts.clone());
+
+    // Keep whatever runs the watcher alive for the whole measurement.
+    let (probe, _keep): (Probe, Box<dyn std::any::Any>) = match mode.as_str() {
+        "sink" => {
+            let catalogue = Arc::new(Catalogue::builtin());
+            let initial = reload::load(Path::new(&path), &catalogue)?;
+            let (tx, rx) = mpsc::channel();
+            let mut registry = Registry::default();
+            let reloader = Arc::new(Reloader::new(
+                &path,
+                catalogue,
+                Arc::new(Sink(tx)),
+                ReloadMetrics::register(&mut registry),
+                Some(&initial),
+            ));
+            let watcher = spawn_watcher(reloader, opts.clone());
+            (Probe::Sink(rx), Box::new(watcher))
+        }
+        "http" => {
+            if debounce_ms != 100 {
+                bail!("http mode uses serve's watcher with its default 100 ms debounce");
+            }
+            let mut a = ServeArgs::for_endpoint("http://127.0.0.1:1");
+            a.web_listen_address = "127.0.0.1:0".to_string();
+            a.policy = Some(path.clone());
+            let running =
+                etcd_readiness_exporter::serve::start(ServeConfig::from_args(&a)?).await?;
+            (Probe::Http(running.addr), Box::new(running))
+        }
+        other => bail!("mode must be sink or http, not {other}"),
+    };
 
     let mut latencies = Vec::with_capacity(swaps);
     for i in 1..=swaps {
         let content = policy(i);
         let want = hex::encode(Sha256::digest(content.as_bytes()));
         let renamed_at = volume.update(&content)?;
-        let applied_at = tokio::task::block_in_place(|| {
-            loop {
-                let (sha, at) = rx
-                    .recv_timeout(Duration::from_secs(10))
-                    .context("no policy applied within 10 s")?;
-                if sha == want {
-                    return anyhow::Ok(at);
-                }
-            }
-        })?;
-        latencies.push(applied_at.saturating_duration_since(renamed_at));
+        let seen_at = probe.wait_for(&want).await?;
+        latencies.push(seen_at.saturating_duration_since(renamed_at));
     }
     latencies.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let end = if mode == "http" {
+        "GET /policy"
+    } else {
+        "PolicySink::apply"
+    };
     println!(
-        "policy reload latency, rename of ..data -> PolicySink::apply, {swaps} swaps, \
-         debounce {debounce_ms} ms, resync {:?}",
+        "policy reload latency, rename of ..data -> {end}, {swaps} swaps, debounce {debounce_ms} ms, resync {:?}",
         opts.resync_interval
     );
     println!(

@@ -5,8 +5,7 @@
 //!
 //! Every wait polls a condition with a deadline; no fixed sleep synchronises.
 
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -16,6 +15,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::routing::post;
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
+use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadError, ReloadMetrics, ReloadOutcome, ReloadTrigger, Reloader,
     WatchOptions, WatcherHandle, spawn_watcher,
@@ -227,45 +227,9 @@ async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// A directory updated the way the kubelet's AtomicWriter updates a ConfigMap
-/// volume: `..<timestamp>/policy`, `..data_tmp -> ..<timestamp>` renamed over
-/// `..data`, the visible `policy -> ..data/policy`, the old directory removed.
-struct ConfigMapVolume {
-    dir: PathBuf,
-    current: Option<PathBuf>,
-    generation: u64,
-}
-
-impl ConfigMapVolume {
-    fn create(dir: &Path, content: &str) -> ConfigMapVolume {
-        let mut v = ConfigMapVolume {
-            dir: dir.to_path_buf(),
-            current: None,
-            generation: 0,
-        };
-        v.update(content);
-        symlink("..data/policy", dir.join("policy")).unwrap();
-        v
-    }
-
-    fn update(&mut self, content: &str) {
-        self.generation += 1;
-        let name = format!("..2026_11_30_01_36_16.{:09}", self.generation);
-        let ts = self.dir.join(&name);
-        std::fs::create_dir(&ts).unwrap();
-        std::fs::write(ts.join("policy"), content).unwrap();
-        let tmp = self.dir.join("..data_tmp");
-        symlink(&name, &tmp).unwrap();
-        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
-        if let Some(old) = self.current.replace(ts) {
-            std::fs::remove_dir_all(old).unwrap();
-        }
-    }
-}
-
 fn configmap_fixture(content: &str, with_evaluator: bool) -> (Fixture, ConfigMapVolume) {
     let dir = tempfile::tempdir().unwrap();
-    let volume = ConfigMapVolume::create(dir.path(), content);
+    let volume = ConfigMapVolume::create(dir.path(), "policy", content).unwrap();
     let path = dir.path().join("policy");
     (Fixture::new(dir, path, with_evaluator), volume)
 }
@@ -305,7 +269,7 @@ async fn every_differing_configmap_swap_is_applied_over_200_swaps() {
         } else {
             contents[(i * 3 + i / 5) % contents.len()].clone()
         };
-        volume.update(&next);
+        volume.update(&next).unwrap();
         if next == previous {
             unchanged_swaps += 1;
         } else {
@@ -333,12 +297,12 @@ async fn a_fast_burst_of_configmap_swaps_ends_with_the_last_content_in_force() {
     let (f, mut volume) = configmap_fixture(&contents[0], false);
     let _watcher = f.watch(inotify_only());
     for i in 1..=300usize {
-        volume.update(&contents[i % contents.len()]);
+        volume.update(&contents[i % contents.len()]).unwrap();
     }
     // The last content differs from the start, so it must be applied even if
     // the whole burst coalesces into one re-read.
     let last = policy(99);
-    volume.update(&last);
+    volume.update(&last).unwrap();
     f.wait_in_force(&last).await;
     // Swaps may coalesce, but nothing outside the burst was applied and the
     // last application is the final content.
@@ -347,7 +311,7 @@ async fn a_fast_burst_of_configmap_swaps_ends_with_the_last_content_in_force() {
     assert!(applied.iter().all(|a| shas.contains(a)));
     assert_eq!(applied.last(), Some(&sha(&last)));
     // The watch still works after the burst.
-    volume.update(&policy(42));
+    volume.update(&policy(42)).unwrap();
     f.wait_in_force(&policy(42)).await;
 }
 
@@ -382,7 +346,7 @@ async fn invalid_policy_keeps_the_last_good_one_until_a_valid_one_arrives() {
     assert!(f.sink.eval().evaluator.ready());
     assert_eq!(f.metrics(), expected_metrics(true, 0, 0, &good));
 
-    volume.update(INVALID);
+    volume.update(INVALID).unwrap();
     wait_for("the reload failure", || {
         matches!(f.sink.last_error(), Some(Some(_)))
     })
@@ -410,7 +374,7 @@ async fn invalid_policy_keeps_the_last_good_one_until_a_valid_one_arrives() {
     assert_eq!(f.metrics(), expected_metrics(false, 0, 1, &good));
 
     let fixed = policy(1);
-    volume.update(&fixed);
+    volume.update(&fixed).unwrap();
     f.wait_in_force(&fixed).await;
     assert_eq!(
         f.sink.last_error(),
@@ -426,12 +390,12 @@ async fn going_back_to_the_policy_in_force_after_a_bad_edit_clears_the_failure()
     let good = policy(0);
     let (f, mut volume) = configmap_fixture(&good, false);
     let _watcher = f.watch(inotify_only());
-    volume.update(INVALID);
+    volume.update(INVALID).unwrap();
     wait_for("the failure", || {
         matches!(f.sink.last_error(), Some(Some(_)))
     })
     .await;
-    volume.update(&good);
+    volume.update(&good).unwrap();
     wait_for("the failure to clear", || f.sink.last_error() == Some(None)).await;
     assert!(
         f.sink.applied().is_empty(),
@@ -535,9 +499,9 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
     };
 
     let _watcher = f.watch(inotify_only());
-    volume.update(b);
+    volume.update(b).unwrap();
     f.wait_in_force(b).await;
-    volume.update(a);
+    volume.update(a).unwrap();
     f.wait_in_force(a).await;
     stop.store(true, Ordering::Relaxed);
     let rounds = monitor.join().unwrap();

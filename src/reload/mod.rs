@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest, Sha256};
 
+pub mod atomic_writer;
+
 pub use http::reload_handler;
 pub use metrics::ReloadMetrics;
 pub use watch::{WatchOptions, WatcherHandle, spawn_watcher};

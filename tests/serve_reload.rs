@@ -1,0 +1,192 @@
+//! Hot reload through the real `serve` pipeline: the policy is mounted like a
+//! ConfigMap volume (kubelet AtomicWriter swaps) next to a real etcd member.
+//! A bad edit never replaces the good policy, `/readyz` stays 200 throughout,
+//! `/policy` and the metrics say failed then succeeded, and `POST /-/reload`
+//! answers as documented.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
+use support::{EtcdCluster, Exporter};
+
+const WAIT: Duration = Duration::from_secs(20);
+const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n";
+const BAD: &str = "check leader: leader\ncheck linearizable_read: qget_mss < 1000\n";
+const V2: &str =
+    "check leader: leader\ncheck linearizable_read: qget_ms < 2000\nwarn nospace: !alarm_nospace\n";
+
+async fn policy_json(e: &Exporter) -> serde_json::Value {
+    serde_json::from_str(&e.get("/policy").await.body).expect("/policy is JSON")
+}
+
+async fn wait_policy(
+    e: &Exporter,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let end = Instant::now() + WAIT;
+    loop {
+        let p = policy_json(e).await;
+        if cond(&p) {
+            return p;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn metric(scrape: &str, name: &str) -> String {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("{name} not in the scrape"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
+    let cluster = EtcdCluster::builder(1).start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut volume = AtomicWriterVolume::create(dir.path(), "policy", V1).unwrap();
+    let path = volume.path();
+    let e = Arc::new(Exporter::start(&cluster.endpoint(0), move |a| a.policy = Some(path)).await);
+    let r = e.wait_for("/readyz", 200, WAIT).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let since = |rep: &serde_json::Value, name: &str| {
+        rep["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()["since"]
+            .clone()
+    };
+    let before =
+        serde_json::from_str::<serde_json::Value>(&e.get("/readyz?format=json").await.body)
+            .unwrap();
+
+    // Watch /readyz in the background for the whole reload sequence.
+    let stop = Arc::new(AtomicBool::new(false));
+    let not_ok = Arc::new(AtomicUsize::new(0));
+    let probes = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (e, stop, not_ok, probes) = (e.clone(), stop.clone(), not_ok.clone(), probes.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                if e.get("/readyz").await.status != 200 {
+                    not_ok.fetch_add(1, Ordering::Relaxed);
+                }
+                probes.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+
+    // A typo: the old policy stays; /policy and the metrics say why.
+    let good_sha = policy_json(&e).await["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    volume.update(BAD).unwrap();
+    let p = wait_policy(&e, "the reload error", |p| {
+        p["last_reload_error"].is_string()
+    })
+    .await;
+    let err = p["last_reload_error"].as_str().unwrap();
+    assert!(err.contains(":2:26: unknown signal `qget_mss`"), "{err}");
+    assert_eq!(
+        p["sha256"],
+        good_sha.as_str(),
+        "the bad policy must not be in force"
+    );
+    let scrape = e.get("/metrics").await.body;
+    assert_eq!(
+        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        "etcd_readiness_policy_last_reload_successful 0"
+    );
+    assert!(
+        scrape.contains("etcd_readiness_policy_reloads_total{result=\"failure\"} 1"),
+        "{scrape}"
+    );
+    let post = reqwest_post(&e, "/-/reload").await;
+    assert_eq!(post.0, 500);
+    assert!(
+        post.1.contains("^^^^^^^^ not a signal or a `let`"),
+        "{}",
+        post.1
+    );
+
+    // The fix, which also changes one check: applied, error cleared, and the
+    // unchanged check keeps its since-when.
+    volume.update(V2).unwrap();
+    let p = wait_policy(&e, "the new policy", |p| {
+        p["sha256"] != good_sha.as_str() && p["last_reload_error"].is_null()
+    })
+    .await;
+    assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
+    let scrape = e.get("/metrics").await.body;
+    assert_eq!(
+        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        "etcd_readiness_policy_last_reload_successful 1"
+    );
+    assert!(
+        scrape.contains("etcd_readiness_policy_reloads_total{result=\"success\"} 1"),
+        "{scrape}"
+    );
+    let after = serde_json::from_str::<serde_json::Value>(&e.get("/readyz?format=json").await.body)
+        .unwrap();
+    assert_eq!(
+        since(&before, "leader"),
+        since(&after, "leader"),
+        "unchanged check kept its state"
+    );
+    let post = reqwest_post(&e, "/-/reload").await;
+    assert_eq!(
+        post,
+        (
+            200,
+            format!(
+                "policy unchanged (sha256 {})\n",
+                p["sha256"].as_str().unwrap()
+            )
+        )
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    watcher.await.unwrap();
+    assert!(
+        probes.load(Ordering::Relaxed) > 5,
+        "the background prober ran"
+    );
+    assert_eq!(
+        not_ok.load(Ordering::Relaxed),
+        0,
+        "/readyz left 200 during the reloads"
+    );
+}
+
+/// A minimal HTTP/1.1 POST with no body over a raw socket (status, body).
+async fn reqwest_post(e: &Exporter, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(e.addr()).await.unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
