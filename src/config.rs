@@ -76,6 +76,7 @@ pub struct ServeArgs {
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+    /// Log line format.
     #[arg(
         long = "log.format",
         env = "ERE_LOG_FORMAT",
@@ -89,10 +90,13 @@ pub struct ServeArgs {
     /// Base URL of the etcd-backup-restore sidecar.
     #[arg(long = "backup.url", env = "ERE_BACKUP_URL")]
     pub backup_url: Option<String>,
+    /// CA certificate (PEM) to verify the sidecar's server certificate (https://).
     #[arg(long = "backup.cacert", env = "ERE_BACKUP_CACERT", value_name = "FILE")]
     pub backup_cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for mTLS to the sidecar.
     #[arg(long = "backup.cert", env = "ERE_BACKUP_CERT", value_name = "FILE")]
     pub backup_cert: Option<PathBuf>,
+    /// Client key (PEM) for mTLS to the sidecar.
     #[arg(long = "backup.key", env = "ERE_BACKUP_KEY", value_name = "FILE")]
     pub backup_key: Option<PathBuf>,
     #[arg(
@@ -108,10 +112,13 @@ pub struct ServeArgs {
     /// Expected owner id (the first TXT string).
     #[arg(long = "owner.id", env = "ERE_OWNER_ID")]
     pub owner_id: Option<String>,
+    /// Time between owner TXT lookups.
     #[arg(long = "owner.interval", env = "ERE_OWNER_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub owner_interval: Duration,
+    /// Deadline of one owner TXT lookup.
     #[arg(long = "owner.timeout", env = "ERE_OWNER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub owner_timeout: Duration,
+    /// DNS server to ask (IP:PORT); default: the system resolver.
     #[arg(
         long = "owner.nameserver",
         env = "ERE_OWNER_NAMESERVER",
