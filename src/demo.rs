@@ -35,7 +35,20 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
 
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(free_ports(1)?[0])
+}
+
+/// `n` distinct free loopback ports. All listeners are held until every port
+/// is chosen, so the kernel cannot hand the same port out twice (which would
+/// make one etcd member fail to bind and silently shrink the cluster).
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }
 
 /// One etcd member process.
@@ -60,11 +73,12 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!("etcd-readiness-demo-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut members = Vec::new();
+        let ports = free_ports(2 * n)?;
         for i in 1..=n {
             members.push(Member {
                 name: format!("m{i}"),
-                client_port: free_port()?,
-                peer_port: free_port()?,
+                client_port: ports[2 * i - 2],
+                peer_port: ports[2 * i - 1],
                 data_dir: dir.join(format!("m{i}.etcd")),
                 log: dir.join(format!("m{i}.log")),
                 child: None,
@@ -123,6 +137,46 @@ impl Cluster {
 
     fn endpoint(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    /// How many live members answer Status and agree on one leader.
+    async fn members_agreeing_on_leader(&self) -> usize {
+        let mut leaders = Vec::new();
+        for i in 0..self.members.len() {
+            if self.members[i].child.is_none() {
+                continue;
+            }
+            let st = async {
+                let mut c = etcd_client::Client::connect(
+                    [self.endpoint(i)],
+                    Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(1))),
+                )
+                .await
+                .ok()?;
+                c.status().await.ok()
+            };
+            if let Ok(Some(s)) = tokio::time::timeout(Duration::from_secs(2), st).await {
+                leaders.push(s.leader());
+            }
+        }
+        match leaders.first() {
+            Some(&l) if l != 0 => leaders.iter().filter(|x| **x == l).count(),
+            _ => 0,
+        }
+    }
+
+    /// The last lines of every member's log, for a failure message.
+    fn log_tails(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("--- {} ({}):\n{}", m.name, m.log.display(), tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Index of the member that is leader, asked of every live member.
@@ -262,6 +316,19 @@ async fn tour(cluster: &mut Cluster, listen: &str) -> anyhow::Result<()> {
         );
     }
 
+    // All three members must be up and agree on a leader before one is
+    // killed, or the "leader killed" step would really be a quorum loss.
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while cluster.members_agreeing_on_leader().await < 3 {
+        if std::time::Instant::now() > end {
+            bail!(
+                "the three members did not agree on a leader within 30s:\n{}",
+                cluster.log_tails()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     println!("\n== 2. leader killed");
     let mut leader = cluster.leader().await.context("no leader found")?;
     if leader == 0 {
@@ -277,7 +344,10 @@ async fn tour(cluster: &mut Cluster, listen: &str) -> anyhow::Result<()> {
     // The survivors elect a new leader within an election timeout or two.
     w.until(503, Duration::from_secs(3)).await;
     if !w.until(200, Duration::from_secs(20)).await {
-        bail!("m1 did not become ready again after the leader was killed");
+        bail!(
+            "m1 did not become ready again after the leader was killed:\n{}",
+            cluster.log_tails()
+        );
     }
 
     println!("\n== 3. quorum lost");

@@ -11,7 +11,7 @@ mod support_sources;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_readiness_exporter::demo::free_port;
+use etcd_readiness_exporter::demo::free_ports;
 use support::{EtcdCluster, Exporter, Resp};
 use support_sources::{ChildGuard, Dnsmasq, Sidecar, read_revision, write_until_revision};
 
@@ -164,8 +164,8 @@ struct Learner {
 
 /// `member add --learner`, then start that member joining the cluster.
 async fn add_learner(cluster: &EtcdCluster) -> Learner {
-    let client_port = free_port().unwrap();
-    let peer_port = free_port().unwrap();
+    let ports = free_ports(2).unwrap();
+    let (client_port, peer_port) = (ports[0], ports[1]);
     let peer = format!("http://127.0.0.1:{peer_port}");
     let endpoint = format!("http://127.0.0.1:{client_port}");
     let mut c = cluster.client(0).await;

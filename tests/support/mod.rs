@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::demo::{free_port, http_get};
+use etcd_readiness_exporter::demo::{free_ports, http_get};
 use etcd_readiness_exporter::serve::{self, Running};
 
 /// Server TLS material for a member (PEM file paths).
@@ -53,11 +53,12 @@ impl EtcdClusterBuilder {
 
     pub fn start(self) -> EtcdCluster {
         let dir = tempfile::tempdir().expect("tempdir");
+        let ports = free_ports(2 * self.n).unwrap();
         let members = (1..=self.n)
             .map(|i| Member {
                 name: format!("m{i}"),
-                client_port: free_port().unwrap(),
-                peer_port: free_port().unwrap(),
+                client_port: ports[2 * i - 2],
+                peer_port: ports[2 * i - 1],
                 data_dir: dir.path().join(format!("m{i}.etcd")),
                 log: dir.path().join(format!("m{i}.log")),
                 child: None,
