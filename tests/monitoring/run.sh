@@ -20,6 +20,15 @@ promtool test rules dashboards/alerts.test.yaml
 cargo build --quiet
 BIN=$ROOT/target/debug/etcd-readiness-exporter
 
+# The allow-lists the checkers use must describe the real binary: every flag
+# in known_flags.txt exists in `serve --help`.
+help=$("$BIN" serve --help)
+while read -r flag; do
+  case "$flag" in ''|'#'*) continue ;; esac
+  grep -qE -- "^ +$flag( |$)" <<<"$help" || { echo "known_flags.txt: $flag is not a flag of serve" >&2; exit 1; }
+done < tests/monitoring/known_flags.txt
+echo "ok:   every flag in known_flags.txt exists in serve --help"
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ere-monitoring.XXXXXX")
 PIDS=()
 cleanup() {
@@ -69,4 +78,15 @@ if ! wait_for "the exporter to be ready" 60 curl -sf "http://127.0.0.1:$WEB/read
   exit 1
 fi
 echo "exporter ready on 127.0.0.1:$WEB (etcd, owner via dnsmasq, backup sidecar stand-in)"
+
+# ...and every metric name in known_metrics.txt is in a real scrape (with all
+# sources configured), so the dashboard and alerts cannot name a metric that
+# does not exist. Wait for one owner and one backup round first.
+wait_for "owner and backup samples" 30 sh -c "curl -sf http://127.0.0.1:$WEB/metrics | grep -q 'etcd_readiness_signal_value{signal=\"owner_ok\"'"
+scrape=$(curl -sf "http://127.0.0.1:$WEB/metrics")
+while read -r name; do
+  case "$name" in ''|'#'*|up) continue ;; esac
+  grep -q "^$name[{ ]" <<<"$scrape" || { echo "known_metrics.txt: $name is not in a real scrape" >&2; exit 1; }
+done < tests/monitoring/known_metrics.txt
+echo "ok:   every metric in known_metrics.txt is in a real scrape"
 "$HERE/prometheus_it.sh" "127.0.0.1:$WEB"
