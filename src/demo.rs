@@ -139,23 +139,29 @@ impl Cluster {
         format!("http://127.0.0.1:{}", self.members[i].client_port)
     }
 
+    /// Maintenance.Status of a live member, or `None` (dead, or no answer in 2 s).
+    async fn status(&self, i: usize) -> Option<etcd_client::StatusResponse> {
+        self.members[i].child.as_ref()?;
+        let st = async {
+            let mut c = etcd_client::Client::connect(
+                [self.endpoint(i)],
+                Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(1))),
+            )
+            .await
+            .ok()?;
+            c.status().await.ok()
+        };
+        tokio::time::timeout(Duration::from_secs(2), st)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// How many live members answer Status and agree on one leader.
     async fn members_agreeing_on_leader(&self) -> usize {
         let mut leaders = Vec::new();
         for i in 0..self.members.len() {
-            if self.members[i].child.is_none() {
-                continue;
-            }
-            let st = async {
-                let mut c = etcd_client::Client::connect(
-                    [self.endpoint(i)],
-                    Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(1))),
-                )
-                .await
-                .ok()?;
-                c.status().await.ok()
-            };
-            if let Ok(Some(s)) = tokio::time::timeout(Duration::from_secs(2), st).await {
+            if let Some(s) = self.status(i).await {
                 leaders.push(s.leader());
             }
         }
@@ -183,28 +189,15 @@ impl Cluster {
     async fn leader(&self) -> Option<usize> {
         let mut ids = Vec::new();
         let mut leader = 0;
-        for (i, m) in self.members.iter().enumerate() {
-            if m.child.is_none() {
-                ids.push(0);
-                continue;
-            }
-            let st = async {
-                let mut c = etcd_client::Client::connect(
-                    [self.endpoint(i)],
-                    Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(1))),
-                )
-                .await
-                .ok()?;
-                c.status().await.ok()
-            };
-            match tokio::time::timeout(Duration::from_secs(2), st).await {
-                Ok(Some(s)) => {
+        for i in 0..self.members.len() {
+            match self.status(i).await {
+                Some(s) => {
                     ids.push(s.header().map_or(0, |h| h.member_id()));
                     if s.leader() != 0 {
                         leader = s.leader();
                     }
                 }
-                _ => ids.push(0),
+                None => ids.push(0),
             }
         }
         ids.iter().position(|id| *id != 0 && *id == leader)
