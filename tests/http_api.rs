@@ -288,10 +288,12 @@ async fn head_works_unknown_paths_404_and_metrics_negotiates() {
 
 #[tokio::test]
 async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_livez() {
-    // Stale after 3 * 10ms + 10ms; nothing re-evaluates in this test.
+    // Stale after 3 * 500ms + 500ms = 2s; nothing re-evaluates in this test.
+    // The window is wide so that a busy machine cannot make the fresh verdict
+    // look stale before the first request.
     let (st, engine) = state_with(Timing {
-        sample_interval: Duration::from_millis(10),
-        sample_timeout: Duration::from_millis(10),
+        sample_interval: Duration::from_millis(500),
+        sample_timeout: Duration::from_millis(500),
     });
     let mut v = failing_verdict();
     v.checks.retain(|c| c.state == CheckState::Pass);
@@ -299,7 +301,8 @@ async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_live
     engine.publish(v);
     let (code, _, _) = get(&st, "/readyz", None).await;
     assert_eq!(code, StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Let the verdict age past the bound (the clock is the only thing waited for).
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let (code, _, body) = get(&st, "/readyz", None).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
