@@ -194,17 +194,21 @@ pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -
             body: bounded_json(body),
         };
     }
-    let body = if !failing && !q.verbose {
+    text(status, failing, !q.verbose, lines)
+}
+
+/// The plain-text answer: `ok` when passing and `terse`, else the lines and
+/// the closing line of the apiserver convention.
+fn text(status: StatusCode, failing: bool, terse: bool, lines: Vec<String>) -> Rendered {
+    let body = if !failing && terse {
         "ok".to_string()
     } else {
-        join_bounded(
-            lines,
-            if failing {
-                "readyz check failed"
-            } else {
-                "readyz check passed"
-            },
-        )
+        let last = if failing {
+            "readyz check failed"
+        } else {
+            "readyz check passed"
+        };
+        join_bounded(lines, last)
     };
     Rendered {
         status,
@@ -268,23 +272,8 @@ pub fn render_one(
             body: bounded_json(body),
         };
     }
-    let body = if !failing && !q.verbose && line == format!("[+]{name} ok") {
-        "ok".to_string()
-    } else {
-        join_bounded(
-            vec![line],
-            if failing {
-                "readyz check failed"
-            } else {
-                "readyz check passed"
-            },
-        )
-    };
-    Rendered {
-        status,
-        json: false,
-        body,
-    }
+    let terse = !q.verbose && line == format!("[+]{name} ok");
+    text(status, failing, terse, vec![line])
 }
 
 fn unix(t: std::time::SystemTime) -> f64 {
