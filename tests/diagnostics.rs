@@ -300,3 +300,40 @@ fn the_test_file_example_in_the_language_docs_passes() {
     let (code, out, err) = cli(&["test", t.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[test]
+fn every_policy_example_in_the_language_docs_compiles() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/policy-language.md"
+    ))
+    .unwrap();
+    // Untagged fenced blocks are policies, except diagnostics and explanations.
+    let mut blocks: Vec<String> = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in doc.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(tag)) => current = Some((tag.to_string(), String::new())),
+            (Some(_), Some(_)) => {
+                let (tag, text) = current.take().unwrap();
+                if tag.is_empty()
+                    && !text.starts_with("error:")
+                    && !text.starts_with("qget_ms unknown")
+                {
+                    blocks.push(text);
+                }
+            }
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(blocks.len() >= 2, "found {} policy examples", blocks.len());
+    for block in &blocks {
+        if let Err(d) = Policy::compile("docs", block, &Catalogue::builtin()) {
+            panic!("a policy example in the docs does not compile:\n{block}\n{d}");
+        }
+    }
+}

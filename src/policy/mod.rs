@@ -117,15 +117,17 @@ impl Policy {
             .into_iter()
             .map(|s| self.signal_name(s))
             .collect();
-        let mut parts = vec![format!("{} checks", self.checks.len() - warns)];
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut parts = vec![plural(self.checks.len() - warns, "check", "checks")];
         if warns > 0 {
-            parts.push(format!("{warns} warnings"));
+            parts.push(plural(warns, "warning", "warnings"));
         }
         if held > 0 {
             parts.push(format!("{held} with hold-down"));
         }
         if !self.lets.is_empty() {
-            parts.push(format!("{} lets", self.lets.len()));
+            parts.push(plural(self.lets.len(), "let", "lets"));
         }
         format!("{}; signals: {}", parts.join(", "), signals.join(", "))
     }
