@@ -51,6 +51,29 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
+/// The command line of one etcd member listening on `client` and `peer`
+/// URLs, in the cluster `initial` (`name=peer,...`). Callers add the cluster
+/// state, timings, TLS and output. Shared by the demo, the tests and benches.
+pub fn etcd_member_command(
+    etcd: &std::path::Path,
+    name: &str,
+    data_dir: &std::path::Path,
+    client: &str,
+    peer: &str,
+    initial: &str,
+) -> Command {
+    let mut cmd = Command::new(etcd);
+    cmd.args(["--name", name])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen-client-urls", client])
+        .args(["--advertise-client-urls", client])
+        .args(["--listen-peer-urls", peer])
+        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--initial-cluster", initial]);
+    cmd
+}
+
 /// One etcd member process.
 struct Member {
     name: String,
@@ -108,15 +131,7 @@ impl Cluster {
             .open(&m.log)?;
         let client = format!("http://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let child = Command::new(&self.etcd)
-            .args(["--name", &m.name])
-            .arg("--data-dir")
-            .arg(&m.data_dir)
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &initial])
+        let child = etcd_member_command(&self.etcd, &m.name, &m.data_dir, &client, &peer, &initial)
             .args(["--initial-cluster-state", "new"])
             .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
             .stdin(Stdio::null())
@@ -393,12 +408,9 @@ pub fn run(args: DemoArgs) -> ExitCode {
         println!("apt-get install etcd-server");
         return ExitCode::FAILURE;
     };
-    let rt = match tokio::runtime::Runtime::new() {
+    let rt = match crate::serve::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     rt.block_on(async move {
         let mut cluster = match Cluster::start(etcd, 3) {

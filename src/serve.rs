@@ -258,6 +258,14 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The tokio runtime of the binary's commands, or the exit code after saying why not.
+pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Runtime::new().map_err(|e| {
+        eprintln!("error: cannot start the tokio runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 /// The `serve` subcommand.
 pub fn run(args: ServeArgs) -> ExitCode {
     init_logging(&args);
@@ -268,12 +276,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Runtime::new() {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     rt.block_on(async move {
         let running = match start(config).await {

@@ -8,10 +8,11 @@
 mod support;
 mod support_sources;
 
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_readiness_exporter::demo::free_ports;
+use etcd_readiness_exporter::demo::{etcd_member_command, free_ports};
 use support::{EtcdCluster, Exporter, Resp};
 use support_sources::{ChildGuard, Dnsmasq, Sidecar, read_revision, write_until_revision};
 
@@ -192,34 +193,21 @@ async fn add_learner(cluster: &EtcdCluster) -> Learner {
         .collect();
     initial.push(format!("learner={peer}"));
     let dir = tempfile::tempdir().unwrap();
-    let child = Command::new("etcd")
-        .args(["--name", "learner"])
-        .arg("--data-dir")
-        .arg(dir.path().join("learner.etcd"))
-        .args([
-            "--listen-client-urls",
-            &endpoint,
-            "--advertise-client-urls",
-            &endpoint,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-        ])
-        .args([
-            "--initial-cluster",
-            &initial.join(","),
-            "--initial-cluster-state",
-            "existing",
-        ])
-        .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the learner");
+    let child = etcd_member_command(
+        Path::new("etcd"),
+        "learner",
+        &dir.path().join("learner.etcd"),
+        &endpoint,
+        &peer,
+        &initial.join(","),
+    )
+    .args(["--initial-cluster-state", "existing"])
+    .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start the learner");
     Learner {
         endpoint,
         _guard: ChildGuard::new(child, "etcd learner"),

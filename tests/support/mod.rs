@@ -6,12 +6,12 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::demo::{free_ports, http_get};
+use etcd_readiness_exporter::demo::{etcd_member_command, free_ports, http_get};
 use etcd_readiness_exporter::serve::{self, Running};
 
 /// Server TLS material for a member (PEM file paths).
@@ -121,16 +121,15 @@ impl EtcdCluster {
             .open(&m.log)
             .unwrap();
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let mut cmd = Command::new("etcd");
-        cmd.args(["--name", &m.name])
-            .arg("--data-dir")
-            .arg(&m.data_dir)
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &initial.join(",")])
-            .args(["--initial-cluster-state", "new"])
+        let mut cmd = etcd_member_command(
+            Path::new("etcd"),
+            &m.name,
+            &m.data_dir,
+            &client,
+            &peer,
+            &initial.join(","),
+        );
+        cmd.args(["--initial-cluster-state", "new"])
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
