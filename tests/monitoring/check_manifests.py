@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check the Kubernetes manifests in deploy/kubernetes/ against the exporter's contract.
+"""Check the Kubernetes manifests in deploy/kubernetes/ against the exporter's real flags (known_flags.txt).
 
 Python 3 standard library only. Usage (from the repository root):
 
