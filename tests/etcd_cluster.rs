@@ -1,6 +1,7 @@
 //! End-to-end: the exporter against real etcd clusters (healthy, leader
 //! killed, quorum lost, frozen member, NOSPACE, mTLS, no raft writes).
 
+mod pki;
 mod support;
 
 use std::time::Duration;
@@ -144,62 +145,9 @@ async fn nospace_alarm_is_a_warning_not_unreadiness() {
     );
 }
 
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn path(&self, f: &str) -> std::path::PathBuf {
-        self.dir.path().join(f)
-    }
-}
-
-/// CA, server cert (127.0.0.1), client cert, and an unrelated CA.
-fn make_pki() -> Pki {
-    use rcgen::{
-        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let ca = |name: &str| {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert = p.self_signed(&key).unwrap();
-        (cert.pem(), Issuer::new(p, key))
-    };
-    let (ca_pem, issuer) = ca("test ca");
-    let (other_pem, _) = ca("other ca");
-    let leaf = |sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-        let mut p = CertificateParams::new(sans).unwrap();
-        p.extended_key_usages.push(usage);
-        p.extended_key_usages
-            .push(ExtendedKeyUsagePurpose::ClientAuth);
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    };
-    let (srv, srv_key) = leaf(
-        vec!["127.0.0.1".into(), "localhost".into()],
-        ExtendedKeyUsagePurpose::ServerAuth,
-    );
-    let (cli, cli_key) = leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
-    for (f, s) in [
-        ("ca.pem", &ca_pem),
-        ("other-ca.pem", &other_pem),
-        ("server.pem", &srv),
-        ("server-key.pem", &srv_key),
-        ("client.pem", &cli),
-        ("client-key.pem", &cli_key),
-    ] {
-        std::fs::write(dir.path().join(f), s).unwrap();
-    }
-    Pki { dir }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_reads_through_tls_and_a_wrong_ca_is_a_clear_tls_error() {
-    let pki = make_pki();
+    let pki = pki::make_pki();
     let cluster = EtcdCluster::builder(1)
         .tls(ServerTls {
             ca: pki.path("ca.pem"),

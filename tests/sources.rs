@@ -2,6 +2,7 @@
 //! a real dnsmasq, and an in-test HTTP server playing the backup sidecar.
 //! Policies are compiled and evaluated on the store's readings as `serve` does.
 
+mod pki;
 mod support_sources;
 
 use std::sync::Arc;
@@ -447,4 +448,60 @@ fn check_and_signals_know_scrape_signals_given_the_same_config() {
         err.contains("signal `leader` of scrape source `m` clashes with the built-in signal"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error() {
+    use etcd_readiness_exporter::sources::client::TlsFiles;
+    let pki = pki::make_pki();
+    let sidecar = Sidecar::start_tls(
+        &pki.path("server.pem"),
+        &pki.path("server-key.pem"),
+        &pki.path("ca.pem"),
+    )
+    .await;
+    let now = unix_now();
+    sidecar.set(|s| {
+        s.full_revision = 10;
+        s.full_timestamp = now;
+        s.incr_revision = 12;
+        s.incr_timestamp = now;
+    });
+    let cat = Catalogue::builtin();
+    let config = |ca: &str, client: bool| BackupConfig {
+        url: sidecar.url.clone(),
+        tls: TlsFiles {
+            ca: Some(pki.path(ca)),
+            cert: client.then(|| pki.path("client.pem")),
+            key: client.then(|| pki.path("client-key.pem")),
+        },
+        mode: BackupMode::Metrics,
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_secs(2),
+    };
+
+    // The --backup.cacert/--backup.cert/--backup.key material: it works.
+    let store = SignalStore::new(&cat);
+    let mut good = BackupSampler::new(config("ca.pem", true), &cat).unwrap();
+    good.sample(&store).await.unwrap();
+    assert!(boolean(&cat, &store, "backup_up"));
+    assert!(boolean(&cat, &store, "backup_healthy"));
+    assert_eq!(num(&cat, &store, "snapshot_revision"), 12.0);
+
+    // A CA that did not sign the sidecar's certificate: a TLS error, and the
+    // sidecar's signals are not known.
+    let store = SignalStore::new(&cat);
+    let mut wrong_ca = BackupSampler::new(config("other-ca.pem", true), &cat).unwrap();
+    let e = wrong_ca.sample(&store).await.unwrap_err();
+    assert_eq!(e.reason, "tls", "{e}");
+    assert!(!boolean(&cat, &store, "backup_up"));
+    let why = unknown_error(&cat, &store, "snapshot_revision");
+    assert!(why.to_lowercase().contains("certificate"), "{why}");
+
+    // No client certificate: the sidecar refuses the handshake.
+    let store = SignalStore::new(&cat);
+    let mut anonymous = BackupSampler::new(config("ca.pem", false), &cat).unwrap();
+    let e = anonymous.sample(&store).await.unwrap_err();
+    assert_eq!(e.reason, "tls", "{e}");
+    assert!(!boolean(&cat, &store, "backup_up"), "{e}");
 }

@@ -158,6 +158,24 @@ pub async fn get_ok(
     Ok(f.body)
 }
 
+/// Whether `err` is a rustls error, possibly wrapped in (nested) io::Errors:
+/// tokio-rustls and hyper-rustls wrap it so, and io::Error's `source()` skips
+/// the wrapped error, so the plain cause chain never shows it.
+fn is_rustls(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    for _ in 0..8 {
+        let Some(e) = cur else { return false };
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        cur = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+    }
+    false
+}
+
 /// Map a reqwest error to a bounded reason, with the whole cause chain as message.
 pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     let mut chain = String::new();
@@ -168,7 +186,7 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
             chain.push_str(": ");
         }
         chain.push_str(&err.to_string());
-        tls |= err.is::<rustls::Error>();
+        tls |= is_rustls(err);
         cur = err.source();
     }
     let reason = if e.is_timeout() {

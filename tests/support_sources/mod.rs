@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -296,15 +296,60 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    pub async fn start() -> Sidecar {
-        let state = Arc::new(Mutex::new(SidecarState::default()));
-        let app = Router::new()
+    fn app(state: &Arc<Mutex<SidecarState>>) -> Router {
+        Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/snapshot/latest", get(latest))
-            .with_state(state.clone());
+            .with_state(state.clone())
+    }
+
+    pub async fn start() -> Sidecar {
+        let state = Arc::new(Mutex::new(SidecarState::default()));
+        let app = Sidecar::app(&state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Sidecar { url, state, task }
+    }
+
+    /// The same over HTTPS with `cert`/`key` (PEM), requiring a client
+    /// certificate signed by `client_ca` (PEM): the sidecar's mTLS setup.
+    pub async fn start_tls(cert: &Path, key: &Path, client_ca: &Path) -> Sidecar {
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use tokio_rustls::rustls::{
+            RootCertStore, ServerConfig, crypto, server::WebPkiClientVerifier,
+        };
+        let provider = Arc::new(crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(client_ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .unwrap();
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, PrivateKeyDer::from_pem_file(key).unwrap())
+            .unwrap();
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", tcp.local_addr().unwrap());
+        let listener = TlsListener {
+            tcp,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        };
+        let state = Arc::new(Mutex::new(SidecarState::default()));
+        let app = Sidecar::app(&state);
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -320,10 +365,43 @@ impl Sidecar {
         self.task.abort();
         let url = self.url.clone();
         wait_until("the sidecar to stop", Duration::from_secs(5), || {
-            let addr = url.trim_start_matches("http://").to_string();
+            let addr = url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string();
             async move { tokio::net::TcpStream::connect(addr).await.is_err() }
         })
         .await;
+    }
+}
+
+/// A TCP listener that completes a TLS handshake before handing a connection
+/// to axum; failed handshakes (a client that rejects our certificate, or has
+/// none) are dropped and the next connection is accepted.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(5), self.acceptor.accept(tcp)).await
+            {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }
 
