@@ -12,6 +12,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT"
 
+# The checkers first prove they catch deliberate breakages, then check.
+python3 tests/monitoring/check_dashboard.py --self-test
+python3 tests/monitoring/check_manifests.py --self-test
 python3 tests/monitoring/check_dashboard.py
 python3 tests/monitoring/check_manifests.py
 promtool check rules dashboards/alerts.yaml
