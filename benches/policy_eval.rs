@@ -4,15 +4,15 @@
 //! the same expression compiled once and evaluated by the `cel` (0.15) and
 //! `evalexpr` (13) crates. Results are recorded in docs/BENCHMARKS.md.
 //!
-//! Run: `cargo bench --bench policy_eval`
+//! Run: `cargo bench -p etcd-readiness-benches --bench policy_eval`
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, Reading, Value};
 
 const CARD: &str = "leader && qget_ms < 1000 && owner_ok && rev_lag < 5000";
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 
+use crate::policy::diag::did_you_mean;
 use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
 /// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
@@ -229,13 +230,8 @@ pub fn render_one(
 ) -> Rendered {
     if !known_checks.contains(&name) {
         let mut body = format!("no check named {name:?}");
-        if let Some(best) = known_checks
-            .iter()
-            .map(|k| (strsim::jaro_winkler(k, name), *k))
-            .filter(|(s, _)| *s > 0.7)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-        {
-            body.push_str(&format!("; did you mean {:?}?", best.1));
+        if let Some(best) = did_you_mean(name, known_checks.iter().copied()) {
+            body.push_str(&format!("; did you mean {best:?}?"));
         }
         body.push_str(&format!(" (checks: {})\n", known_checks.join(", ")));
         if q.json {

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, Reading, Value};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -26,12 +26,15 @@ fn evaluating_allocates_nothing() {
     ] {
         readings[c.id(name).index()] = Reading::known(v);
     }
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/card.policy"))
-        .unwrap();
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../policies/card.policy"
+    ))
+    .unwrap();
     let policy = Arc::new(Policy::compile("card.policy", &src, &c).unwrap());
     let gardener = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/policies/gardener.policy"
+        "/../../policies/gardener.policy"
     ))
     .unwrap();
     let gardener = Arc::new(Policy::compile("gardener.policy", &gardener, &c).unwrap());

@@ -13,7 +13,7 @@ use super::diag::Diagnostic;
 use super::limits;
 
 #[derive(Parser)]
-#[grammar = "../grammar/policy.pest"]
+#[grammar = "../../../grammar/policy.pest"]
 struct PolicyParser;
 
 /// Parse a policy. On failure returns every problem found (limits, or the

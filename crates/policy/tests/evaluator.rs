@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
-use etcd_readiness_exporter::verdict::CheckState;
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, Reading, Value};
+use etcd_readiness_policy::verdict::CheckState;
 
 struct World {
     c: Catalogue,

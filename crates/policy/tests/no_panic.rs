@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Catalogue, Reading, SignalType, Value};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, Reading, SignalType, Value};
 
 struct Rng(u64);
 

@@ -1,0 +1,14 @@
+//! The readiness policy language of etcd-readiness-exporter, as a crate of
+//! its own so that the data flow is enforced by Cargo: this crate knows the
+//! [`signals`] catalogue and readings, the [`policy`] language (parse →
+//! check → evaluate + explain) and the [`verdict`] it produces, and the
+//! [`policytest`] runner behind the `test` command. It depends on no async
+//! runtime, HTTP stack or clock: time is passed in as `Instant`s, so the same
+//! evaluator runs in `serve`, in `test` and in the conformance tables.
+
+#![forbid(unsafe_code)]
+
+pub mod policy;
+pub mod policytest;
+pub mod signals;
+pub mod verdict;
