@@ -121,11 +121,8 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
-    Yaml {
-        path: String,
-        source: serde_yaml::Error,
-    },
+    #[error("{0}")]
+    Yaml(crate::policy_yaml::YamlError),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -149,10 +146,7 @@ impl Config {
 
     /// Parse and validate config text; `path` is only used in messages.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Yaml {
-            path: path.to_string(),
-            source,
-        })?;
+        let config: Config = crate::policy_yaml::from_str(path, text).map_err(ConfigError::Yaml)?;
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_string(),
             message,

@@ -12,3 +12,4 @@ pub mod policy;
 pub mod policytest;
 pub mod signals;
 pub mod verdict;
+pub mod yaml;

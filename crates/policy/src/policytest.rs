@@ -67,11 +67,8 @@ pub enum TestFileError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: invalid test file: {source}")]
-    Yaml {
-        path: String,
-        source: serde_yaml::Error,
-    },
+    #[error("invalid test file: {0}")]
+    Yaml(crate::yaml::YamlError),
     #[error("{0}")]
     Policy(#[from] crate::policy::Diagnostics),
     #[error("{path}: {message}")]
@@ -161,10 +158,7 @@ pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestF
         path: shown.clone(),
         source,
     })?;
-    let file: TestFile = serde_yaml::from_str(&text).map_err(|source| TestFileError::Yaml {
-        path: shown.clone(),
-        source,
-    })?;
+    let file: TestFile = crate::yaml::from_str(&shown, &text).map_err(TestFileError::Yaml)?;
     let invalid = |message: String| TestFileError::Invalid {
         path: shown.clone(),
         message,
