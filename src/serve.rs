@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{LogFormat, ServeArgs, ServeConfig};
 use crate::engine::{EngineHandle, Timing};
-use crate::http::server::{Server, raise_nofile_limit};
+use crate::http::server::{Server, ServerHandle, raise_nofile_limit};
 use crate::http::{AppState, app};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
@@ -62,7 +62,7 @@ pub struct Running {
     pub reloader: Option<Arc<Reloader>>,
     _watcher: Option<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
-    server: Option<JoinHandle<std::io::Result<()>>>,
+    server: Option<ServerHandle>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -78,7 +78,7 @@ impl Running {
             let _ = tx.send(());
         }
         if let Some(server) = self.server.take() {
-            let _ = server.await;
+            let _ = server.wait().await;
         }
         for t in self.tasks.drain(..) {
             t.abort();
@@ -91,9 +91,8 @@ impl Drop for Running {
         for t in &self.tasks {
             t.abort();
         }
-        if let Some(s) = &self.server {
-            s.abort();
-        }
+        // Dropping `shutdown` stops the server (on its own thread) within
+        // its shutdown timeout.
     }
 }
 
@@ -214,9 +213,9 @@ pub async fn start_with(
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = Server::new(config.http, state.http_metrics.connections());
-    let server = tokio::spawn(server.serve(listener, app(state), async move {
+    let server = server.spawn(listener, app(state), async move {
         let _ = rx.await;
-    }));
+    })?;
     tracing::info!(%addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,

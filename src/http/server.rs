@@ -495,6 +495,55 @@ impl Server {
     }
 }
 
+/// A server running on its own thread and runtime ([`Server::spawn`]).
+pub struct ServerHandle {
+    done: tokio::sync::oneshot::Receiver<io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// Wait until the server has closed every connection (after its
+    /// shutdown future resolved: at most `shutdown_timeout` later).
+    pub async fn wait(self) -> io::Result<()> {
+        self.done
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the HTTP server thread died")))
+    }
+}
+
+impl Server {
+    /// Run [`Server::serve`] on a thread of its own with a one-worker tokio
+    /// runtime, so that no amount of HTTP work (floods of h2 streams,
+    /// thousands of connections) delays the samplers and the evaluation loop
+    /// on the main runtime: the kernel shares the CPU between the threads.
+    pub fn spawn(
+        self,
+        listener: TcpListener,
+        router: Router,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> io::Result<ServerHandle> {
+        // A tokio listener belongs to the runtime that made it: move the socket.
+        let listener = listener.into_std()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("http")
+            .enable_all()
+            .build()?;
+        let (tx, done) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("http-accept".to_string())
+            .spawn(move || {
+                let res = rt.block_on(async move {
+                    let listener = TcpListener::from_std(listener)?;
+                    self.serve(listener, router, shutdown).await
+                });
+                // Connection tasks were all closed by `serve`; nothing to wait for.
+                rt.shutdown_background();
+                let _ = tx.send(res);
+            })?;
+        Ok(ServerHandle { done })
+    }
+}
+
 /// Takes the connection off the books when its task ends.
 struct OpenGuard {
     id: u64,
