@@ -558,3 +558,61 @@ async fn sixty_kb_of_echoed_input_stays_under_the_body_limit() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_in_order_and_oversized_heads_refused() {
+    let cluster = EtcdCluster::builder(1).start();
+    let exporter = Exporter::start(&cluster.endpoint(0), |_| {}).await;
+    assert_eq!(exporter.wait_for("/readyz", 200, READY).await.status, 200);
+
+    // 300 requests in one write: answered one after the other, in order.
+    let mut s = TcpStream::connect(exporter.addr()).await.unwrap();
+    let mut burst = Vec::new();
+    for i in 0..300 {
+        let path = if i % 2 == 0 { "/livez" } else { "/nope" };
+        burst.extend(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes());
+    }
+    s.write_all(&burst).await.unwrap();
+    let mut responses = String::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let end = tokio::time::Instant::now() + Duration::from_secs(15);
+    while responses.matches("HTTP/1.1 ").count() < 300
+        || !responses.ends_with("for the endpoints\n")
+    {
+        let n = tokio::time::timeout_at(end, s.read(&mut chunk))
+            .await
+            .expect("300 pipelined responses in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed after {} responses",
+            responses.matches("HTTP/1.1 ").count()
+        );
+        responses.push_str(&String::from_utf8_lossy(&chunk[..n]));
+    }
+    let codes: Vec<&str> = responses
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|r| &r[..3])
+        .collect();
+    let expected: Vec<&str> = (0..300)
+        .map(|i| if i % 2 == 0 { "200" } else { "404" })
+        .collect();
+    assert_eq!(codes, expected);
+
+    // A head larger than the 64 KiB read buffer is refused, not buffered.
+    let mut s = TcpStream::connect(exporter.addr()).await.unwrap();
+    let head = format!(
+        "GET /readyz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(70 * 1024)
+    );
+    let _ = s.write_all(head.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(ANSWER, s.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "{}",
+        &answer[..answer.len().min(200)]
+    );
+}
