@@ -523,15 +523,24 @@ impl Server {
     ) -> io::Result<ServerHandle> {
         // A tokio listener belongs to the runtime that made it: move the socket.
         let listener = listener.into_std()?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("http")
-            .enable_all()
-            .build()?;
         let (tx, done) = tokio::sync::oneshot::channel();
+        // The runtime is built and dropped on the thread: a runtime must not
+        // be dropped inside the caller's async context.
         std::thread::Builder::new()
             .name("http-accept".to_string())
             .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("http")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
                 let res = rt.block_on(async move {
                     let listener = TcpListener::from_std(listener)?;
                     self.serve(listener, router, shutdown).await
