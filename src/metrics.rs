@@ -693,6 +693,34 @@ mod tests {
     }
 
     #[test]
+    fn connection_families_expose_exact_lines() {
+        let mut r = Registry::default();
+        let m = ConnectionMetrics::register(&mut r);
+        m.set_limit(896);
+        m.opened();
+        m.opened();
+        m.closed();
+        m.evicted();
+        m.rejected();
+        m.accept_error();
+        m.timed_out(TimeoutPhase::Header);
+        let text = encode(&r, Format::Text004);
+        for line in [
+            "etcd_readiness_http_connections 1\n",
+            "etcd_readiness_http_connections_limit 896\n",
+            "etcd_readiness_http_connections_accepted_total 2\n",
+            "etcd_readiness_http_connections_evicted_total 1\n",
+            "etcd_readiness_http_connections_rejected_total 1\n",
+            "etcd_readiness_http_connections_timed_out_total{phase=\"header\"} 1\n",
+            "etcd_readiness_http_connections_timed_out_total{phase=\"idle\"} 0\n",
+            "etcd_readiness_http_accept_errors_total 1\n",
+            "# TYPE etcd_readiness_http_connections_evicted_total counter\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+    }
+
+    #[test]
     fn proc_stat_is_readable() {
         let s = read_stat().expect("/proc/self/stat");
         assert!(s.rss_bytes > 0.0);
