@@ -110,6 +110,8 @@ struct ConnState {
     head_started: AtomicU64,
     /// Told to close now (evicted).
     close: Notify,
+    /// Its socket is closed (the connection's task ended).
+    closed: Notify,
 }
 
 impl ConnState {
@@ -170,6 +172,7 @@ impl Connections {
             last_progress: AtomicU64::new(now),
             head_started: AtomicU64::new(0),
             close: Notify::new(),
+            closed: Notify::new(),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.open
@@ -188,17 +191,27 @@ impl Connections {
 
     /// Close the connection that made progress longest ago among those with
     /// no request in flight (slowloris heads never progress, so they go
-    /// first). False when every connection is busy answering.
-    fn evict_one(&self) -> bool {
+    /// first). None when every connection is busy answering.
+    fn evict_one(&self) -> Option<Arc<ConnState>> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let victim = open
             .iter()
             .filter(|(_, s)| s.in_flight.load(Ordering::Acquire) == 0)
             .min_by_key(|(_, s)| s.last_progress.load(Ordering::Acquire))
             .map(|(id, _)| *id);
-        match victim.and_then(|id| open.remove(&id)) {
-            Some(s) => {
-                s.close.notify_one();
+        let victim = victim.and_then(|id| open.remove(&id))?;
+        victim.close.notify_one();
+        Some(victim)
+    }
+
+    /// [`Connections::evict_one`], then wait (at most a second) until the
+    /// victim's socket is closed, so that evictions never add up to more
+    /// descriptors than the cap.
+    async fn evict_and_wait(&self) -> bool {
+        match self.evict_one() {
+            Some(victim) => {
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), victim.closed.notified()).await;
                 true
             }
             None => false,
@@ -367,7 +380,7 @@ impl Server {
                     Ok((tcp, _peer)) => {
                         let _ = tcp.set_nodelay(true);
                         if self.conns.len() >= self.cap {
-                            if self.conns.evict_one() {
+                            if self.conns.evict_and_wait().await {
                                 self.metrics.evicted();
                             } else {
                                 self.metrics.rejected();
@@ -381,7 +394,7 @@ impl Server {
                     Err(e) => {
                         self.metrics.accept_error();
                         let exhausted = matches!(e.raw_os_error(), Some(23 | 24)); // ENFILE, EMFILE
-                        if exhausted && self.conns.evict_one() {
+                        if exhausted && self.conns.evict_and_wait().await {
                             self.metrics.evicted();
                         }
                         if last_warned.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
@@ -433,6 +446,7 @@ impl Server {
             // Runs on every exit, including abort at the shutdown deadline.
             let _open = OpenGuard {
                 id,
+                state: state.clone(),
                 conns: conns.clone(),
                 metrics: metrics.clone(),
             };
@@ -556,6 +570,7 @@ impl Server {
 /// Takes the connection off the books when its task ends.
 struct OpenGuard {
     id: u64,
+    state: Arc<ConnState>,
     conns: Arc<Connections>,
     metrics: ConnectionMetrics,
 }
@@ -564,6 +579,8 @@ impl Drop for OpenGuard {
     fn drop(&mut self) {
         self.conns.remove(self.id);
         self.metrics.closed();
+        // Stored as a permit if the accept loop is not waiting yet.
+        self.state.closed.notify_one();
     }
 }
 
@@ -599,15 +616,15 @@ mod tests {
         b.last_progress.store(10, Ordering::Release);
         busy.last_progress.store(1, Ordering::Release);
         busy.in_flight.store(1, Ordering::Release);
-        assert!(c.evict_one());
+        assert!(c.evict_one().is_some_and(|v| Arc::ptr_eq(&v, &b)));
         assert_eq!(c.len(), 2);
         let open = c.open.lock().unwrap();
         assert!(open.values().any(|s| Arc::ptr_eq(s, &a)));
         assert!(open.values().any(|s| Arc::ptr_eq(s, &busy)));
         drop(open);
-        assert!(c.evict_one());
+        assert!(c.evict_one().is_some_and(|v| Arc::ptr_eq(&v, &a)));
         assert!(
-            !c.evict_one(),
+            c.evict_one().is_none(),
             "a connection answering a request is never evicted"
         );
     }
