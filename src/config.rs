@@ -386,7 +386,10 @@ fn web_limits(a: &ServeArgs) -> Result<crate::http::server::Limits, ConfigError>
     let range = |flag: &str, d: Duration, min: Duration, max: Duration| {
         if d < min || d > max {
             Err(ConfigError::Web(format!(
-                "{flag} must be between {min:?} and {max:?} (got {d:?})"
+                "{flag} must be between {}s and {}s (got {}s)",
+                min.as_secs_f64(),
+                max.as_secs_f64(),
+                d.as_secs_f64()
             )))
         } else {
             Ok(d)
@@ -466,6 +469,31 @@ mod tests {
         a.web_listen_address = "127.0.0.1:0".into();
         let e = ServeConfig::from_args(&a).unwrap_err().to_string();
         assert!(e.contains("--etcd.cacert"), "{e}");
+    }
+
+    #[test]
+    fn web_limits_out_of_range_are_refused_with_the_flag() {
+        let base = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        let cases: [(&str, fn(&mut ServeArgs)); 4] = [
+            ("--web.max-connections", |a| a.web_max_connections = 0),
+            ("--web.read-header-timeout", |a| {
+                a.web_read_header_timeout = Duration::ZERO
+            }),
+            ("--web.idle-timeout", |a| {
+                a.web_idle_timeout = Duration::from_secs(86_400)
+            }),
+            ("--web.shutdown-timeout", |a| {
+                a.web_shutdown_timeout = Duration::from_secs(60)
+            }),
+        ];
+        for (flag, tweak) in cases {
+            let mut a = base.clone();
+            tweak(&mut a);
+            let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{e}");
+        }
+        let c = ServeConfig::from_args(&base).unwrap();
+        assert_eq!(c.http, crate::http::server::Limits::default());
     }
 
     #[test]
