@@ -474,7 +474,8 @@ mod tests {
     #[test]
     fn web_limits_out_of_range_are_refused_with_the_flag() {
         let base = ServeArgs::for_endpoint("http://127.0.0.1:2379");
-        let cases: [(&str, fn(&mut ServeArgs)); 4] = [
+        type Tweak = fn(&mut ServeArgs);
+        let cases: [(&str, Tweak); 4] = [
             ("--web.max-connections", |a| a.web_max_connections = 0),
             ("--web.read-header-timeout", |a| {
                 a.web_read_header_timeout = Duration::ZERO
