@@ -73,6 +73,26 @@ pub struct ServeArgs {
         default_value = "/metrics"
     )]
     pub web_telemetry_path: String,
+    /// Most HTTP connections held open at once; lowered to stay below
+    /// RLIMIT_NOFILE. At the limit the longest-idle connection is closed to
+    /// admit a new one, so a probe always gets in.
+    #[arg(
+        long = "web.max-connections",
+        env = "ERE_WEB_MAX_CONNECTIONS",
+        default_value = "512"
+    )]
+    pub web_max_connections: usize,
+    /// A request head must arrive within this time (from the connection's
+    /// accept, or from its first byte on a kept-alive connection).
+    #[arg(long = "web.read-header-timeout", env = "ERE_WEB_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub web_read_header_timeout: Duration,
+    /// A connection with no request in flight is closed after this time.
+    #[arg(long = "web.idle-timeout", env = "ERE_WEB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub web_idle_timeout: Duration,
+    /// On SIGTERM, in-flight requests get this long to finish; then every
+    /// connection is closed and the process exits.
+    #[arg(long = "web.shutdown-timeout", env = "ERE_WEB_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub web_shutdown_timeout: Duration,
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -177,12 +197,16 @@ pub enum ConfigError {
     Owner(String),
     #[error("--config: {0}")]
     ScrapeConfig(String),
+    #[error("{0}")]
+    Web(String),
 }
 
 /// Validated configuration.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
+    /// Connection cap and timeouts of the HTTP server.
+    pub http: crate::http::server::Limits,
     pub telemetry_path: String,
     pub etcd: EtcdConfig,
     /// Path shown in diagnostics and /policy (`<default>` for the built-in one).
@@ -217,6 +241,7 @@ impl ServeConfig {
                 .map_err(|e: std::net::AddrParseError| {
                     ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
                 })?;
+        let http = web_limits(a)?;
         let reserved = ["/", "/readyz", "/livez", "/signals", "/policy"];
         if !a.web_telemetry_path.starts_with('/')
             || reserved.contains(&a.web_telemetry_path.as_str())
@@ -327,6 +352,7 @@ impl ServeConfig {
         };
         Ok(ServeConfig {
             listen,
+            http,
             telemetry_path: a.web_telemetry_path.clone(),
             etcd: EtcdConfig {
                 endpoint: ep.to_string(),
@@ -346,6 +372,47 @@ impl ServeConfig {
             scrape,
         })
     }
+}
+
+/// The `--web.*` connection limits, each within a range that makes sense.
+fn web_limits(a: &ServeArgs) -> Result<crate::http::server::Limits, ConfigError> {
+    const MAX_CONNECTIONS: usize = 1_000_000;
+    if a.web_max_connections == 0 || a.web_max_connections > MAX_CONNECTIONS {
+        return Err(ConfigError::Web(format!(
+            "--web.max-connections must be between 1 and {MAX_CONNECTIONS} (got {})",
+            a.web_max_connections
+        )));
+    }
+    let range = |flag: &str, d: Duration, min: Duration, max: Duration| {
+        if d < min || d > max {
+            Err(ConfigError::Web(format!(
+                "{flag} must be between {}s and {}s (got {}s)",
+                min.as_secs_f64(),
+                max.as_secs_f64(),
+                d.as_secs_f64()
+            )))
+        } else {
+            Ok(d)
+        }
+    };
+    let (ms, hour) = (Duration::from_millis(100), Duration::from_secs(3600));
+    Ok(crate::http::server::Limits {
+        max_connections: a.web_max_connections,
+        read_header_timeout: range(
+            "--web.read-header-timeout",
+            a.web_read_header_timeout,
+            ms,
+            hour,
+        )?,
+        idle_timeout: range("--web.idle-timeout", a.web_idle_timeout, ms, hour)?,
+        // The kubelet's default grace period is 30s; leave room for the rest.
+        shutdown_timeout: range(
+            "--web.shutdown-timeout",
+            a.web_shutdown_timeout,
+            Duration::ZERO,
+            Duration::from_secs(25),
+        )?,
+    })
 }
 
 /// `500ms`, `1s`, `1.5s`, `2m`, `1h`, `1m30s`.
@@ -402,6 +469,32 @@ mod tests {
         a.web_listen_address = "127.0.0.1:0".into();
         let e = ServeConfig::from_args(&a).unwrap_err().to_string();
         assert!(e.contains("--etcd.cacert"), "{e}");
+    }
+
+    #[test]
+    fn web_limits_out_of_range_are_refused_with_the_flag() {
+        let base = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        type Tweak = fn(&mut ServeArgs);
+        let cases: [(&str, Tweak); 4] = [
+            ("--web.max-connections", |a| a.web_max_connections = 0),
+            ("--web.read-header-timeout", |a| {
+                a.web_read_header_timeout = Duration::ZERO
+            }),
+            ("--web.idle-timeout", |a| {
+                a.web_idle_timeout = Duration::from_secs(86_400)
+            }),
+            ("--web.shutdown-timeout", |a| {
+                a.web_shutdown_timeout = Duration::from_secs(60)
+            }),
+        ];
+        for (flag, tweak) in cases {
+            let mut a = base.clone();
+            tweak(&mut a);
+            let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{e}");
+        }
+        let c = ServeConfig::from_args(&base).unwrap();
+        assert_eq!(c.http, crate::http::server::Limits::default());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{LogFormat, ServeArgs, ServeConfig};
 use crate::engine::{EngineHandle, Timing};
+use crate::http::server::{Server, ServerHandle, raise_nofile_limit};
 use crate::http::{AppState, app};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
@@ -60,7 +62,7 @@ pub struct Running {
     pub reloader: Option<Arc<Reloader>>,
     _watcher: Option<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
-    server: Option<JoinHandle<std::io::Result<()>>>,
+    server: Option<ServerHandle>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -69,13 +71,14 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
-    /// Stop serving (in-flight requests finish) and stop the loops.
+    /// Stop serving (in-flight requests get `--web.shutdown-timeout` to
+    /// finish, then every connection is closed) and stop the loops.
     pub async fn shutdown(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(server) = self.server.take() {
-            let _ = server.await;
+            let _ = server.wait().await;
         }
         for t in self.tasks.drain(..) {
             t.abort();
@@ -88,9 +91,8 @@ impl Drop for Running {
         for t in &self.tasks {
             t.abort();
         }
-        if let Some(s) = &self.server {
-            s.abort();
-        }
+        // Dropping `shutdown` stops the server (on its own thread) within
+        // its shutdown timeout.
     }
 }
 
@@ -210,13 +212,10 @@ pub async fn start_with(
         reloader: reloader.clone(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app(state))
-            .with_graceful_shutdown(async move {
-                let _ = rx.await;
-            })
-            .await
-    });
+    let server = Server::new(config.http, state.http_metrics.connections());
+    let server = server.spawn(listener, app(state), async move {
+        let _ = rx.await;
+    })?;
     tracing::info!(%addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
@@ -232,7 +231,11 @@ pub async fn start_with(
 fn init_logging(args: &ServeArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour codes only for a terminal: not in files, pipes or the kubelet's log.
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
     let _ = match args.log_format {
         LogFormat::Json => b.json().try_init(),
         LogFormat::Text => b.try_init(),
@@ -276,11 +279,17 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // More descriptors for connections where the hard limit allows; the
+    // server keeps its connection cap below whatever soft limit is in force.
+    match raise_nofile_limit() {
+        Ok(n) => tracing::debug!(nofile = n, "RLIMIT_NOFILE"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let running = match start(config).await {
             Ok(r) => r,
             Err(e) => {
@@ -292,5 +301,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
         tracing::info!("shutting down");
         running.shutdown().await;
         ExitCode::SUCCESS
-    })
+    });
+    // A blocking task (a file read, a system DNS lookup) must not hold the
+    // exit past the shutdown deadline.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }

@@ -3,6 +3,7 @@
 //! only read what the engine published: `/readyz` never waits on etcd.
 
 pub mod readyz;
+pub mod server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};

@@ -16,6 +16,10 @@ use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 pub const MAX_BODY: usize = 10_000;
 /// Longest explanation shown for one check.
 const MAX_EXPLANATION: usize = 1_000;
+/// Longest piece of the request (a check name, an `exclude`) echoed back.
+pub const MAX_ECHO: usize = 200;
+/// Most unmatched `exclude` names echoed back.
+const MAX_ECHOED_EXCLUDES: usize = 10;
 
 /// What a `/readyz` request asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -100,6 +104,11 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}... (truncated)", &s[..end])
 }
 
+/// Request input as it may be echoed back.
+fn echo(s: &str) -> String {
+    truncate(s, MAX_ECHO)
+}
+
 fn explanation(c: &CheckReport) -> String {
     let e = if c.explanation.is_empty() {
         format!("`{}` is {}", c.expr, c.state.as_str())
@@ -164,8 +173,18 @@ pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -
         failing |= fails;
         lines.push(line);
     }
+    // Echoed request input is cut so that it cannot push the body past MAX_BODY.
+    let echoed: Vec<String> = unmatched
+        .iter()
+        .take(MAX_ECHOED_EXCLUDES)
+        .map(|n| echo(n))
+        .collect();
+    let more = unmatched.len().saturating_sub(MAX_ECHOED_EXCLUDES);
     if !unmatched.is_empty() {
-        let names: Vec<String> = unmatched.iter().map(|n| format!("{n:?}")).collect();
+        let mut names: Vec<String> = echoed.iter().map(|n| format!("{n:?}")).collect();
+        if more > 0 {
+            names.push(format!("and {more} more"));
+        }
         lines.push(format!(
             "warn: some checks cannot be excluded: no matches for {}",
             names.join(", ")
@@ -182,13 +201,16 @@ pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -
             .iter()
             .map(|c| check_json(c, q.exclude.contains(&c.name)))
             .collect();
-        let body = json!({
+        let mut body = json!({
             "ready": !failing,
             "reason": problem,
             "evaluated_at": unix(verdict.evaluated_at),
             "checks": checks,
-            "unmatched_excludes": unmatched,
+            "unmatched_excludes": echoed,
         });
+        if more > 0 {
+            body["unmatched_excludes_not_shown"] = json!(more);
+        }
         return Rendered {
             status,
             json: true,
@@ -229,11 +251,18 @@ pub fn render_one(
     q: &ReadyzQuery,
 ) -> Rendered {
     if !known_checks.contains(&name) {
-        let mut body = format!("no check named {name:?}");
-        if let Some(best) = did_you_mean(name, known_checks.iter().copied()) {
+        let mut body = format!("no check named {:?}", echo(name));
+        // A name far longer than any check cannot be a typo of one (and the
+        // edit distance is quadratic in its length).
+        let best = (name.len() <= MAX_ECHO)
+            .then(|| did_you_mean(name, known_checks.iter().copied()))
+            .flatten();
+        if let Some(best) = best {
             body.push_str(&format!("; did you mean {best:?}?"));
         }
-        body.push_str(&format!(" (checks: {})\n", known_checks.join(", ")));
+        body.push_str(&format!(" (checks: {})", known_checks.join(", ")));
+        body = truncate(&body, MAX_BODY - 100);
+        body.push('\n');
         if q.json {
             body = json!({ "error": body.trim_end() }).to_string();
         }
@@ -329,7 +358,17 @@ fn bounded_json(mut v: serde_json::Value) -> String {
     if let Some(o) = v.as_object_mut() {
         o.insert("truncated".into(), json!(true));
     }
-    v.to_string()
+    let s = v.to_string();
+    if s.len() <= MAX_BODY {
+        return s;
+    }
+    // Still too long (a huge reason): keep only what the kubelet needs.
+    json!({
+        "ready": v.get("ready").cloned().unwrap_or(json!(false)),
+        "reason": v.get("reason").and_then(|r| r.as_str()).map(|r| truncate(r, MAX_EXPLANATION)),
+        "truncated": true,
+    })
+    .to_string()
 }
 
 #[cfg(test)]
@@ -354,5 +393,42 @@ mod tests {
         assert!(ReadyzQuery::parse(None, true).json);
         assert_eq!(percent_decode("a%2"), "a%2");
         assert_eq!(percent_decode("%e2%9c%93"), "\u{2713}");
+    }
+
+    fn verdict() -> Verdict {
+        Verdict {
+            ready: true,
+            reason: None,
+            evaluated_at: std::time::SystemTime::UNIX_EPOCH,
+            checks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn echoed_input_never_pushes_a_body_past_max_body() {
+        let long = "x".repeat(60_000);
+        let many: Vec<String> = (0..5_000).map(|i| format!("c{i}")).collect();
+        for exclude in [vec![long.clone()], many] {
+            for json in [false, true] {
+                let q = ReadyzQuery {
+                    verbose: true,
+                    json,
+                    exclude: exclude.clone(),
+                };
+                let r = render_all(&verdict(), None, &q);
+                assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
+                assert_eq!(r.status, StatusCode::OK);
+            }
+        }
+        for json in [false, true] {
+            let q = ReadyzQuery {
+                json,
+                ..Default::default()
+            };
+            let r = render_one(&verdict(), None, &long, &["leader"], &q);
+            assert_eq!(r.status, StatusCode::NOT_FOUND);
+            assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
+            assert!(r.body.contains("... (truncated)"), "{}", r.body);
+        }
     }
 }

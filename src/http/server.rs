@@ -1,0 +1,651 @@
+//! The HTTP server: our own accept loop over hyper-util's HTTP/1 + h2c
+//! `auto::Builder`, so that no client can starve the probe. It owns the
+//! connection cap (kept below `RLIMIT_NOFILE`, so `accept` never runs out of
+//! file descriptors), eviction of the longest-idle connection when the cap is
+//! reached (a kubelet probe always gets in), the header-read and idle
+//! timeouts, the HTTP/2 stream limit, and shutdown within a deadline
+//! (graceful first, then a hard close). Handlers are the axum [`Router`] of
+//! [`super::app`]; this file knows nothing of what they serve.
+//!
+//! Extension points: [`Server::serve`] takes any accepted stream through
+//! [`Server::serve_io`], so a TLS acceptor (handshake inside the connection's
+//! task, under the header-read timeout) or a second listener (e.g. a plain
+//! probe listener with its own [`Server`] and cap) plug in without changing
+//! the connection handling.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+use tower::ServiceExt;
+
+use crate::metrics::{ConnectionMetrics, TimeoutPhase};
+
+/// HTTP/2 streams a client may have open at once on one connection
+/// (`SETTINGS_MAX_CONCURRENT_STREAMS`; hyper's default is 200). Our clients
+/// (kubelet, Prometheus) use HTTP/1 and one request at a time.
+pub const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 16;
+/// Largest HTTP/1 read buffer, which bounds a request head and the pipelined
+/// requests buffered behind the one being answered (hyper answers pipelined
+/// requests one at a time).
+pub const HTTP1_MAX_BUF: usize = 64 * 1024;
+
+/// Limits of the server, from the `--web.*` flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most connections held open at once (before clamping to the fd limit).
+    pub max_connections: usize,
+    /// A request head must arrive within this time from its first byte (from
+    /// the accept for the first request of a connection).
+    pub read_header_timeout: Duration,
+    /// A connection without a request in flight is closed after this time.
+    pub idle_timeout: Duration,
+    /// After the shutdown signal, in-flight requests get this long to finish;
+    /// then every connection is closed.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 512,
+            read_header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// File descriptors left for everything but client connections (the etcd
+/// and sidecar clients, DNS, inotify, the policy file, logs): a quarter of
+/// the soft limit, between 16 and 128.
+pub fn fd_reserve(nofile_soft: u64) -> u64 {
+    (nofile_soft / 4).clamp(16, 128)
+}
+
+/// The connection cap for `requested` under a soft `RLIMIT_NOFILE` of
+/// `nofile_soft`: never more than the limit minus [`fd_reserve`], at least 1.
+pub fn effective_cap(requested: usize, nofile_soft: u64) -> usize {
+    let room = nofile_soft.saturating_sub(fd_reserve(nofile_soft)).max(1);
+    requested
+        .min(usize::try_from(room).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (where the kernel allows);
+/// returns the soft limit now in force.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    rlimit::increase_nofile_limit(u64::MAX)
+}
+
+/// The soft `RLIMIT_NOFILE` in force (`u64::MAX` when unlimited or unknown).
+pub fn nofile_soft_limit() -> u64 {
+    rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+}
+
+/// What the watchdog of one connection reads. Times are milliseconds since
+/// [`Connections::epoch`], plus one, with 0 meaning "none".
+#[derive(Debug)]
+struct ConnState {
+    accepted: u64,
+    /// Requests being answered on this connection.
+    in_flight: AtomicUsize,
+    /// Requests answered so far.
+    served: AtomicU64,
+    /// When the last request finished (or the accept).
+    last_progress: AtomicU64,
+    /// First byte read while no request was in flight: a head is arriving.
+    head_started: AtomicU64,
+    /// Told to close now (evicted).
+    close: Notify,
+    /// Its socket is closed (the connection's task ended).
+    closed: Notify,
+}
+
+impl ConnState {
+    /// When this connection may be closed as idle or slow, if no request is
+    /// in flight by then.
+    fn deadline(&self, limits: &Limits) -> u64 {
+        let header = limits.read_header_timeout.as_millis() as u64;
+        let idle = limits.idle_timeout.as_millis() as u64;
+        if self.served.load(Ordering::Acquire) == 0 && self.in_flight.load(Ordering::Acquire) == 0 {
+            return self.accepted.saturating_add(header);
+        }
+        match self.head_started.load(Ordering::Acquire) {
+            0 => self
+                .last_progress
+                .load(Ordering::Acquire)
+                .saturating_add(idle),
+            t => t.saturating_add(header),
+        }
+    }
+
+    fn phase(&self) -> TimeoutPhase {
+        if self.served.load(Ordering::Acquire) == 0
+            || self.head_started.load(Ordering::Acquire) != 0
+        {
+            TimeoutPhase::Header
+        } else {
+            TimeoutPhase::Idle
+        }
+    }
+}
+
+/// The open connections, for the cap and eviction.
+struct Connections {
+    epoch: Instant,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<ConnState>>>,
+}
+
+impl Connections {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn at(&self, t: u64) -> tokio::time::Instant {
+        (self.epoch + Duration::from_millis(t.saturating_sub(1))).into()
+    }
+
+    fn len(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn register(&self) -> (u64, Arc<ConnState>) {
+        let now = self.now();
+        let state = Arc::new(ConnState {
+            accepted: now,
+            in_flight: AtomicUsize::new(0),
+            served: AtomicU64::new(0),
+            last_progress: AtomicU64::new(now),
+            head_started: AtomicU64::new(0),
+            close: Notify::new(),
+            closed: Notify::new(),
+        });
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, state.clone());
+        (id, state)
+    }
+
+    fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// Close the connection that made progress longest ago among those with
+    /// no request in flight (slowloris heads never progress, so they go
+    /// first). None when every connection is busy answering.
+    fn evict_one(&self) -> Option<Arc<ConnState>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let victim = open
+            .iter()
+            .filter(|(_, s)| s.in_flight.load(Ordering::Acquire) == 0)
+            .min_by_key(|(_, s)| s.last_progress.load(Ordering::Acquire))
+            .map(|(id, _)| *id);
+        let victim = victim.and_then(|id| open.remove(&id))?;
+        victim.close.notify_one();
+        Some(victim)
+    }
+
+    /// [`Connections::evict_one`], then wait (at most a second) until the
+    /// victim's socket is closed, so that evictions never add up to more
+    /// descriptors than the cap.
+    async fn evict_and_wait(&self) -> bool {
+        match self.evict_one() {
+            Some(victim) => {
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), victim.closed.notified()).await;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Counts a request in flight on its connection while alive.
+struct InFlight {
+    state: Arc<ConnState>,
+    conns: Arc<Connections>,
+}
+
+impl InFlight {
+    fn start(state: Arc<ConnState>, conns: Arc<Connections>) -> Self {
+        state.in_flight.fetch_add(1, Ordering::AcqRel);
+        state.head_started.store(0, Ordering::Release);
+        InFlight { state, conns }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state
+            .last_progress
+            .store(self.conns.now(), Ordering::Release);
+        self.state.head_started.store(0, Ordering::Release);
+        self.state.served.fetch_add(1, Ordering::AcqRel);
+        self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A stream that notes when a request head starts arriving on an idle
+/// connection, so that the header-read timeout runs from the first byte.
+struct Watched<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    conns: Arc<Connections>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before
+            && self.state.in_flight.load(Ordering::Acquire) == 0
+            && self.state.head_started.load(Ordering::Acquire) == 0
+        {
+            let now = self.conns.now();
+            self.state.head_started.store(now, Ordering::Release);
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// One HTTP server: limits, connection bookkeeping and metrics.
+pub struct Server {
+    limits: Limits,
+    cap: usize,
+    metrics: ConnectionMetrics,
+    conns: Arc<Connections>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+}
+
+impl Server {
+    /// A server whose connection cap is `limits.max_connections` clamped below
+    /// the current soft `RLIMIT_NOFILE`.
+    pub fn new(limits: Limits, metrics: ConnectionMetrics) -> Self {
+        let soft = nofile_soft_limit();
+        let cap = effective_cap(limits.max_connections, soft);
+        if cap < limits.max_connections {
+            tracing::warn!(
+                requested = limits.max_connections,
+                cap,
+                nofile = soft,
+                "--web.max-connections lowered to stay below RLIMIT_NOFILE"
+            );
+        }
+        metrics.set_limit(cap);
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            // Our watchdog runs the header timeout from the first byte of a
+            // head, so that an idle keep-alive connection gets the idle
+            // timeout instead (hyper's timer starts as soon as it waits).
+            .header_read_timeout(None)
+            .max_buf_size(HTTP1_MAX_BUF)
+            .keep_alive(true);
+        builder
+            .http2()
+            .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
+            .max_pending_accept_reset_streams(Some(20))
+            .max_header_list_size(HTTP1_MAX_BUF as u32);
+        Server {
+            limits,
+            cap,
+            metrics,
+            conns: Arc::new(Connections {
+                epoch: Instant::now(),
+                next_id: AtomicU64::new(0),
+                open: Mutex::new(HashMap::new()),
+            }),
+            builder: Arc::new(builder),
+        }
+    }
+
+    /// The connection cap in force.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Accept on `listener` and serve `router` until `shutdown` resolves; then
+    /// stop accepting, let in-flight requests finish for at most
+    /// `shutdown_timeout`, and close whatever is left. Returns after every
+    /// connection is closed.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        router: Router,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> io::Result<()> {
+        let (graceful_tx, graceful_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut last_warned: Option<Instant> = None;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _peer)) => {
+                        let _ = tcp.set_nodelay(true);
+                        if self.conns.len() >= self.cap {
+                            if self.conns.evict_and_wait().await {
+                                self.metrics.evicted();
+                            } else {
+                                self.metrics.rejected();
+                                drop(tcp);
+                                continue;
+                            }
+                        }
+                        let fut = self.serve_io(tcp, router.clone(), graceful_rx.clone());
+                        tasks.spawn(fut);
+                    }
+                    Err(e) => {
+                        self.metrics.accept_error();
+                        let exhausted = matches!(e.raw_os_error(), Some(23 | 24)); // ENFILE, EMFILE
+                        if exhausted && self.conns.evict_and_wait().await {
+                            self.metrics.evicted();
+                        }
+                        if last_warned.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                            tracing::warn!(error = %e, open = self.conns.len(), "accept failed");
+                            last_warned = Some(Instant::now());
+                        }
+                        // Let closes land before trying again.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        }
+        drop(listener);
+        let _ = graceful_tx.send(true);
+        let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                open = tasks.len(),
+                timeout = ?self.limits.shutdown_timeout,
+                "closing connections still open at the shutdown deadline"
+            );
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        Ok(())
+    }
+
+    /// Serve HTTP/1 or h2c on one accepted stream, under the watchdog. A TLS
+    /// acceptor would call this with its stream after the handshake.
+    pub fn serve_io<I>(
+        &self,
+        io: I,
+        router: Router,
+        mut graceful: watch::Receiver<bool>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (id, state) = self.conns.register();
+        let conns = self.conns.clone();
+        let builder = self.builder.clone();
+        let metrics = self.metrics.clone();
+        let limits = self.limits;
+        metrics.opened();
+        async move {
+            // Runs on every exit, including abort at the shutdown deadline.
+            let _open = OpenGuard {
+                id,
+                state: state.clone(),
+                conns: conns.clone(),
+                metrics: metrics.clone(),
+            };
+            let io = Watched {
+                inner: io,
+                state: state.clone(),
+                conns: conns.clone(),
+            };
+            let svc_state = state.clone();
+            let svc_conns = conns.clone();
+            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let guard = InFlight::start(svc_state.clone(), svc_conns.clone());
+                let router = router.clone();
+                async move {
+                    let resp = router.oneshot(req.map(axum::body::Body::new)).await;
+                    drop(guard);
+                    resp
+                }
+            });
+            let conn = builder.serve_connection(TokioIo::new(io), service);
+            tokio::pin!(conn);
+            let mut draining = *graceful.borrow();
+            if draining {
+                conn.as_mut().graceful_shutdown();
+            }
+            loop {
+                let deadline = conns.at(state.deadline(&limits));
+                tokio::select! {
+                    res = conn.as_mut() => {
+                        if let Err(e) = res {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = state.close.notified() => break,
+                    changed = graceful.changed(), if !draining => {
+                        if changed.is_err() || *graceful.borrow() {
+                            draining = true;
+                            conn.as_mut().graceful_shutdown();
+                        }
+                    }
+                    _ = tokio::time::sleep_until(deadline) => {
+                        let now = conns.now();
+                        if state.in_flight.load(Ordering::Acquire) == 0
+                            && state.deadline(&limits) <= now
+                        {
+                            metrics.timed_out(state.phase());
+                            break;
+                        }
+                        if state.in_flight.load(Ordering::Acquire) > 0 {
+                            // Look again one timeout from now; the end of the
+                            // request moves the deadline anyway.
+                            state.last_progress.store(now, Ordering::Release);
+                            state.head_started.store(0, Ordering::Release);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A server running on its own thread and runtime ([`Server::spawn`]).
+pub struct ServerHandle {
+    done: tokio::sync::oneshot::Receiver<io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// Wait until the server has closed every connection (after its
+    /// shutdown future resolved: at most `shutdown_timeout` later).
+    pub async fn wait(self) -> io::Result<()> {
+        self.done
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the HTTP server thread died")))
+    }
+}
+
+impl Server {
+    /// Run [`Server::serve`] on a thread of its own with a one-worker tokio
+    /// runtime, so that no amount of HTTP work (floods of h2 streams,
+    /// thousands of connections) delays the samplers and the evaluation loop
+    /// on the main runtime: the kernel shares the CPU between the threads.
+    pub fn spawn(
+        self,
+        listener: TcpListener,
+        router: Router,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> io::Result<ServerHandle> {
+        // A tokio listener belongs to the runtime that made it: move the socket.
+        let listener = listener.into_std()?;
+        let (tx, done) = tokio::sync::oneshot::channel();
+        // The runtime is built and dropped on the thread: a runtime must not
+        // be dropped inside the caller's async context.
+        std::thread::Builder::new()
+            .name("http-accept".to_string())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("http")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let res = rt.block_on(async move {
+                    let listener = TcpListener::from_std(listener)?;
+                    self.serve(listener, router, shutdown).await
+                });
+                // Connection tasks were all closed by `serve`; nothing to wait for.
+                rt.shutdown_background();
+                let _ = tx.send(res);
+            })?;
+        Ok(ServerHandle { done })
+    }
+}
+
+/// Takes the connection off the books when its task ends.
+struct OpenGuard {
+    id: u64,
+    state: Arc<ConnState>,
+    conns: Arc<Connections>,
+    metrics: ConnectionMetrics,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.conns.remove(self.id);
+        self.metrics.closed();
+        // Stored as a permit if the accept loop is not waiting yet.
+        self.state.closed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_stays_below_the_fd_limit_with_headroom() {
+        assert_eq!(effective_cap(512, 1024), 512);
+        assert_eq!(effective_cap(5000, 1024), 1024 - 128);
+        assert_eq!(effective_cap(5000, 256), 256 - 64);
+        assert_eq!(effective_cap(5000, 40), 40 - 16);
+        assert_eq!(effective_cap(5000, 10), 1);
+        assert_eq!(effective_cap(100, u64::MAX), 100);
+    }
+
+    fn conns() -> Connections {
+        Connections {
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_idle_and_spares_busy_connections() {
+        let c = conns();
+        let (_, a) = c.register();
+        let (_, b) = c.register();
+        let (_, busy) = c.register();
+        a.last_progress.store(50, Ordering::Release);
+        b.last_progress.store(10, Ordering::Release);
+        busy.last_progress.store(1, Ordering::Release);
+        busy.in_flight.store(1, Ordering::Release);
+        assert!(c.evict_one().is_some_and(|v| Arc::ptr_eq(&v, &b)));
+        assert_eq!(c.len(), 2);
+        let open = c.open.lock().unwrap();
+        assert!(open.values().any(|s| Arc::ptr_eq(s, &a)));
+        assert!(open.values().any(|s| Arc::ptr_eq(s, &busy)));
+        drop(open);
+        assert!(c.evict_one().is_some_and(|v| Arc::ptr_eq(&v, &a)));
+        assert!(
+            c.evict_one().is_none(),
+            "a connection answering a request is never evicted"
+        );
+    }
+
+    #[test]
+    fn deadlines_header_from_accept_then_idle_then_header_from_first_byte() {
+        let c = conns();
+        let limits = Limits {
+            read_header_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        let (_, s) = c.register();
+        assert_eq!(s.deadline(&limits), s.accepted + 2_000);
+        assert_eq!(s.phase(), TimeoutPhase::Header);
+        s.served.store(1, Ordering::Release);
+        s.last_progress.store(1_000, Ordering::Release);
+        assert_eq!(s.deadline(&limits), 61_000);
+        assert_eq!(s.phase(), TimeoutPhase::Idle);
+        s.head_started.store(5_000, Ordering::Release);
+        assert_eq!(s.deadline(&limits), 7_000);
+        assert_eq!(s.phase(), TimeoutPhase::Header);
+    }
+}
