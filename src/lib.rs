@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bounded_read;
+pub mod checked;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -20,4 +22,5 @@ pub mod reload;
 pub mod serve;
 pub mod signals;
 pub mod sources;
+pub mod supervise;
 pub mod verdict;

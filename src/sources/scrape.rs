@@ -109,7 +109,12 @@ impl Sampler for ScrapeSampler {
             }
             self.staleness_set = true;
         }
-        let fetched = client::get_ok(&self.client, &self.cfg.url, self.cfg.timeout)
+        let fetched = client::get_ok(
+            &self.client,
+            &self.cfg.url,
+            self.cfg.timeout,
+            self.cfg.max_body_bytes,
+        )
             .await
             .and_then(|body| {
                 promtext::parse(&body).map_err(|e| SampleError {
