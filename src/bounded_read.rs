@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn refuses_devices_directories_and_long_files() {
         let e = read_bounded(Path::new("/dev/zero"), 1024).unwrap_err();
-        assert_eq!(e.to_string(), "it is a character device, not a regular file");
+        assert_eq!(
+            e.to_string(),
+            "it is a character device, not a regular file"
+        );
         let dir = tempfile::tempdir().unwrap();
         let e = read_bounded(dir.path(), 1024).unwrap_err();
         assert_eq!(e.to_string(), "it is a directory, not a regular file");
@@ -141,7 +144,10 @@ mod tests {
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("p");
-        let st = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(st.success());
         let r = DeadlineReader::default().read(&fifo, 1024, Duration::from_secs(30));
         assert_eq!(

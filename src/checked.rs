@@ -19,17 +19,26 @@ pub const MAX_UNIX_SECONDS: f64 = 253_402_300_799.0;
 /// Why a number is not a usable duration or timestamp.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CheckedError {
-    #[error("{value} is not a number")]
+    #[error("{} is not a number", num(*.value))]
     NotANumber { value: f64 },
-    #[error("{value} is negative")]
+    #[error("{} is negative", num(*.value))]
     Negative { value: f64 },
-    #[error("{value} is out of range (at most {max})")]
+    #[error("{} is out of range (at most {})", num(*.value), num(*.max))]
     TooLarge { value: f64, max: f64 },
     #[error(
         "{ahead:.1}s in the future (more than the allowed clock skew of {}s)",
         CLOCK_SKEW_ALLOWANCE.as_secs()
     )]
     Future { ahead: f64 },
+}
+
+/// A number as short as it can be read: `1e19`, not twenty digits.
+fn num(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 /// `secs` seconds as a [`Duration`], refusing NaN, ±Inf, negative values and
@@ -126,7 +135,14 @@ mod tests {
         ] {
             assert!(duration_from_secs(bad, max).is_err(), "{bad}");
         }
-        assert_eq!(duration_from_secs(1.5, max), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            duration_from_secs(1.5, max),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            duration_from_secs(1e300, max).unwrap_err().to_string(),
+            "1e300 is out of range (at most 3600)"
+        );
     }
 
     #[test]

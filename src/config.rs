@@ -239,7 +239,11 @@ impl ServeConfig {
             a.sample_interval,
             FlagRanges::SAMPLE_INTERVAL,
         )?;
-        in_range("--sample.timeout", a.sample_timeout, FlagRanges::SAMPLE_TIMEOUT)?;
+        in_range(
+            "--sample.timeout",
+            a.sample_timeout,
+            FlagRanges::SAMPLE_TIMEOUT,
+        )?;
         in_range(
             "--policy.reload-interval",
             a.policy_reload_interval,
@@ -324,8 +328,16 @@ impl ServeConfig {
                         ))
                     })?),
                 };
-                in_range("--owner.interval", a.owner_interval, FlagRanges::OWNER_INTERVAL)?;
-                in_range("--owner.timeout", a.owner_timeout, FlagRanges::OWNER_TIMEOUT)?;
+                in_range(
+                    "--owner.interval",
+                    a.owner_interval,
+                    FlagRanges::OWNER_INTERVAL,
+                )?;
+                in_range(
+                    "--owner.timeout",
+                    a.owner_timeout,
+                    FlagRanges::OWNER_TIMEOUT,
+                )?;
                 if a.owner_timeout > a.owner_interval {
                     return Err(ConfigError::Owner(format!(
                         "--owner.timeout ({:?}) must be positive and not longer than --owner.interval ({:?})",
@@ -489,11 +501,17 @@ mod tests {
         let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
         a.sample_interval = Duration::from_secs(2 * 3600);
         let e = ServeConfig::from_args(&a).unwrap_err().to_string();
-        assert_eq!(e, "--sample.interval 2h is out of range: allowed 10ms to 1h");
+        assert_eq!(
+            e,
+            "--sample.interval 2h is out of range: allowed 10ms to 1h"
+        );
         let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
         a.source_max_body_bytes = 10;
         let e = ServeConfig::from_args(&a).unwrap_err().to_string();
-        assert!(e.starts_with("--source.max-body-bytes 10 is out of range"), "{e}");
+        assert!(
+            e.starts_with("--source.max-body-bytes 10 is out of range"),
+            "{e}"
+        );
     }
 
     #[test]

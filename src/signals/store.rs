@@ -139,7 +139,13 @@ impl SignalStore {
         if let Value::Num(n) = value
             && !n.is_finite()
         {
-            let what = if n.is_nan() { "NaN" } else if n > 0.0 { "+Inf" } else { "-Inf" };
+            let what = if n.is_nan() {
+                "NaN"
+            } else if n > 0.0 {
+                "+Inf"
+            } else {
+                "-Inf"
+            };
             self.record_err(
                 id,
                 Arc::from(format!("the source reported {what}, not a usable number")),
@@ -285,7 +291,11 @@ mod tests {
         let (c, s) = store();
         let id = c.id("qget_ms");
         let t0 = Instant::now();
-        for (v, what) in [(f64::NAN, "NaN"), (f64::INFINITY, "+Inf"), (f64::NEG_INFINITY, "-Inf")] {
+        for (v, what) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ] {
             s.record_ok(id, Value::Num(v), t0);
             let r = s.reading(id, t0);
             assert_eq!(r.value, None);

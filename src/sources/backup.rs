@@ -103,8 +103,13 @@ impl BackupSampler {
         match self.cfg.mode {
             BackupMode::Metrics => {
                 let url = format!("{}/metrics", self.base);
-                let body = client::get_ok(&self.client, &url, self.cfg.timeout, self.cfg.max_body_bytes)
-                    .await?;
+                let body = client::get_ok(
+                    &self.client,
+                    &url,
+                    self.cfg.timeout,
+                    self.cfg.max_body_bytes,
+                )
+                .await?;
                 snapshots_from_metrics(&body).map_err(|message| SampleError {
                     reason: "parse",
                     message: format!("{url}: {message}"),
@@ -112,8 +117,13 @@ impl BackupSampler {
             }
             BackupMode::SnapshotLatest => {
                 let url = format!("{}/snapshot/latest", self.base);
-                let body = client::get_ok(&self.client, &url, self.cfg.timeout, self.cfg.max_body_bytes)
-                    .await?;
+                let body = client::get_ok(
+                    &self.client,
+                    &url,
+                    self.cfg.timeout,
+                    self.cfg.max_body_bytes,
+                )
+                .await?;
                 snapshots_from_latest_json(&body).map_err(|message| SampleError {
                     reason: "parse",
                     message: format!("{url}: {message}"),
@@ -124,7 +134,13 @@ impl BackupSampler {
 
     async fn healthz(&self) -> Result<bool, SampleError> {
         let url = format!("{}/healthz", self.base);
-        let f = client::get(&self.client, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
+        let f = client::get(
+            &self.client,
+            &url,
+            self.cfg.timeout,
+            self.cfg.max_body_bytes,
+        )
+        .await?;
         Ok(f.status.is_success())
     }
 }
@@ -172,7 +188,8 @@ impl Sampler for BackupSampler {
             }
             Err(e) => {
                 // An answer we cannot read is still an answer: the sidecar is up.
-                store.record_ok(ids.up, Value::Bool(e.reason == "parse"), at);
+                let answered = matches!(e.reason, "parse" | "too_large");
+                store.record_ok(ids.up, Value::Bool(answered), at);
                 let msg: Arc<str> = Arc::from(format!("backup sidecar: {}", e.message));
                 for id in [
                     ids.snap_rev,
@@ -288,9 +305,7 @@ pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
             ));
         }
         let taken = crate::checked::unix_time(ts).map_err(|e| {
-            format!(
-                "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {e}"
-            )
+            format!("etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {e}")
         })?;
         Ok(Some(SnapshotFact {
             revision: rev,

@@ -139,7 +139,11 @@ pub async fn get(
     max_body: u64,
 ) -> Result<Fetched, SampleError> {
     let fut = async {
-        let mut resp = client.get(url).send().await.map_err(|e| classify(url, &e))?;
+        let mut resp = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| classify(url, &e))?;
         let status = resp.status();
         if let Some(enc) = resp.headers().get(reqwest::header::CONTENT_ENCODING)
             && !enc.as_bytes().eq_ignore_ascii_case(b"identity")

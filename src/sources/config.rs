@@ -159,7 +159,10 @@ impl Config {
         let text = String::from_utf8(bytes).map_err(|e| {
             read(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("not UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()),
+                format!(
+                    "not UTF-8 (first bad byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
             ))
         })?;
         Config::parse(&shown, &text)

@@ -207,8 +207,12 @@ where
     let task = format!("sampler:{label}");
     supervisor.spawn(task, move || {
         let sampler = first.take().map_or_else(&mut remake, Ok);
-        let (store, notifier, metrics, label) =
-            (store.clone(), notifier.clone(), metrics.clone(), label.clone());
+        let (store, notifier, metrics, label) = (
+            store.clone(),
+            notifier.clone(),
+            metrics.clone(),
+            label.clone(),
+        );
         async move {
             match sampler {
                 Ok(s) => run(s, store, notifier, metrics).await,

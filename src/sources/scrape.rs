@@ -115,13 +115,13 @@ impl Sampler for ScrapeSampler {
             self.cfg.timeout,
             self.cfg.max_body_bytes,
         )
-            .await
-            .and_then(|body| {
-                promtext::parse(&body).map_err(|e| SampleError {
-                    reason: "parse",
-                    message: format!("{}: {e}", self.cfg.url),
-                })
-            });
+        .await
+        .and_then(|body| {
+            promtext::parse(&body).map_err(|e| SampleError {
+                reason: "parse",
+                message: format!("{}: {e}", self.cfg.url),
+            })
+        });
         let at = Instant::now();
         let samples = match fetched {
             Ok(s) => s,
