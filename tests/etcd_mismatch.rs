@@ -42,7 +42,11 @@ async fn not_ready_saying(e: &Exporter, text: &str) {
         if r.body.contains(text) {
             return;
         }
-        assert!(Instant::now() < end, "/readyz never said `{text}`:\n{}", r.body);
+        assert!(
+            Instant::now() < end,
+            "/readyz never said `{text}`:\n{}",
+            r.body
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -51,21 +55,32 @@ async fn not_ready_saying(e: &Exporter, text: &str) {
 async fn an_http1_server_at_the_endpoint_is_named() {
     let port = free_tcp_port();
     let child = Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("python3");
     let _guard = ChildGuard::new(child, "python3 http.server");
     wait_until("http.server to listen", WAIT, || async move {
-        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
     })
     .await;
     let endpoint = format!("http://127.0.0.1:{port}");
     let e = Exporter::start(&endpoint, |_| {}).await;
     let err = leader_error(&e, "the endpoint answered HTTP/1.x, not gRPC").await;
     println!("HTTP/1: {err}");
-    assert!(err.contains(&format!("is {endpoint} etcd's client port?")), "{err}");
+    assert!(
+        err.contains(&format!("is {endpoint} etcd's client port?")),
+        "{err}"
+    );
     not_ready_saying(&e, "not gRPC").await;
 }
 
