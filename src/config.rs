@@ -302,7 +302,21 @@ impl ServeConfig {
                 p.display().to_string(),
                 crate::reload::read_policy_file(p)
                     .map(|(text, _)| text)
-                    .map_err(|e| ConfigError::PolicyFile(e.to_string()))?,
+                    .map_err(|e| match e {
+                        crate::reload::ReloadError::Read { path, source } => {
+                            ConfigError::PolicyFile(format!(
+                                "cannot read {}: {source}",
+                                path.display()
+                            ))
+                        }
+                        crate::reload::ReloadError::NotUtf8 { path, offset } => {
+                            ConfigError::PolicyFile(format!(
+                                "{} is not valid UTF-8 (first bad byte at offset {offset})",
+                                path.display()
+                            ))
+                        }
+                        other => ConfigError::PolicyFile(other.to_string()),
+                    })?,
             ),
         };
         let backup = a.backup_url.as_ref().map(|url| BackupConfig {
