@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::supervise::{DeadlineError, run_with_deadline};
+
 /// Why a bounded read failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -82,31 +84,33 @@ impl DeadlineReader {
     /// a timeout the thread finishes (or stays stuck) on its own; until it
     /// does, further reads fail at once with [`ReadError::Busy`].
     pub fn read(&self, path: &Path, limit: u64, deadline: Duration) -> Result<Vec<u8>, ReadError> {
+        let owned: PathBuf = path.to_path_buf();
+        self.run(deadline, move || read_bounded(&owned, limit))
+    }
+
+    /// Run one read-like `work` under the one-in-flight rule and `deadline`.
+    fn run(
+        &self,
+        deadline: Duration,
+        work: impl FnOnce() -> Result<Vec<u8>, ReadError> + Send + 'static,
+    ) -> Result<Vec<u8>, ReadError> {
         if self.in_flight.swap(true, Ordering::AcqRel) {
             return Err(ReadError::Busy);
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let flag = self.in_flight.clone();
-        let owned: PathBuf = path.to_path_buf();
-        let spawned = std::thread::Builder::new()
-            .name("bounded-read".to_string())
-            .spawn(move || {
-                let r = read_bounded(&owned, limit);
-                flag.store(false, Ordering::Release);
-                let _ = tx.send(r);
-            });
-        if let Err(e) = spawned {
-            self.in_flight.store(false, Ordering::Release);
-            return Err(ReadError::Io(e));
-        }
-        match rx.recv_timeout(deadline) {
+        let r = run_with_deadline("bounded-read", deadline, move || {
+            let r = work();
+            flag.store(false, Ordering::Release);
+            r
+        });
+        match r {
             Ok(r) => r,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                Err(ReadError::TimedOut { after: deadline })
+            Err(DeadlineError::TimedOut { after }) => Err(ReadError::TimedOut { after }),
+            Err(e) => {
+                // The thread is gone (it panicked or never started).
+                self.in_flight.store(false, Ordering::Release);
+                Err(ReadError::Io(std::io::Error::other(e.to_string())))
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ReadError::Io(
-                std::io::Error::other("the reading thread ended without an answer"),
-            )),
         }
     }
 }
@@ -138,6 +142,40 @@ mod tests {
             read_bounded(&link, 1024),
             Err(ReadError::NotRegular { .. })
         ));
+    }
+
+    #[test]
+    fn a_stuck_read_times_out_and_later_reads_fail_fast_until_it_ends() {
+        let reader = DeadlineReader::default();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        let e = reader
+            .run(Duration::from_millis(50), move || {
+                let _ = wait.recv();
+                let _ = done_tx.send(());
+                Ok(Vec::new())
+            })
+            .unwrap_err();
+        assert!(matches!(e, ReadError::TimedOut { .. }), "{e}");
+        // Still stuck: no second thread, an answer at once.
+        let e = reader
+            .run(Duration::from_secs(30), || Ok(b"x".to_vec()))
+            .unwrap_err();
+        assert!(matches!(e, ReadError::Busy), "{e}");
+        release.send(()).unwrap();
+        done.recv().unwrap();
+        // The flag is cleared just after the work returns; wait for it (bounded).
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while reader.in_flight.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < end);
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            reader
+                .run(Duration::from_secs(30), || Ok(b"x".to_vec()))
+                .unwrap(),
+            b"x"
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub use watch::{WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_superv
 use crate::bounded_read::{DeadlineReader, ReadError, read_bounded};
 use crate::policy::{Diagnostics, Policy};
 use crate::signals::Catalogue;
+use crate::supervise::{DeadlineError, run_with_deadline};
 
 /// The largest policy file read: the policy language's own size limit.
 pub const MAX_POLICY_FILE_BYTES: u64 = crate::policy::limits::MAX_POLICY_BYTES as u64;
@@ -116,7 +117,7 @@ pub enum ReloadError {
         "policy reload of {path} did not finish within {after:?}; the previous policy stays in force"
     )]
     TimedOut { path: PathBuf, after: Duration },
-    #[error("policy reload of {path} panicked ({message}); the previous policy stays in force")]
+    #[error("policy reload of {path} failed ({message}); the previous policy stays in force")]
     Panicked { path: PathBuf, message: String },
     #[error(
         "policy file {path} is not valid UTF-8 (first bad byte at offset {offset}); \
@@ -171,17 +172,6 @@ fn decode(path: &Path, read: Result<Vec<u8>, ReadError>) -> Result<(String, Stri
         offset: e.utf8_error().valid_up_to(),
     })?;
     Ok((text, sha))
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
 }
 
 fn compile(path: &Path, text: &str, catalogue: &Catalogue) -> Result<Policy, ReloadError> {
@@ -343,29 +333,17 @@ impl Reloader {
     /// Compile on a helper thread: a panic or a compile slower than the
     /// deadline is a failed reload, not a dead or wedged reloader.
     fn compile_bounded(&self, text: String) -> Result<Policy, ReloadError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let (path, catalogue) = (self.path.clone(), self.catalogue.clone());
-        std::thread::Builder::new()
-            .name("policy-compile".to_string())
-            .spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    compile(&path, &text, &catalogue)
-                }));
-                let _ = tx.send(r);
-            })
-            .map_err(|e| ReloadError::Panicked {
+        let work = move || compile(&path, &text, &catalogue);
+        match run_with_deadline("policy-compile", self.deadline, work) {
+            Ok(r) => r,
+            Err(DeadlineError::TimedOut { after }) => Err(ReloadError::TimedOut {
                 path: self.path.clone(),
-                message: format!("cannot start the compile thread: {e}"),
-            })?;
-        match rx.recv_timeout(self.deadline) {
-            Ok(Ok(r)) => r,
-            Ok(Err(payload)) => Err(ReloadError::Panicked {
-                path: self.path.clone(),
-                message: panic_message(payload.as_ref()),
+                after,
             }),
-            Err(_) => Err(ReloadError::TimedOut {
+            Err(e) => Err(ReloadError::Panicked {
                 path: self.path.clone(),
-                after: self.deadline,
+                message: e.to_string(),
             }),
         }
     }
