@@ -392,9 +392,18 @@ fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleErro
             .is_some_and(|h| h.is_parse())
     });
     let transport = causes.iter().any(|c| c.is::<tonic::transport::Error>());
+    // tonic turns its own request timeout (`TimeoutExpired`) into a bare
+    // `Cancelled` status carrying that error's text and no source.
+    let tonic_timeout = causes.iter().any(|c| c.is::<tonic::TimeoutExpired>())
+        || matches!(e, etcd_client::Error::GRpcStatus(st)
+            if st.code() == tonic::Code::Cancelled
+                && st.message() == tonic::TimeoutExpired(()).to_string());
     let reason = if tls {
         "tls"
-    } else if matches!(io_kind, Some(K::TimedOut)) || code == Some(tonic::Code::DeadlineExceeded) {
+    } else if tonic_timeout
+        || matches!(io_kind, Some(K::TimedOut))
+        || code == Some(tonic::Code::DeadlineExceeded)
+    {
         "timeout"
     } else if matches!(
         io_kind,
@@ -501,6 +510,29 @@ async fn diagnose(endpoint: &str, within: Duration) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reason(st: tonic::Status) -> &'static str {
+        classify(
+            "Status",
+            &etcd_client::Error::GRpcStatus(st),
+            Duration::from_millis(500),
+        )
+        .reason
+    }
+
+    #[test]
+    fn statuses_are_classified_by_code_not_text() {
+        // tonic's own request timeout: Cancelled with TimeoutExpired's text.
+        let expired = tonic::TimeoutExpired(()).to_string();
+        assert_eq!(reason(tonic::Status::cancelled(expired)), "timeout");
+        assert_eq!(reason(tonic::Status::deadline_exceeded("x")), "timeout");
+        assert_eq!(reason(tonic::Status::unavailable("x")), "connect");
+        // Words in a message do not decide: "timeout" in an rpc error is an rpc error.
+        assert_eq!(
+            reason(tonic::Status::invalid_argument("timeout certificate tls")),
+            "rpc"
+        );
+    }
 
     #[test]
     fn probe_replies_name_the_peer() {
