@@ -195,7 +195,8 @@ pub struct Reloader {
     sink: Arc<dyn PolicySink>,
     metrics: ReloadMetrics,
     /// Held for a whole reload, so concurrent triggers are serialised. Never
-    /// held longer than `deadline`: the read runs on a helper thread.
+    /// held across a read that can hang: the read and the compile each run
+    /// on a helper thread and are waited for at most `deadline`.
     state: Mutex<InForce>,
     /// Reads the file with a deadline, one read in flight at most.
     reader: DeadlineReader,
