@@ -206,6 +206,13 @@ async fn read_body(
                 body.len() + chunk.len()
             )));
         }
+        // Grow by doubling, but never past the limit: a body near the limit
+        // must not cost twice the limit in capacity.
+        let needed = body.len() + chunk.len();
+        if needed > body.capacity() {
+            let target = (body.capacity() * 2).max(needed).min(max as usize);
+            body.reserve_exact(target - body.len());
+        }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
