@@ -190,3 +190,64 @@ async fn a_fifo_or_device_as_the_startup_policy_is_a_clear_error() {
         assert!(err.contains("not a regular file"), "{err}");
     }
 }
+
+/// The binary with a FIFO swapped in as its policy still answers POST and
+/// exits on SIGTERM (before: the reloader blocked on the FIFO forever and the
+/// process ignored SIGTERM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut volume = AtomicWriterVolume::create(dir.path(), "policy", V1).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
+    // No etcd: the exporter serves (not ready) without one.
+    let mut child = std::process::Command::new(bin)
+        .args(["serve", "--web.listen-address", &addr.to_string()])
+        .args(["--etcd.endpoint", "http://127.0.0.1:9"])
+        .arg("--policy")
+        .arg(volume.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + WAIT;
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < end, "the exporter did not listen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    volume
+        .update_with(|p| {
+            let st = std::process::Command::new("mkfifo").arg(p).status()?;
+            assert!(st.success());
+            Ok(())
+        })
+        .unwrap();
+    for _ in 0..20 {
+        let (status, body) = post(addr, "/-/reload").await;
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("FIFO"), "{body}");
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let end = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the exporter ignored SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+}
