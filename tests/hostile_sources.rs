@@ -91,15 +91,19 @@ async fn huge_endless_and_compressed_bodies_are_cut_off_and_memory_stays_bounded
     std::fs::write(
         &config,
         format!(
-            "sources:\n- name: endless\n  url: {}/scrape\n  interval: 250ms\n  timeout: 250ms\n  signals:\n    endless_value: {{metric: m}}\n",
+            "sources:\n- name: endless\n  url: {}/scrape\n  interval: 1s\n  timeout: 1s\n  signals:\n    endless_value: {{metric: m}}\n",
             hostile.url()
         ),
     )
     .unwrap();
     let backup = hostile.url();
+    // Timeouts long enough that even a loaded machine reads 4 MiB in time:
+    // the limit, not the deadline, must be what ends each hostile round.
     let e = Exporter::start(&etcd.client_url, move |a| {
         a.backup_url = Some(backup);
         a.config = Some(config);
+        a.sample_interval = Duration::from_secs(1);
+        a.sample_timeout = Duration::from_secs(1);
     })
     .await;
     wait_signal(&e, "full_snapshot_revision", "a sane first round", |s| {
