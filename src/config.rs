@@ -148,6 +148,14 @@ pub struct ServeArgs {
     /// Generic scrape sources (YAML).
     #[arg(long = "config", env = "ERE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Largest response body read from the backup sidecar or a scrape source
+    /// (bytes); a longer body fails the round without being read further.
+    #[arg(
+        long = "source.max-body-bytes",
+        env = "ERE_SOURCE_MAX_BODY_BYTES",
+        default_value_t = crate::sources::client::DEFAULT_MAX_BODY_BYTES
+    )]
+    pub source_max_body_bytes: u64,
 }
 
 impl ServeArgs {
@@ -191,14 +199,14 @@ pub enum ConfigError {
         interval: Duration,
         timeout: Duration,
     },
-    #[error("cannot read --policy {path}: {error}")]
-    Policy { path: String, error: std::io::Error },
+    #[error("--policy: {0}")]
+    PolicyFile(String),
     #[error("{0}")]
     Owner(String),
     #[error("--config: {0}")]
     ScrapeConfig(String),
     #[error("{0}")]
-    Web(String),
+    Range(String),
 }
 
 /// Validated configuration.
@@ -249,10 +257,29 @@ impl ServeConfig {
         {
             return Err(ConfigError::TelemetryPath(a.web_telemetry_path.clone()));
         }
-        if a.sample_interval.is_zero()
-            || a.sample_timeout.is_zero()
-            || a.sample_timeout > a.sample_interval
-        {
+        in_range(
+            "--sample.interval",
+            a.sample_interval,
+            FlagRanges::SAMPLE_INTERVAL,
+        )?;
+        in_range(
+            "--sample.timeout",
+            a.sample_timeout,
+            FlagRanges::SAMPLE_TIMEOUT,
+        )?;
+        in_range(
+            "--policy.reload-interval",
+            a.policy_reload_interval,
+            FlagRanges::POLICY_RELOAD_INTERVAL,
+        )?;
+        let (lo, hi) = FlagRanges::MAX_BODY_BYTES;
+        if !(lo..=hi).contains(&a.source_max_body_bytes) {
+            return Err(ConfigError::Range(format!(
+                "--source.max-body-bytes {} is out of range: allowed {lo} to {hi}",
+                a.source_max_body_bytes
+            )));
+        }
+        if a.sample_timeout > a.sample_interval {
             return Err(ConfigError::Timing {
                 interval: a.sample_interval,
                 timeout: a.sample_timeout,
@@ -296,10 +323,23 @@ impl ServeConfig {
             None => ("<default>".to_string(), DEFAULT_POLICY.to_string()),
             Some(p) => (
                 p.display().to_string(),
-                std::fs::read_to_string(p).map_err(|error| ConfigError::Policy {
-                    path: p.display().to_string(),
-                    error,
-                })?,
+                crate::reload::read_policy_file(p)
+                    .map(|(text, _)| text)
+                    .map_err(|e| match e {
+                        crate::reload::ReloadError::Read { path, source } => {
+                            ConfigError::PolicyFile(format!(
+                                "cannot read {}: {source}",
+                                path.display()
+                            ))
+                        }
+                        crate::reload::ReloadError::NotUtf8 { path, offset } => {
+                            ConfigError::PolicyFile(format!(
+                                "{} is not valid UTF-8 (first bad byte at offset {offset})",
+                                path.display()
+                            ))
+                        }
+                        other => ConfigError::PolicyFile(other.to_string()),
+                    })?,
             ),
         };
         let backup = a.backup_url.as_ref().map(|url| BackupConfig {
@@ -312,6 +352,7 @@ impl ServeConfig {
             mode: a.backup_mode,
             interval: a.sample_interval,
             timeout: a.sample_timeout,
+            max_body_bytes: a.source_max_body_bytes,
         });
         let owner = match (&a.owner_name, &a.owner_id) {
             (None, None) => None,
@@ -324,7 +365,17 @@ impl ServeConfig {
                         ))
                     })?),
                 };
-                if a.owner_timeout.is_zero() || a.owner_timeout > a.owner_interval {
+                in_range(
+                    "--owner.interval",
+                    a.owner_interval,
+                    FlagRanges::OWNER_INTERVAL,
+                )?;
+                in_range(
+                    "--owner.timeout",
+                    a.owner_timeout,
+                    FlagRanges::OWNER_TIMEOUT,
+                )?;
+                if a.owner_timeout > a.owner_interval {
                     return Err(ConfigError::Owner(format!(
                         "--owner.timeout ({:?}) must be positive and not longer than --owner.interval ({:?})",
                         a.owner_timeout, a.owner_interval
@@ -347,7 +398,12 @@ impl ServeConfig {
         let scrape = match &a.config {
             None => None,
             Some(p) => {
-                Some(ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?)
+                let mut c =
+                    ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?;
+                for s in &mut c.sources {
+                    s.max_body_bytes = a.source_max_body_bytes;
+                }
+                Some(c)
             }
         };
         Ok(ServeConfig {
@@ -374,48 +430,44 @@ impl ServeConfig {
     }
 }
 
-/// The `--web.*` connection limits, each within a range that makes sense.
+/// The `--web.*` connection limits, each within its [`FlagRanges`] range.
 fn web_limits(a: &ServeArgs) -> Result<crate::http::server::Limits, ConfigError> {
-    const MAX_CONNECTIONS: usize = 1_000_000;
-    if a.web_max_connections == 0 || a.web_max_connections > MAX_CONNECTIONS {
-        return Err(ConfigError::Web(format!(
-            "--web.max-connections must be between 1 and {MAX_CONNECTIONS} (got {})",
+    let (lo, hi) = FlagRanges::WEB_MAX_CONNECTIONS;
+    if !(lo..=hi).contains(&a.web_max_connections) {
+        return Err(ConfigError::Range(format!(
+            "--web.max-connections {} is out of range: allowed {lo} to {hi}",
             a.web_max_connections
         )));
     }
-    let range = |flag: &str, d: Duration, min: Duration, max: Duration| {
-        if d < min || d > max {
-            Err(ConfigError::Web(format!(
-                "{flag} must be between {}s and {}s (got {}s)",
-                min.as_secs_f64(),
-                max.as_secs_f64(),
-                d.as_secs_f64()
-            )))
-        } else {
-            Ok(d)
-        }
-    };
-    let (ms, hour) = (Duration::from_millis(100), Duration::from_secs(3600));
+    in_range(
+        "--web.read-header-timeout",
+        a.web_read_header_timeout,
+        FlagRanges::WEB_TIMEOUT,
+    )?;
+    in_range(
+        "--web.idle-timeout",
+        a.web_idle_timeout,
+        FlagRanges::WEB_TIMEOUT,
+    )?;
+    in_range(
+        "--web.shutdown-timeout",
+        a.web_shutdown_timeout,
+        FlagRanges::WEB_SHUTDOWN_TIMEOUT,
+    )?;
     Ok(crate::http::server::Limits {
         max_connections: a.web_max_connections,
-        read_header_timeout: range(
-            "--web.read-header-timeout",
-            a.web_read_header_timeout,
-            ms,
-            hour,
-        )?,
-        idle_timeout: range("--web.idle-timeout", a.web_idle_timeout, ms, hour)?,
-        // The kubelet's default grace period is 30s; leave room for the rest.
-        shutdown_timeout: range(
-            "--web.shutdown-timeout",
-            a.web_shutdown_timeout,
-            Duration::ZERO,
-            Duration::from_secs(25),
-        )?,
+        read_header_timeout: a.web_read_header_timeout,
+        idle_timeout: a.web_idle_timeout,
+        shutdown_timeout: a.web_shutdown_timeout,
     })
 }
 
-/// `500ms`, `1s`, `1.5s`, `2m`, `1h`, `1m30s`.
+/// The longest duration any flag accepts at parse time; each flag then has
+/// its own, tighter range (see [`FlagRanges`]).
+const MAX_PARSED_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `500ms`, `1s`, `1.5s`, `2m`, `1h`, `1m30s`. NaN, overflow and anything
+/// beyond a year are errors (clap turns them into exit code 2 naming the flag).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.is_empty() {
@@ -447,7 +499,46 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total += n * mult;
         rest = &rest[unit_end..];
     }
-    Ok(Duration::from_secs_f64(total))
+    crate::checked::duration_from_secs(total, MAX_PARSED_DURATION).map_err(|e| {
+        format!(
+            "{s:?} is out of range ({e}); durations are at most {}",
+            crate::checked::human(MAX_PARSED_DURATION)
+        )
+    })
+}
+
+/// The range each duration and size flag accepts. Values outside are
+/// refused at start (exit code 2) with the flag and the range, so no
+/// arithmetic on them later can overflow.
+pub struct FlagRanges;
+
+impl FlagRanges {
+    pub const SAMPLE_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(10), Duration::from_secs(3600));
+    /// Also at most `--sample.interval`.
+    pub const SAMPLE_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(1), Duration::from_secs(3600));
+    pub const POLICY_RELOAD_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
+    pub const OWNER_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
+    /// Also at most `--owner.interval`.
+    pub const OWNER_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(1), Duration::from_secs(3600));
+    pub const MAX_BODY_BYTES: (u64, u64) = (1024, 256 * 1024 * 1024);
+    pub const WEB_MAX_CONNECTIONS: (usize, usize) = (1, 1_000_000);
+    /// `--web.read-header-timeout` and `--web.idle-timeout`.
+    pub const WEB_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(3600));
+    /// The kubelet's default grace period is 30s; leave room for the rest.
+    pub const WEB_SHUTDOWN_TIMEOUT: (Duration, Duration) =
+        (Duration::ZERO, Duration::from_secs(25));
+}
+
+fn in_range(flag: &str, v: Duration, range: (Duration, Duration)) -> Result<(), ConfigError> {
+    crate::checked::duration_in_range(flag, v, range.0, range.1)
+        .map(|_| ())
+        .map_err(ConfigError::Range)
 }
 
 #[cfg(test)]
@@ -461,6 +552,43 @@ mod tests {
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn absurd_durations_are_errors_not_panics() {
+        // Regression: `--sample.interval 9999999999999999h` exited 101 (a panic).
+        for bad in ["9999999999999999h", "2000000000000000h", "1e400s", "367d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        let e = parse_duration("9999999999999999h").unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn flags_outside_their_range_name_flag_and_range() {
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.owner_name = Some("o.example".into());
+        a.owner_id = Some("me".into());
+        a.owner_interval = Duration::from_secs(300 * 24 * 3600);
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--owner.interval 7200h is out of range: allowed 100ms to 24h"
+        );
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.sample_interval = Duration::from_secs(2 * 3600);
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--sample.interval 2h is out of range: allowed 10ms to 1h"
+        );
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.source_max_body_bytes = 10;
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--source.max-body-bytes 10 is out of range"),
+            "{e}"
+        );
     }
 
     #[test]

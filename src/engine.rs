@@ -118,18 +118,24 @@ impl EngineHandle {
         }
     }
 
-    /// Run the evaluation loop: after every sample round and every [`TICK`].
+    /// Run the evaluation loop, after every sample round and every [`TICK`],
+    /// as the supervised task `engine` (a panic restarts the loop; the
+    /// evaluator's state survives it, see [`EngineHandle::evaluate_now`]).
     pub fn spawn(&self) -> JoinHandle<()> {
         let me = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TICK);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = me.shared.notifier.notified() => {}
-                    _ = tick.tick() => {}
+        let supervisor = self.shared.notifier.supervisor().clone();
+        supervisor.spawn("engine", move || {
+            let me = me.clone();
+            async move {
+                let mut tick = tokio::time::interval(TICK);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = me.shared.notifier.notified() => {}
+                        _ = tick.tick() => {}
+                    }
+                    me.evaluate_now();
                 }
-                me.evaluate_now();
             }
         })
     }

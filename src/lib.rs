@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bounded_read;
+pub mod checked;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -19,3 +21,4 @@ pub use etcd_readiness_policy::{policy, policytest, signals, verdict};
 pub mod reload;
 pub mod serve;
 pub mod sources;
+pub mod supervise;

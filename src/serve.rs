@@ -127,6 +127,7 @@ pub async fn start_with(
     let notifier = RoundNotifier::new();
     let mut metrics = Metrics::new();
     let reload_metrics = ReloadMetrics::register(metrics.registry_mut());
+    notifier.supervisor().register(metrics.registry_mut());
     extend(metrics.registry_mut());
     let (registry, engine_metrics, source_metrics, http_metrics) = metrics.finish();
     let engine = EngineHandle::new(
@@ -145,34 +146,45 @@ pub async fn start_with(
         .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
     let addr = listener.local_addr()?;
 
+    // Every long-running task is supervised (see crate::supervise): a panic
+    // is logged, counted and the task is built again from its config.
     let mut tasks = Vec::new();
     tasks.push(engine.spawn());
     let etcd = EtcdSampler::new(config.etcd.clone(), &catalogue, &store);
+    let (etcd_cfg, cat, st) = (config.etcd.clone(), catalogue.clone(), store.clone());
     tasks.push(crate::sources::spawn(
         etcd,
+        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat, &st)),
         store.clone(),
         notifier.clone(),
         source_metrics.clone(),
     ));
-    if let Some(b) = backup {
+    if let (Some(b), Some(cfg)) = (backup, config.backup.clone()) {
+        let cat = catalogue.clone();
         tasks.push(crate::sources::spawn(
             b,
+            move || BackupSampler::new(cfg.clone(), &cat),
             store.clone(),
             notifier.clone(),
             source_metrics.clone(),
         ));
     }
-    if let Some(o) = owner {
+    if let (Some(o), Some(cfg)) = (owner, config.owner.clone()) {
+        let cat = catalogue.clone();
         tasks.push(crate::sources::spawn(
             o,
+            move || OwnerSampler::new(cfg.clone(), &cat),
             store.clone(),
             notifier.clone(),
             source_metrics.clone(),
         ));
     }
-    for s in scrapes {
+    let scrape_cfgs = config.scrape.iter().flat_map(|c| c.sources.iter().cloned());
+    for (s, cfg) in scrapes.into_iter().zip(scrape_cfgs) {
+        let cat = catalogue.clone();
         tasks.push(crate::sources::spawn(
             s,
+            move || ScrapeSampler::new(cfg.clone(), &cat),
             store.clone(),
             notifier.clone(),
             source_metrics.clone(),
@@ -191,12 +203,13 @@ pub async fn start_with(
     ));
     let (reloader, watcher) = match &config.policy_file {
         Some(_) => {
-            let watcher = crate::reload::spawn_watcher(
+            let watcher = crate::reload::spawn_watcher_supervised(
                 reloader.clone(),
                 WatchOptions {
                     resync_interval: config.policy_reload_interval,
                     ..WatchOptions::default()
                 },
+                notifier.supervisor(),
             );
             (Some(reloader), Some(watcher))
         }

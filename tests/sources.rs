@@ -102,6 +102,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(2),
+        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
     };
     let mut backup = BackupSampler::new(cfg.clone(), &cat).unwrap();
     backup.sample(&store).await.unwrap();
@@ -238,6 +239,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_millis(300),
+        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
     };
 
     let silent = Silent::start().await;
@@ -478,6 +480,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(2),
+        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
     };
 
     // The --backup.cacert/--backup.cert/--backup.key material: it works.

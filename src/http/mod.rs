@@ -192,6 +192,20 @@ async fn livez(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
             lines.push(format!("[+]sampler:{label} ok"));
         }
     }
+    // Supervised tasks: a restart is information, not a failure (the
+    // sampler lines above fail when a task stays down).
+    for t in s.engine.notifier().supervisor().tasks() {
+        if let Some((why, when)) = &t.last_failure {
+            lines.push(format!(
+                "[+]task:{} {} (restarted {} time{}; last {:.1}s ago: {why})",
+                t.name,
+                if t.restarting { "restarting" } else { "ok" },
+                t.restarts,
+                if t.restarts == 1 { "" } else { "s" },
+                when.elapsed().as_secs_f64()
+            ));
+        }
+    }
     let status = if failing {
         StatusCode::SERVICE_UNAVAILABLE
     } else {

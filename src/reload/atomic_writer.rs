@@ -41,11 +41,20 @@ impl AtomicWriterVolume {
     /// One update; returns the instant of the `..data` rename, the moment
     /// the new content becomes visible.
     pub fn update(&mut self, content: &str) -> io::Result<Instant> {
+        self.update_with(|path| std::fs::write(path, content))
+    }
+
+    /// One update where `make` creates the key's entry at the given path
+    /// (for tests: a FIFO, a symlink to a device, ...) instead of a file.
+    pub fn update_with(
+        &mut self,
+        make: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<Instant> {
         self.generation += 1;
         let name = format!("..2026_11_30_00_00_00.{:09}", self.generation);
         let ts = self.dir.join(&name);
         std::fs::create_dir(&ts)?;
-        std::fs::write(ts.join(&self.key), content)?;
+        make(&ts.join(&self.key))?;
         let tmp = self.dir.join("..data_tmp");
         symlink(&name, &tmp)?;
         let renamed_at = Instant::now();

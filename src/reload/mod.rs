@@ -20,6 +20,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -27,10 +28,18 @@ pub mod atomic_writer;
 
 pub use http::reload_handler;
 pub use metrics::ReloadMetrics;
-pub use watch::{WatchOptions, WatcherHandle, spawn_watcher};
+pub use watch::{WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_supervised};
 
+use crate::bounded_read::{DeadlineReader, ReadError, read_bounded};
 use crate::policy::{Diagnostics, Policy};
 use crate::signals::Catalogue;
+use crate::supervise::{DeadlineError, run_with_deadline};
+
+/// The largest policy file read: the policy language's own size limit.
+pub const MAX_POLICY_FILE_BYTES: u64 = crate::policy::limits::MAX_POLICY_BYTES as u64;
+
+/// How long one reload (read and compile) may take before it counts as failed.
+pub const DEFAULT_RELOAD_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Where a successfully compiled policy goes (the engine implements this).
 ///
@@ -102,8 +111,14 @@ pub enum ReloadError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: ReadError,
     },
+    #[error(
+        "policy reload of {path} did not finish within {after:?}; the previous policy stays in force"
+    )]
+    TimedOut { path: PathBuf, after: Duration },
+    #[error("policy reload of {path} failed ({message}); the previous policy stays in force")]
+    Panicked { path: PathBuf, message: String },
     #[error(
         "policy file {path} is not valid UTF-8 (first bad byte at offset {offset}); \
          the previous policy stays in force"
@@ -136,12 +151,18 @@ impl ReloadError {
 /// Read and compile the policy at `path`. Used by [`Reloader`] and suitable
 /// for the initial load at start-up, so both report errors the same way.
 pub fn load(path: &Path, catalogue: &Catalogue) -> Result<Policy, ReloadError> {
-    let (text, _) = read(path)?;
+    let (text, _) = read_policy_file(path)?;
     compile(path, &text, catalogue)
 }
 
-fn read(path: &Path) -> Result<(String, String), ReloadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReloadError::Read {
+/// Read the policy file as the reloader does (non-blocking open, regular
+/// files only, at most [`MAX_POLICY_FILE_BYTES`]): its text and SHA-256.
+pub fn read_policy_file(path: &Path) -> Result<(String, String), ReloadError> {
+    decode(path, read_bounded(path, MAX_POLICY_FILE_BYTES))
+}
+
+fn decode(path: &Path, read: Result<Vec<u8>, ReadError>) -> Result<(String, String), ReloadError> {
+    let bytes = read.map_err(|source| ReloadError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -173,8 +194,14 @@ pub struct Reloader {
     catalogue: Arc<Catalogue>,
     sink: Arc<dyn PolicySink>,
     metrics: ReloadMetrics,
-    /// Held for a whole reload, so concurrent triggers are serialised.
+    /// Held for a whole reload, so concurrent triggers are serialised. Never
+    /// held across a read that can hang: the read and the compile each run
+    /// on a helper thread and are waited for at most `deadline`.
     state: Mutex<InForce>,
+    /// Reads the file with a deadline, one read in flight at most.
+    reader: DeadlineReader,
+    /// How long a read (and, separately, a compile) may take.
+    deadline: Duration,
     /// How many times the file was read, for diagnostics and tests.
     reads: AtomicU64,
 }
@@ -216,8 +243,17 @@ impl Reloader {
             sink,
             metrics,
             state: Mutex::new(state),
+            reader: DeadlineReader::default(),
+            deadline: DEFAULT_RELOAD_DEADLINE,
             reads: AtomicU64::new(0),
         }
+    }
+
+    /// Change how long a read, and a compile, may take (default
+    /// [`DEFAULT_RELOAD_DEADLINE`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -243,12 +279,17 @@ impl Reloader {
     }
 
     /// Re-read the file now; apply it if it changed and compiles. Blocking
-    /// (a small file read and a compile): from async code, call it through
-    /// `tokio::task::spawn_blocking` as the watcher and handler do.
+    /// (a small file read and a compile, each bounded by the deadline): from
+    /// async code, call it through `tokio::task::spawn_blocking` as the
+    /// watcher and handler do. A read or compile that exceeds the deadline or
+    /// panics is a failed reload; the policy in force stays.
     pub fn reload_now(&self, trigger: ReloadTrigger) -> Result<ReloadOutcome, ReloadError> {
         let mut state = self.lock();
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let (text, sha) = match read(&self.path) {
+        let read = self
+            .reader
+            .read(&self.path, MAX_POLICY_FILE_BYTES, self.deadline);
+        let (text, sha) = match decode(&self.path, read) {
             Ok(read) => read,
             Err(e) => {
                 let key = e.to_string();
@@ -267,9 +308,13 @@ impl Reloader {
             }
             return Ok(ReloadOutcome::Unchanged { sha256: sha });
         }
-        let policy = match compile(&self.path, &text, &self.catalogue) {
+        let policy = match self.compile_bounded(text) {
             Ok(p) => Arc::new(p),
-            Err(e) => return Err(self.fail(&mut state, trigger, sha, e)),
+            Err(e @ ReloadError::Invalid(_)) => return Err(self.fail(&mut state, trigger, sha, e)),
+            Err(e) => {
+                let key = e.to_string();
+                return Err(self.fail(&mut state, trigger, key, e));
+            }
         };
         let summary = policy.summary();
         self.sink.apply(policy);
@@ -284,6 +329,24 @@ impl Reloader {
         );
         state.sha256 = Some(sha.clone());
         Ok(ReloadOutcome::Applied { sha256: sha })
+    }
+
+    /// Compile on a helper thread: a panic or a compile slower than the
+    /// deadline is a failed reload, not a dead or wedged reloader.
+    fn compile_bounded(&self, text: String) -> Result<Policy, ReloadError> {
+        let (path, catalogue) = (self.path.clone(), self.catalogue.clone());
+        let work = move || compile(&path, &text, &catalogue);
+        match run_with_deadline("policy-compile", self.deadline, work) {
+            Ok(r) => r,
+            Err(DeadlineError::TimedOut { after }) => Err(ReloadError::TimedOut {
+                path: self.path.clone(),
+                after,
+            }),
+            Err(e) => Err(ReloadError::Panicked {
+                path: self.path.clone(),
+                message: e.to_string(),
+            }),
+        }
     }
 
     fn fail(

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{ReloadTrigger, Reloader};
+use crate::supervise::Supervisor;
 
 /// How the watcher behaves.
 #[derive(Clone, Debug)]
@@ -71,37 +72,62 @@ impl Drop for WatcherHandle {
 /// Start the watcher for `reloader`'s file. Must be called within a tokio
 /// runtime. Never fails: a watch or signal handler that cannot be set up is
 /// logged and the remaining triggers still work (a failed watch is retried at
-/// every periodic re-read).
+/// every periodic re-read). The watcher runs supervised by a supervisor of
+/// its own; use [`spawn_watcher_supervised`] to report to the exporter's.
 pub fn spawn_watcher(reloader: Arc<Reloader>, opts: WatchOptions) -> WatcherHandle {
-    let dir = watch_dir_of(reloader.path());
-    let (tx, rx) = mpsc::channel(1);
-    let broken = Arc::new(AtomicBool::new(false));
-    let watcher = if opts.inotify {
-        watch(&dir, &tx, &broken)
-    } else {
-        None
-    };
-    // Installed before returning, so a SIGHUP sent right after is not lost.
-    let hangup = if opts.sighup {
-        signal(SignalKind::hangup())
-            .inspect_err(|e| {
-                tracing::error!(error = %e, "cannot handle SIGHUP; reload via POST /-/reload or wait for the periodic re-read");
-            })
-            .ok()
-    } else {
-        None
-    };
-    let task = tokio::spawn(run(Loop {
-        reloader,
-        opts,
-        dir,
-        tx,
-        rx,
-        broken,
-        watcher,
-        hangup,
-    }));
+    spawn_watcher_supervised(reloader, opts, &Supervisor::new())
+}
+
+/// [`spawn_watcher`] as the task `policy-watcher` of `supervisor`: if the
+/// watcher loop panics, it is logged, counted and started again (with a
+/// fresh inotify watch and SIGHUP handler) after a backoff.
+pub fn spawn_watcher_supervised(
+    reloader: Arc<Reloader>,
+    opts: WatchOptions,
+    supervisor: &Supervisor,
+) -> WatcherHandle {
+    let mut first = Some(Loop::new(reloader.clone(), opts.clone()));
+    let task = supervisor.spawn("policy-watcher", move || {
+        let l = first
+            .take()
+            .unwrap_or_else(|| Loop::new(reloader.clone(), opts.clone()));
+        run(l)
+    });
     WatcherHandle { task }
+}
+
+impl Loop {
+    /// Set up the watch and the SIGHUP handler (before returning, so a SIGHUP
+    /// sent right after is not lost).
+    fn new(reloader: Arc<Reloader>, opts: WatchOptions) -> Loop {
+        let dir = watch_dir_of(reloader.path());
+        let (tx, rx) = mpsc::channel(1);
+        let broken = Arc::new(AtomicBool::new(false));
+        let watcher = if opts.inotify {
+            watch(&dir, &tx, &broken)
+        } else {
+            None
+        };
+        let hangup = if opts.sighup {
+            signal(SignalKind::hangup())
+                .inspect_err(|e| {
+                    tracing::error!(error = %e, "cannot handle SIGHUP; reload via POST /-/reload or wait for the periodic re-read");
+                })
+                .ok()
+        } else {
+            None
+        };
+        Loop {
+            reloader,
+            opts,
+            dir,
+            tx,
+            rx,
+            broken,
+            watcher,
+            hangup,
+        }
+    }
 }
 
 fn watch_dir_of(path: &Path) -> PathBuf {

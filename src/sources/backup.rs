@@ -8,7 +8,7 @@
 //! snapshot yet": those signals are unknown, with that as the reason.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
@@ -36,6 +36,8 @@ pub struct BackupConfig {
     pub mode: BackupMode,
     pub interval: Duration,
     pub timeout: Duration,
+    /// Largest body read from the sidecar (`--source.max-body-bytes`).
+    pub max_body_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -101,7 +103,13 @@ impl BackupSampler {
         match self.cfg.mode {
             BackupMode::Metrics => {
                 let url = format!("{}/metrics", self.base);
-                let body = client::get_ok(&self.client, &url, self.cfg.timeout).await?;
+                let body = client::get_ok(
+                    &self.client,
+                    &url,
+                    self.cfg.timeout,
+                    self.cfg.max_body_bytes,
+                )
+                .await?;
                 snapshots_from_metrics(&body).map_err(|message| SampleError {
                     reason: "parse",
                     message: format!("{url}: {message}"),
@@ -109,7 +117,13 @@ impl BackupSampler {
             }
             BackupMode::SnapshotLatest => {
                 let url = format!("{}/snapshot/latest", self.base);
-                let body = client::get_ok(&self.client, &url, self.cfg.timeout).await?;
+                let body = client::get_ok(
+                    &self.client,
+                    &url,
+                    self.cfg.timeout,
+                    self.cfg.max_body_bytes,
+                )
+                .await?;
                 snapshots_from_latest_json(&body).map_err(|message| SampleError {
                     reason: "parse",
                     message: format!("{url}: {message}"),
@@ -120,7 +134,13 @@ impl BackupSampler {
 
     async fn healthz(&self) -> Result<bool, SampleError> {
         let url = format!("{}/healthz", self.base);
-        let f = client::get(&self.client, &url, self.cfg.timeout).await?;
+        let f = client::get(
+            &self.client,
+            &url,
+            self.cfg.timeout,
+            self.cfg.max_body_bytes,
+        )
+        .await?;
         Ok(f.status.is_success())
     }
 }
@@ -168,7 +188,8 @@ impl Sampler for BackupSampler {
             }
             Err(e) => {
                 // An answer we cannot read is still an answer: the sidecar is up.
-                store.record_ok(ids.up, Value::Bool(e.reason == "parse"), at);
+                let answered = matches!(e.reason, "parse" | "too_large");
+                store.record_ok(ids.up, Value::Bool(answered), at);
                 let msg: Arc<str> = Arc::from(format!("backup sidecar: {}", e.message));
                 for id in [
                     ids.snap_rev,
@@ -183,7 +204,20 @@ impl Sampler for BackupSampler {
             }
         };
         let now_wall = SystemTime::now();
-        let age = |f: SnapshotFact| now_wall.duration_since(f.taken).unwrap_or_default();
+        // A snapshot "taken" in the future (beyond the clock-skew allowance)
+        // is an error, not age 0: an age check must not pass on it.
+        let record_age = |id: SignalId, kind: &str, f: SnapshotFact| {
+            match crate::checked::age(f.taken, now_wall) {
+                Ok(a) => store.record_ok(id, Value::Num(a.as_secs_f64()), at),
+                Err(e) => store.record_err(
+                    id,
+                    Arc::from(format!(
+                        "the backup sidecar reports a {kind} snapshot taken {e}; check the clocks of this node and the sidecar's"
+                    )),
+                    at,
+                ),
+            }
+        };
         let none_yet = |what: &str| -> Arc<str> {
             Arc::from(format!(
                 "the backup sidecar reports no {what} snapshot yet (revision 0)"
@@ -192,7 +226,7 @@ impl Sampler for BackupSampler {
         match snaps.full {
             Some(f) => {
                 store.record_ok(ids.full_rev, Value::Num(f.revision), at);
-                store.record_ok(ids.full_age, Value::Num(age(f).as_secs_f64()), at);
+                record_age(ids.full_age, "full", f);
             }
             None => {
                 store.record_err(ids.full_rev, none_yet("full"), at);
@@ -210,7 +244,7 @@ impl Sampler for BackupSampler {
         match (newest_rev, newest_taken) {
             (Some(r), Some(t)) => {
                 store.record_ok(ids.snap_rev, Value::Num(r.revision), at);
-                store.record_ok(ids.snap_age, Value::Num(age(t).as_secs_f64()), at);
+                record_age(ids.snap_age, "newest", t);
                 let revision = store.reading(ids.revision, at);
                 match revision.value {
                     Some(v) => {
@@ -257,16 +291,22 @@ pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
             Err(e) => return Err(e),
         };
         let ts = get("etcdbr_snapshot_latest_timestamp", kind)?;
-        if rev <= 0.0 || !rev.is_finite() {
+        if !rev.is_finite() || rev < 0.0 {
+            return Err(format!(
+                "etcdbr_snapshot_latest_revision{{kind=\"{kind}\"}} is {rev}, not a revision"
+            ));
+        }
+        if rev == 0.0 {
             return Ok(None);
         }
-        let taken = if ts.is_finite() && ts > 0.0 {
-            UNIX_EPOCH + Duration::from_secs_f64(ts)
-        } else {
+        if ts == 0.0 {
             return Err(format!(
-                "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is {ts} while the revision is {rev}"
+                "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is 0 while the revision is {rev}"
             ));
-        };
+        }
+        let taken = crate::checked::unix_time(ts).map_err(|e| {
+            format!("etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {e}")
+        })?;
         Ok(Some(SnapshotFact {
             revision: rev,
             taken,
@@ -382,7 +422,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     };
     let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
     let secs = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::new(secs, nanos))
+    std::time::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -399,6 +439,8 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::time::UNIX_EPOCH;
 
     fn at(secs: u64, nanos: u32) -> SystemTime {
         UNIX_EPOCH + Duration::new(secs, nanos)
@@ -473,6 +515,35 @@ etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
         assert!(
             e.contains("etcdbr_snapshot_latest_timestamp{kind=\"Full\"}"),
             "{e}"
+        );
+    }
+
+    fn with_full(rev: &str, ts: &str) -> String {
+        format!(
+            "etcdbr_snapshot_latest_revision{{kind=\"Full\"}} {rev}\n\
+             etcdbr_snapshot_latest_timestamp{{kind=\"Full\"}} {ts}\n"
+        )
+    }
+
+    #[test]
+    fn absurd_timestamps_and_revisions_are_errors_not_panics() {
+        // Regression: a timestamp of 1e19 panicked the backup sampler.
+        for ts in ["1e19", "1e300", "NaN", "+Inf", "-Inf", "-5"] {
+            let e = snapshots_from_metrics(&with_full("7", ts)).unwrap_err();
+            assert!(e.contains("is not a Unix time"), "{ts}: {e}");
+        }
+        for rev in ["NaN", "+Inf", "-1"] {
+            let e = snapshots_from_metrics(&with_full(rev, "1.7e9")).unwrap_err();
+            assert!(e.contains("not a revision"), "{rev}: {e}");
+        }
+        // Huge but finite revisions are numbers like any other.
+        assert_eq!(
+            snapshots_from_metrics(&with_full("1e300", "1.7e9"))
+                .unwrap()
+                .full
+                .unwrap()
+                .revision,
+            1e300
         );
     }
 

@@ -1,5 +1,7 @@
 //! The HTTP client shared by the backup and scrape sources: optional TLS from
-//! PEM files (rustls with the ring provider), a timeout on every request, and
+//! PEM files (rustls with the ring provider), a timeout on every request, the
+//! one bounded body reader every source uses ([`get`]: at most `max_body`
+//! bytes are ever buffered, checked while streaming, no decompression), and
 //! the mapping of request failures to bounded [`SampleError`] reasons.
 
 use std::path::PathBuf;
@@ -114,32 +116,106 @@ pub fn base_url(url: &str) -> Result<String, SourceError> {
     Ok(url.trim_end_matches('/').to_string())
 }
 
+/// Default of `--source.max-body-bytes`: a real etcd or sidecar `/metrics`
+/// is tens of KiB; 4 MiB leaves room for a big one while a hostile or broken
+/// endpoint cannot push the exporter past its 64 MiB container limit.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
+
 /// A response: its status and (when asked for) its body.
 pub struct Fetched {
     pub status: reqwest::StatusCode,
     pub body: String,
 }
 
-/// GET `url`, bounded by `timeout` overall (headers and body).
+/// GET `url`, bounded by `timeout` overall (headers and body) and by
+/// `max_body` bytes: a body announced or found to be longer fails the round
+/// after reading at most `max_body` bytes. Bodies are never decompressed
+/// (reqwest is built without it and we send no `Accept-Encoding`); a
+/// compressed answer is refused, so a gzip bomb costs at most `max_body`.
 pub async fn get(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
+    max_body: u64,
 ) -> Result<Fetched, SampleError> {
     let fut = async {
-        let resp = client.get(url).send().await?;
+        let mut resp = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| classify(url, &e))?;
         let status = resp.status();
-        let body = resp.text().await?;
-        Ok::<_, reqwest::Error>(Fetched { status, body })
+        if let Some(enc) = resp.headers().get(reqwest::header::CONTENT_ENCODING)
+            && !enc.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            return Err(SampleError::new(
+                "parse",
+                format!(
+                    "GET {url}: the body is compressed (Content-Encoding: {}); the exporter asks \
+                     for and reads only uncompressed bodies",
+                    String::from_utf8_lossy(enc.as_bytes())
+                ),
+            ));
+        }
+        let body = read_body(&mut resp, url, max_body).await?;
+        let body = String::from_utf8(body).map_err(|e| {
+            SampleError::new(
+                "parse",
+                format!(
+                    "GET {url}: the body is not UTF-8 (first bad byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        Ok(Fetched { status, body })
     };
     match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(SampleError {
             reason: "timeout",
             message: format!("GET {url}: no answer within {timeout:?}"),
         }),
-        Ok(Err(e)) => Err(classify(url, &e)),
-        Ok(Ok(f)) => Ok(f),
+        Ok(r) => r,
     }
+}
+
+/// Read the body chunk by chunk, never holding more than `max` bytes.
+async fn read_body(
+    resp: &mut reqwest::Response,
+    url: &str,
+    max: u64,
+) -> Result<Vec<u8>, SampleError> {
+    let too_large = |what: String| {
+        SampleError::new(
+            "too_large",
+            format!(
+                "GET {url}: {what}, more than the limit of {max} bytes (--source.max-body-bytes)"
+            ),
+        )
+    };
+    if let Some(len) = resp.content_length()
+        && len > max
+    {
+        return Err(too_large(format!("the body is {len} bytes long")));
+    }
+    let hint = resp.content_length().unwrap_or(0).min(max);
+    let mut body = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    while let Some(chunk) = resp.chunk().await.map_err(|e| classify(url, &e))? {
+        if (body.len() + chunk.len()) as u64 > max {
+            return Err(too_large(format!(
+                "the body goes on past {} bytes",
+                body.len() + chunk.len()
+            )));
+        }
+        // Grow by doubling, but never past the limit: a body near the limit
+        // must not cost twice the limit in capacity.
+        let needed = body.len() + chunk.len();
+        if needed > body.capacity() {
+            let target = (body.capacity() * 2).max(needed).min(max as usize);
+            body.reserve_exact(target - body.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// GET `url` and require a 2xx status.
@@ -147,8 +223,9 @@ pub async fn get_ok(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
+    max_body: u64,
 ) -> Result<String, SampleError> {
-    let f = get(client, url, timeout).await?;
+    let f = get(client, url, timeout, max_body).await?;
     if !f.status.is_success() {
         return Err(SampleError {
             reason: "status",

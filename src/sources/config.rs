@@ -27,6 +27,9 @@ pub const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
 /// Default `timeout` of a scrape source.
 pub const DEFAULT_SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The largest `--config` file read (a few sources take a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
 /// The whole `--config` file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +52,9 @@ pub struct ScrapeConfig {
     pub timeout: Duration,
     #[serde(default)]
     pub tls: TlsFiles,
+    /// Largest body read (`--source.max-body-bytes`, not a field of the file).
+    #[serde(skip, default = "default_max_body")]
+    pub max_body_bytes: u64,
     /// Signal name → which series, and how to fold several into one number.
     pub signals: BTreeMap<String, SignalSpec>,
 }
@@ -91,6 +97,10 @@ impl Aggregate {
 
 fn default_interval() -> Duration {
     DEFAULT_SCRAPE_INTERVAL
+}
+
+fn default_max_body() -> u64 {
+    super::client::DEFAULT_MAX_BODY_BYTES
 }
 
 fn default_timeout() -> Duration {
@@ -137,9 +147,20 @@ impl Config {
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read = |source| ConfigError::Read {
             path: shown.clone(),
             source,
+        };
+        let bytes = crate::bounded_read::read_bounded(path, MAX_CONFIG_BYTES)
+            .map_err(|e| read(std::io::Error::other(e)))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "not UTF-8 (first bad byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            ))
         })?;
         Config::parse(&shown, &text)
     }

@@ -141,7 +141,8 @@ impl EtcdSampler {
             opts = opts.with_tls(t);
         }
         let endpoint = self.config.endpoint.clone();
-        let client = bounded(self.config.timeout, "connect", async move {
+        let ep = endpoint.clone();
+        let client = bounded(self.config.timeout, &ep, "connect", async move {
             Client::connect([endpoint], Some(opts)).await
         })
         .await?;
@@ -183,7 +184,11 @@ impl Sampler for EtcdSampler {
         };
 
         let mut c = client.clone();
-        let status = match bounded(timeout, "Status", async move { c.status().await }).await {
+        let status = match bounded(timeout, &self.config.endpoint, "Status", async move {
+            c.status().await
+        })
+        .await
+        {
             Ok(s) => s,
             Err(e) => {
                 self.record_status_err(store, &e, at);
@@ -256,7 +261,11 @@ impl Sampler for EtcdSampler {
             let started = Instant::now();
             let k = key.clone();
             let mut c = client.clone();
-            match bounded(timeout, what, async move { c.get(k, Some(opts)).await }).await {
+            match bounded(timeout, &self.config.endpoint, what, async move {
+                c.get(k, Some(opts)).await
+            })
+            .await
+            {
                 Ok(_) => ok(id, Value::Num(started.elapsed().as_secs_f64() * 1000.0)),
                 Err(e) => {
                     store.record_err(id, Arc::from(e.message.as_str()), at);
@@ -275,18 +284,31 @@ impl Sampler for EtcdSampler {
 }
 
 /// Run one etcd call with a hard deadline, turning every failure into a
-/// [`SampleError`] with a message an operator can act on.
+/// [`SampleError`] with a message an operator can act on. A failure that
+/// looks like the wrong protocol (HTTP/1, TLS vs plain text) is diagnosed
+/// with one extra [`probe`] of `endpoint`, within the same deadline.
 async fn bounded<T>(
     timeout: Duration,
+    endpoint: &str,
     what: &str,
     call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, SampleError> {
+    let started = Instant::now();
     match tokio::time::timeout(timeout, call).await {
         Err(_) => Err(SampleError::new(
             "timeout",
             format!("{what}: request timed out after {}", fmt_ms(timeout)),
         )),
-        Ok(Err(e)) => Err(classify(what, &e, timeout)),
+        Ok(Err(e)) => {
+            let mut err = classify(what, &e, timeout);
+            if err.reason == "protocol" {
+                let left = timeout.saturating_sub(started.elapsed());
+                if let Some(hint) = diagnose(endpoint, left).await {
+                    err.message = format!("{what}: {hint} ({})", chain(&e));
+                }
+            }
+            Err(err)
+        }
         Ok(Ok(v)) => Ok(v),
     }
 }
@@ -299,6 +321,36 @@ fn fmt_ms(d: Duration) -> String {
     }
 }
 
+/// The first error of the chain below `e` (etcd-client's own `source()`
+/// stops at its wrapper; the tonic `Status` keeps the transport error).
+fn first_source(e: &etcd_client::Error) -> Option<&(dyn std::error::Error + 'static)> {
+    match e {
+        etcd_client::Error::GRpcStatus(st) => st.source(),
+        etcd_client::Error::TransportError(t) => Some(t),
+        etcd_client::Error::IoError(io) => Some(io),
+        other => other.source(),
+    }
+}
+
+/// Every error in the chain, following io::Error's wrapped inner error too
+/// (hyper and tokio-rustls wrap errors in io::Errors whose `source()` skips them).
+fn causes(e: &etcd_client::Error) -> Vec<&(dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut cur = first_source(e);
+    while let Some(err) = cur {
+        if out.len() >= 16 {
+            break;
+        }
+        out.push(err);
+        cur = err.source().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static))
+        });
+    }
+    out
+}
+
 /// A compact description: the gRPC status message (or the error itself) and
 /// the root cause, without tonic's debug dumps.
 fn chain(e: &etcd_client::Error) -> String {
@@ -306,12 +358,7 @@ fn chain(e: &etcd_client::Error) -> String {
         etcd_client::Error::GRpcStatus(st) => st.message().to_string(),
         other => other.to_string(),
     };
-    let mut root: Option<String> = None;
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        root = Some(s.to_string());
-        cur = s.source();
-    }
+    let root = causes(e).last().map(|r| r.to_string());
     match root {
         Some(r) if !head.contains(&r) && !r.is_empty() => {
             if head.is_empty() {
@@ -324,25 +371,55 @@ fn chain(e: &etcd_client::Error) -> String {
     }
 }
 
+/// Classify by the types in the error chain: the gRPC status code, io error
+/// kinds, rustls, hyper and h2 errors. `protocol` means the peer does not
+/// speak what we expect (HTTP/1, TLS vs plain text); [`bounded`] then probes.
 fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleError {
+    use std::io::ErrorKind as K;
     let text = chain(e);
-    // tonic keeps some causes (the OS error of a refused connect) only in Debug.
-    let lower = format!("{text} {e:?}").to_ascii_lowercase();
-    let reason = if lower.contains("certificate")
-        || lower.contains("tls")
-        || lower.contains("handshake")
-        || lower.contains("unknownissuer")
-    {
+    let code = match e {
+        etcd_client::Error::GRpcStatus(st) => Some(st.code()),
+        _ => None,
+    };
+    let causes = causes(e);
+    let io_kind = causes
+        .iter()
+        .find_map(|c| c.downcast_ref::<std::io::Error>().map(|io| io.kind()));
+    let tls = causes.iter().any(|c| c.is::<rustls::Error>());
+    let h2 = causes.iter().any(|c| c.is::<h2::Error>());
+    let hyper_parse = causes.iter().any(|c| {
+        c.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_parse())
+    });
+    let transport = causes.iter().any(|c| c.is::<tonic::transport::Error>());
+    // tonic turns its own request timeout (`TimeoutExpired`) into a bare
+    // `Cancelled` status carrying that error's text and no source.
+    let tonic_timeout = causes.iter().any(|c| c.is::<tonic::TimeoutExpired>())
+        || matches!(e, etcd_client::Error::GRpcStatus(st)
+            if st.code() == tonic::Code::Cancelled
+                && st.message() == tonic::TimeoutExpired(()).to_string());
+    let reason = if tls {
         "tls"
-    } else if lower.contains("timed out") || lower.contains("deadline") || lower.contains("timeout")
+    } else if tonic_timeout
+        || matches!(io_kind, Some(K::TimedOut))
+        || code == Some(tonic::Code::DeadlineExceeded)
     {
         "timeout"
-    } else if lower.contains("connection refused")
-        || lower.contains("transport error")
-        || lower.contains("tcp connect")
-        || lower.contains("dns error")
-        || lower.contains("unavailable")
+    } else if matches!(
+        io_kind,
+        Some(K::ConnectionRefused | K::AddrNotAvailable | K::NotFound | K::HostUnreachable)
+    ) {
+        "connect"
+    } else if h2
+        || hyper_parse
+        || (transport
+            && matches!(
+                io_kind,
+                Some(K::BrokenPipe | K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted)
+            ))
     {
+        "protocol"
+    } else if transport || code == Some(tonic::Code::Unavailable) {
         "connect"
     } else {
         "rpc"
@@ -353,13 +430,122 @@ fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleErro
             fmt_ms(timeout)
         ),
         _ if text.is_empty() => format!("{what}: failed"),
-        "connect"
-            if lower.contains("connectionrefused") || lower.contains("connection refused") =>
-        {
+        "connect" if io_kind == Some(K::ConnectionRefused) => {
             format!("{what}: connection refused ({text})")
         }
         "tls" => format!("{what}: TLS error: {text}"),
         _ => format!("{what}: {text}"),
     };
     SampleError::new(reason, message)
+}
+
+/// What answered at the endpoint, by the first bytes it sends back to a
+/// plain-text HTTP/2 connection preface.
+#[derive(Debug, PartialEq, Eq)]
+enum Peer {
+    /// An HTTP/2 SETTINGS frame: plain-text HTTP/2 (gRPC) is spoken here.
+    PlainHttp2,
+    /// Text such as `HTTP/1.1 400` or an HTML page: an HTTP/1 server.
+    Http1,
+    /// A TLS record (alert or handshake), or a close without a word, which
+    /// is what a TLS port does with plain text.
+    TlsOrSilent,
+}
+
+fn peer_from_reply(reply: &[u8]) -> Peer {
+    match reply {
+        [] => Peer::TlsOrSilent,
+        [0x15 | 0x16, 0x03, ..] => Peer::TlsOrSilent,
+        [_, _, _, 0x04, ..] => Peer::PlainHttp2,
+        _ => Peer::Http1,
+    }
+}
+
+/// Connect to `endpoint` in plain text, send the HTTP/2 preface and an
+/// empty SETTINGS frame, and look at the first bytes of the answer. Sends
+/// nothing etcd would act on. `None` if the probe itself fails.
+async fn probe(endpoint: &str, within: Duration) -> Option<Peer> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = reqwest::Url::parse(endpoint).ok()?;
+    let host = url
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = url.port_or_known_default()?;
+    let work = async move {
+        let mut s = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .ok()?;
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        // A peer that closes at once may reset the write: that is an answer too.
+        let _ = s.write_all(&hello).await;
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).await.unwrap_or(0);
+        Some(peer_from_reply(&buf[..n]))
+    };
+    tokio::time::timeout(within, work).await.ok().flatten()
+}
+
+/// A sentence naming what is wrong, from a probe of `endpoint`.
+async fn diagnose(endpoint: &str, within: Duration) -> Option<String> {
+    let https = endpoint.starts_with("https://");
+    match (probe(endpoint, within).await?, https) {
+        (Peer::Http1, _) => Some(format!(
+            "the endpoint answered HTTP/1.x, not gRPC: is {endpoint} etcd's client port?"
+        )),
+        (Peer::PlainHttp2, true) => Some(format!(
+            "TLS handshake to a plain-text endpoint: {endpoint} speaks plain-text HTTP/2; \
+             use http:// (without --etcd.cacert), or enable TLS on etcd"
+        )),
+        (Peer::TlsOrSilent, false) => Some(format!(
+            "plain-text to a TLS port: {endpoint} closed the connection on plain-text HTTP/2, \
+             as a TLS port does; use https:// and --etcd.cacert"
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(st: tonic::Status) -> &'static str {
+        classify(
+            "Status",
+            &etcd_client::Error::GRpcStatus(st),
+            Duration::from_millis(500),
+        )
+        .reason
+    }
+
+    #[test]
+    fn statuses_are_classified_by_code_not_text() {
+        // tonic's own request timeout: Cancelled with TimeoutExpired's text.
+        let expired = tonic::TimeoutExpired(()).to_string();
+        assert_eq!(reason(tonic::Status::cancelled(expired)), "timeout");
+        assert_eq!(reason(tonic::Status::deadline_exceeded("x")), "timeout");
+        assert_eq!(reason(tonic::Status::unavailable("x")), "connect");
+        // Words in a message do not decide: "timeout" in an rpc error is an rpc error.
+        assert_eq!(
+            reason(tonic::Status::invalid_argument("timeout certificate tls")),
+            "rpc"
+        );
+    }
+
+    #[test]
+    fn probe_replies_name_the_peer() {
+        assert_eq!(peer_from_reply(b""), Peer::TlsOrSilent);
+        assert_eq!(
+            peer_from_reply(&[0x15, 0x03, 0x03, 0, 2]),
+            Peer::TlsOrSilent
+        );
+        assert_eq!(
+            peer_from_reply(&[0, 0, 0x0c, 0x04, 0, 0, 0, 0, 0]),
+            Peer::PlainHttp2
+        );
+        assert_eq!(peer_from_reply(b"HTTP/1.1 400 Bad"), Peer::Http1);
+        assert_eq!(peer_from_reply(b"<!DOCTYPE HTML>"), Peer::Http1);
+    }
 }

@@ -2,9 +2,10 @@
 //! backup sidecar, the DNS owner record, generic Prometheus endpoints — into
 //! the signal store.
 //! Each source implements [`Sampler`]; [`spawn`] runs one sampler on its own
-//! tokio task at its interval, records how long each round took and why it
-//! failed, and tells the engine (through a [`RoundNotifier`]) that new samples
-//! are in the store.
+//! supervised tokio task at its interval (a panic restarts it with a fresh
+//! sampler, see [`crate::supervise`]), records how long each round took and
+//! why it failed, and tells the engine (through a [`RoundNotifier`]) that new
+//! samples are in the store.
 
 pub mod backup;
 pub mod client;
@@ -28,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use crate::signals::{SignalStore, Source};
+use crate::supervise::Supervisor;
 
 /// Why a sample round failed. `reason` is a bounded metrics label
 /// (`timeout`, `connect`, `tls`, `status`, `parse`, `rpc`, `dns`, ...);
@@ -125,16 +127,23 @@ struct RoundInfo {
 
 /// Shared between the samplers and the engine: wakes the engine after each
 /// round and remembers when each source last finished one (for `/livez` and
-/// for the engine's "starting" state).
+/// for the engine's "starting" state). It also carries the [`Supervisor`] of
+/// the exporter's tasks, whose restarts `/livez?verbose` shows.
 #[derive(Clone, Debug, Default)]
 pub struct RoundNotifier {
     notify: Arc<Notify>,
     rounds: Arc<Mutex<HashMap<String, RoundInfo>>>,
+    supervisor: Supervisor,
 }
 
 impl RoundNotifier {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The supervisor of the samplers, the engine and the policy watcher.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
     }
 
     /// Record that `source` finished a round now and wake the engine.
@@ -176,31 +185,64 @@ impl RoundNotifier {
     }
 }
 
-/// Run `sampler` on its own task: one round per interval (a slow round delays
-/// the next tick instead of bursting), metrics per round, a notification to
-/// the engine after each round. The task runs until aborted.
-pub fn spawn<S: Sampler>(
+/// Run `first` on its own supervised task (`sampler:<source>`): one round per
+/// interval (a slow round delays the next tick instead of bursting), metrics
+/// per round, a notification to the engine after each round. If a round
+/// panics, the supervisor logs and counts it and, after a backoff, runs a
+/// fresh sampler from `remake`. The task runs until the handle is aborted.
+pub fn spawn<S, F>(
+    first: S,
+    mut remake: F,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+) -> JoinHandle<()>
+where
+    S: Sampler,
+    F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
+{
+    let label = first.source().label();
+    let mut first = Some(first);
+    let supervisor = notifier.supervisor().clone();
+    let task = format!("sampler:{label}");
+    supervisor.spawn(task, move || {
+        let sampler = first.take().map_or_else(&mut remake, Ok);
+        let (store, notifier, metrics, label) = (
+            store.clone(),
+            notifier.clone(),
+            metrics.clone(),
+            label.clone(),
+        );
+        async move {
+            match sampler {
+                Ok(s) => run(s, store, notifier, metrics).await,
+                // Returning makes the supervisor retry after its backoff.
+                Err(e) => tracing::error!(source = %label, "cannot set up the sampler again: {e}"),
+            }
+        }
+    })
+}
+
+async fn run<S: Sampler>(
     mut sampler: S,
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
     metrics: SourceMetrics,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let source = sampler.source();
-        let label = source.label();
-        let interval = sampler.interval();
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let started = Instant::now();
-            let result = sampler.sample(&store).await;
-            let took = started.elapsed();
-            metrics.observe(&label, took, result.as_ref().err());
-            if let Err(e) = &result {
-                tracing::debug!(source = %label, reason = e.reason, "sample round failed: {}", e.message);
-            }
-            notifier.round_finished(&source, interval);
+) {
+    let source = sampler.source();
+    let label = source.label();
+    let interval = sampler.interval();
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let started = Instant::now();
+        let result = sampler.sample(&store).await;
+        let took = started.elapsed();
+        metrics.observe(&label, took, result.as_ref().err());
+        if let Err(e) = &result {
+            tracing::debug!(source = %label, reason = e.reason, "sample round failed: {}", e.message);
         }
-    })
+        notifier.round_finished(&source, interval);
+    }
 }

@@ -109,14 +109,19 @@ impl Sampler for ScrapeSampler {
             }
             self.staleness_set = true;
         }
-        let fetched = client::get_ok(&self.client, &self.cfg.url, self.cfg.timeout)
-            .await
-            .and_then(|body| {
-                promtext::parse(&body).map_err(|e| SampleError {
-                    reason: "parse",
-                    message: format!("{}: {e}", self.cfg.url),
-                })
-            });
+        let fetched = client::get_ok(
+            &self.client,
+            &self.cfg.url,
+            self.cfg.timeout,
+            self.cfg.max_body_bytes,
+        )
+        .await
+        .and_then(|body| {
+            promtext::parse(&body).map_err(|e| SampleError {
+                reason: "parse",
+                message: format!("{}: {e}", self.cfg.url),
+            })
+        });
         let at = Instant::now();
         let samples = match fetched {
             Ok(s) => s,

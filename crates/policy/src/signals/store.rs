@@ -132,7 +132,27 @@ impl SignalStore {
         s[id.index()] = bound;
     }
 
+    /// Record a good sample. A number that is NaN or ±Inf is recorded as a
+    /// failure instead (unknown, with the reason): no comparison on it means
+    /// anything, and JSON cannot carry it.
     pub fn record_ok(&self, id: SignalId, value: Value, at: Instant) {
+        if let Value::Num(n) = value
+            && !n.is_finite()
+        {
+            let what = if n.is_nan() {
+                "NaN"
+            } else if n > 0.0 {
+                "+Inf"
+            } else {
+                "-Inf"
+            };
+            self.record_err(
+                id,
+                Arc::from(format!("the source reported {what}, not a usable number")),
+                at,
+            );
+            return;
+        }
         let mut slots = self.lock_slots();
         let slot = &mut slots[id.index()];
         slot.last_good = Some((value, at, SystemTime::now()));
@@ -264,6 +284,29 @@ mod tests {
             s.reading(id, t0 + Duration::from_secs(5)).value,
             Some(Value::Num(2.0))
         );
+    }
+
+    #[test]
+    fn nan_and_infinities_are_unknown_with_the_reason() {
+        let (c, s) = store();
+        let id = c.id("qget_ms");
+        let t0 = Instant::now();
+        for (v, what) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ] {
+            s.record_ok(id, Value::Num(v), t0);
+            let r = s.reading(id, t0);
+            assert_eq!(r.value, None);
+            match r.unknown {
+                Unknown::Failed { error, .. } => assert_eq!(
+                    &*error,
+                    format!("the source reported {what}, not a usable number")
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

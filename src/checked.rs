@@ -1,0 +1,188 @@
+//! Checked conversions of numbers that come from outside — flags, the backup
+//! sidecar, scrape sources — into durations, times and ages. Every helper
+//! returns an error that says what was wrong with which value instead of
+//! panicking (as `Duration::from_secs_f64` does on NaN, negative or huge
+//! input) or silently clamping (as `duration_since(..).unwrap_or_default()`
+//! turns a future timestamp into "age 0").
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How far in the future a peer's timestamp may be and still count as "now":
+/// clocks of two containers on different nodes drift apart by this much at
+/// most under NTP. A later timestamp is an error, not age 0.
+pub const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(60);
+
+/// The latest time accepted from a peer: 9999-12-31T23:59:59Z. Larger
+/// values (e.g. `1e19`, `1e300`) are not timestamps.
+pub const MAX_UNIX_SECONDS: f64 = 253_402_300_799.0;
+
+/// Why a number is not a usable duration or timestamp.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CheckedError {
+    #[error("{} is not a number", num(*.value))]
+    NotANumber { value: f64 },
+    #[error("{} is negative", num(*.value))]
+    Negative { value: f64 },
+    #[error("{} is out of range (at most {})", num(*.value), num(*.max))]
+    TooLarge { value: f64, max: f64 },
+    #[error(
+        "{ahead:.1}s in the future (more than the allowed clock skew of {}s)",
+        CLOCK_SKEW_ALLOWANCE.as_secs()
+    )]
+    Future { ahead: f64 },
+}
+
+/// A number as short as it can be read: `1e19`, not twenty digits.
+fn num(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// `secs` seconds as a [`Duration`], refusing NaN, ±Inf, negative values and
+/// anything above `max`.
+pub fn duration_from_secs(secs: f64, max: Duration) -> Result<Duration, CheckedError> {
+    if secs.is_nan() {
+        return Err(CheckedError::NotANumber { value: secs });
+    }
+    if secs < 0.0 {
+        return Err(CheckedError::Negative { value: secs });
+    }
+    if secs > max.as_secs_f64() {
+        return Err(CheckedError::TooLarge {
+            value: secs,
+            max: max.as_secs_f64(),
+        });
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| CheckedError::TooLarge {
+        value: secs,
+        max: max.as_secs_f64(),
+    })
+}
+
+/// A Unix timestamp in seconds (as Prometheus gauges carry them) as a
+/// [`SystemTime`]; NaN, ±Inf, negative and beyond year 9999 are errors.
+pub fn unix_time(secs: f64) -> Result<SystemTime, CheckedError> {
+    let d = duration_from_secs(secs, Duration::from_secs_f64(MAX_UNIX_SECONDS))?;
+    UNIX_EPOCH.checked_add(d).ok_or(CheckedError::TooLarge {
+        value: secs,
+        max: MAX_UNIX_SECONDS,
+    })
+}
+
+/// How long ago `then` was at `now`. A `then` up to [`CLOCK_SKEW_ALLOWANCE`]
+/// ahead of `now` is age 0 (clock skew); further ahead is an error.
+pub fn age(then: SystemTime, now: SystemTime) -> Result<Duration, CheckedError> {
+    match now.duration_since(then) {
+        Ok(age) => Ok(age),
+        Err(e) if e.duration() <= CLOCK_SKEW_ALLOWANCE => Ok(Duration::ZERO),
+        Err(e) => Err(CheckedError::Future {
+            ahead: e.duration().as_secs_f64(),
+        }),
+    }
+}
+
+/// Check that a flag's duration lies in `min..=max`; the error names the
+/// flag, the value and the allowed range.
+pub fn duration_in_range(
+    flag: &str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<Duration, String> {
+    if value < min || value > max {
+        return Err(format!(
+            "{flag} {} is out of range: allowed {} to {}",
+            human(value),
+            human(min),
+            human(max)
+        ));
+    }
+    Ok(value)
+}
+
+/// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else {
+        format!("{}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_seconds_are_errors_not_panics() {
+        let max = Duration::from_secs(3600);
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -1.0,
+            1e19,
+            1e300,
+            3601.0,
+        ] {
+            assert!(duration_from_secs(bad, max).is_err(), "{bad}");
+        }
+        assert_eq!(
+            duration_from_secs(1.5, max),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            duration_from_secs(1e300, max).unwrap_err().to_string(),
+            "1e300 is out of range (at most 3600)"
+        );
+    }
+
+    #[test]
+    fn unix_time_refuses_what_no_clock_reads() {
+        for bad in [f64::NAN, f64::INFINITY, -5.0, 1e19, 1e300] {
+            assert!(unix_time(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            unix_time(1.7e9),
+            Ok(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        );
+    }
+
+    #[test]
+    fn a_future_timestamp_beyond_the_skew_allowance_is_an_error() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            age(now - Duration::from_secs(5), now),
+            Ok(Duration::from_secs(5))
+        );
+        assert_eq!(age(now + Duration::from_secs(30), now), Ok(Duration::ZERO));
+        let e = age(now + Duration::from_secs(3600), now).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "3600.0s in the future (more than the allowed clock skew of 60s)"
+        );
+    }
+
+    #[test]
+    fn ranges_name_the_flag() {
+        let e = duration_in_range(
+            "--sample.interval",
+            Duration::from_secs(7200),
+            Duration::from_millis(10),
+            Duration::from_secs(3600),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "--sample.interval 2h is out of range: allowed 10ms to 1h"
+        );
+    }
+}
