@@ -145,23 +145,63 @@ fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
 
 fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
     let secs = parse_duration(s.trim());
-    if secs.is_finite() && secs >= 0.0 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(format!(
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!(
             "{what} `{s}` is not a duration like `1s` or `250ms`"
-        ))
+        ));
     }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{what} `{s}` is too long"))
+}
+
+/// Largest accepted test file.
+pub const MAX_TEST_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Most steps simulated for one test case (`at` divided by `step`), the same
+/// bound as for a series.
+pub const MAX_STEPS: u64 = 100_000;
+/// Most steps simulated for one test file, all cases together.
+pub const MAX_FILE_STEPS: u64 = 1_000_000;
+/// Longest accepted `step`.
+pub const MAX_STEP_SECS: f64 = 24.0 * 3600.0;
+
+/// Read at most `max` bytes of `path` as text; a longer file is an error.
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than the limit of {max} bytes"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Run one test file against `catalogue`.
 pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| TestFileError::Read {
-        path: shown.clone(),
+    let text = read_bounded(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
+        path: path.display().to_string(),
         source,
     })?;
-    let file: TestFile = serde_yaml::from_str(&text).map_err(|source| TestFileError::Yaml {
+    // One byte over the policy limit is enough for the compiler to report it.
+    let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
+    run_text(path, &text, catalogue, |p| read_bounded(p, max_policy))
+}
+
+/// Run the test file `text` (read from `path`, which is used in messages and
+/// to resolve the policy's path) against `catalogue`; `read_policy` reads the
+/// policy it names. Pure apart from `read_policy`: this is what `run_file`
+/// and the fuzz target call.
+pub fn run_text(
+    path: &Path,
+    text: &str,
+    catalogue: &Catalogue,
+    read_policy: impl FnOnce(&Path) -> std::io::Result<String>,
+) -> Result<FileOutcome, TestFileError> {
+    let shown = path.display().to_string();
+    let file: TestFile = serde_yaml::from_str(text).map_err(|source| TestFileError::Yaml {
         path: shown.clone(),
         source,
     })?;
@@ -171,7 +211,7 @@ pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestF
     };
     let policy_path = path.parent().unwrap_or(Path::new(".")).join(&file.policy);
     let policy_shown = policy_path.display().to_string();
-    let src = std::fs::read_to_string(&policy_path).map_err(|source| TestFileError::Read {
+    let src = read_policy(&policy_path).map_err(|source| TestFileError::Read {
         path: policy_shown.clone(),
         source,
     })?;
@@ -180,11 +220,18 @@ pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestF
     if step.is_zero() {
         return Err(invalid("step must be longer than zero".to_string()));
     }
+    if step.as_secs_f64() > MAX_STEP_SECS {
+        return Err(invalid(format!(
+            "step `{}` is longer than the limit of 24h",
+            file.step.as_deref().unwrap_or("")
+        )));
+    }
     let mut outcome = FileOutcome::default();
+    let mut budget = MAX_FILE_STEPS;
     for case in &file.tests {
         outcome.cases += 1;
         outcome.expectations += case.expect.len();
-        let failures = run_case(&policy, catalogue, step, case)
+        let failures = run_case(&policy, catalogue, step, case, &mut budget)
             .map_err(|m| invalid(format!("test `{}`: {m}", case.name)))?;
         for f in failures {
             outcome
@@ -200,6 +247,7 @@ fn run_case(
     catalogue: &Catalogue,
     step: Duration,
     case: &TestCase,
+    budget: &mut u64,
 ) -> Result<Vec<String>, String> {
     let mut series: Vec<(SignalId, Vec<Sample>)> = Vec::new();
     for (name, text) in &case.signals {
@@ -220,6 +268,12 @@ fn run_case(
         if (ratio - ratio.round()).abs() > 1e-9 {
             return Err(format!("`at: {}` is not a multiple of the step", e.at));
         }
+        if ratio.round() > MAX_STEPS as f64 {
+            return Err(format!(
+                "`at: {}` is more than {MAX_STEPS} steps after the start",
+                e.at
+            ));
+        }
         for name in e.failing.iter().flatten().chain(e.explanations.keys()) {
             if !check_names.contains(&name.as_str()) {
                 let hint = did_you_mean(name, check_names.iter().copied())
@@ -231,6 +285,17 @@ fn run_case(
     }
     expects.sort_by_key(|(i, _)| *i);
     let last = expects.last().map_or(0, |(i, _)| *i);
+    *budget = budget.checked_sub(last + 1).ok_or_else(|| {
+        format!("the test file simulates more than {MAX_FILE_STEPS} steps in all")
+    })?;
+    // `last` ≤ MAX_STEPS and `step` ≤ MAX_STEP_SECS, so these times exist; the
+    // checks only turn a broken invariant into an error instead of a panic.
+    let at_step = |i: u64| -> Result<Duration, String> {
+        u32::try_from(i)
+            .ok()
+            .and_then(|i| step.checked_mul(i))
+            .ok_or_else(|| "simulated time out of range".to_string())
+    };
 
     let t0 = Instant::now();
     let wall0 = SystemTime::UNIX_EPOCH;
@@ -240,7 +305,10 @@ fn run_case(
     let mut failures = Vec::new();
     let mut next = 0;
     for i in 0..=last {
-        let now = t0 + step * (i as u32);
+        let offset = at_step(i)?;
+        let now = t0
+            .checked_add(offset)
+            .ok_or_else(|| "simulated time out of range".to_string())?;
         for (id, samples) in &series {
             let idx = id.index();
             match samples.get(i as usize) {
@@ -255,7 +323,7 @@ fn run_case(
                             error: Arc::from("no sample in the test series"),
                             ago: Duration::ZERO,
                         },
-                        last_good_age: last_good[idx].map(|g| step * ((i - g) as u32)),
+                        last_good_age: last_good[idx].map(|g| at_step(i - g)).transpose()?,
                     };
                 }
             }
@@ -264,7 +332,10 @@ fn run_case(
         while next < expects.len() && expects[next].0 == i {
             let (_, e) = expects[next];
             next += 1;
-            let reports = ev.report(&readings, now, wall0 + step * (i as u32));
+            let wall = wall0
+                .checked_add(offset)
+                .ok_or_else(|| "simulated time out of range".to_string())?;
+            let reports = ev.report(&readings, now, wall);
             let ready = ev.ready();
             let mut problems = Vec::new();
             if let Some(want) = e.ready
