@@ -265,14 +265,14 @@ fn run_case(
     for e in &case.expect {
         let at = parse_time(&e.at, "`at`")?;
         let ratio = at.as_secs_f64() / step.as_secs_f64();
-        if (ratio - ratio.round()).abs() > 1e-9 {
-            return Err(format!("`at: {}` is not a multiple of the step", e.at));
-        }
         if ratio.round() > MAX_STEPS as f64 {
             return Err(format!(
                 "`at: {}` is more than {MAX_STEPS} steps after the start",
                 e.at
             ));
+        }
+        if (ratio - ratio.round()).abs() > 1e-9 {
+            return Err(format!("`at: {}` is not a multiple of the step", e.at));
         }
         for name in e.failing.iter().flatten().chain(e.explanations.keys()) {
             if !check_names.contains(&name.as_str()) {
@@ -419,6 +419,67 @@ mod tests {
             Sample::Value(Value::Num(60.0))
         );
         assert!(parse_series("maybe", SignalType::Bool).is_err());
+        assert!(parse_series("NaN inf 1e999", SignalType::Number).is_err());
+        assert!(parse_series("1e999s", SignalType::Duration).is_err());
         assert!(parse_series("1s", SignalType::Number).is_err());
+    }
+
+    fn run(step: &str, at: &str) -> String {
+        let yaml = format!(
+            "policy: p.policy\nstep: \"{step}\"\ntests:\n  - name: t\n    signals: {{leader: \"true\"}}\n    expect:\n      - {{at: \"{at}\", ready: true}}\n"
+        );
+        let c = Catalogue::builtin();
+        match run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())) {
+            Ok(o) => format!("ok, {} failures", o.failures.len()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Issue 10: `Duration::from_secs_f64` panicked on a huge `step` or `at`,
+    /// `step * i` could overflow, and a huge `at` simulated billions of steps.
+    #[test]
+    fn regression_absurd_steps_and_times_are_errors_not_panics_or_wedges() {
+        assert_eq!(run("1s", "0s"), "ok, 0 failures");
+        assert_eq!(run("1s", "2s"), "ok, 1 failures");
+        assert_eq!(
+            run("99999999999999999999h", "0s"),
+            "t.yaml: step `99999999999999999999h` is too long"
+        );
+        assert_eq!(
+            run("1000h", "0s"),
+            "t.yaml: step `1000h` is longer than the limit of 24h"
+        );
+        assert_eq!(
+            run("1s", "1e30h"),
+            "t.yaml: test `t`: `at` `1e30h` is too long"
+        );
+        assert_eq!(
+            run("1s", "1000000h"),
+            "t.yaml: test `t`: `at: 1000000h` is more than 100000 steps after the start"
+        );
+        assert_eq!(
+            run("0.000001ms", "1s"),
+            "t.yaml: test `t`: `at: 1s` is more than 100000 steps after the start"
+        );
+        assert_eq!(
+            run("-1s", "0s"),
+            "t.yaml: step `-1s` is not a duration like `1s` or `250ms`"
+        );
+        assert_eq!(
+            run("NaNs", "0s"),
+            "t.yaml: step `NaNs` is not a duration like `1s` or `250ms`"
+        );
+    }
+
+    #[test]
+    fn a_file_simulates_at_most_a_million_steps_in_all() {
+        let case = "  - name: t\n    expect:\n      - {at: 99999s}\n";
+        let yaml = format!("policy: p.policy\ntests:\n{}", case.repeat(11));
+        let c = Catalogue::builtin();
+        let e = run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.yaml: test `t`: the test file simulates more than 1000000 steps in all"
+        );
     }
 }
