@@ -173,7 +173,7 @@ fn extreme_readings(c: &Catalogue, pick: &[u8]) -> Vec<Reading> {
                 0 => Reading::NEVER,
                 1 => Reading::failed("boom", Duration::from_millis(k as u64 * 97)),
                 _ => Reading::known(match d.ty {
-                    SignalType::Bool => Value::Bool(k % 2 == 0),
+                    SignalType::Bool => Value::Bool(k.is_multiple_of(2)),
                     _ => Value::Num(N[k % N.len()]),
                 }),
             }
