@@ -337,3 +337,91 @@ fn every_policy_example_in_the_language_docs_compiles() {
         }
     }
 }
+
+/// `let a0 = leader`, `let aN = aN-1 && aN-1` up to `depth`, and a check on
+/// the last: 2^depth leaves if each `let` were expanded at every use.
+fn doubling_chain(depth: usize) -> String {
+    let mut src = String::from("let a0 = leader\n");
+    for i in 1..=depth {
+        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
+    }
+    src.push_str(&format!("check deep: a{depth}\n"));
+    src
+}
+
+/// Issue 10: a 28-deep chain (613 bytes) took `check` ~8 s and a 40-deep one
+/// wedged the process, because each `let` was expanded at every use.
+#[test]
+fn regression_let_doubling_chain_compiles_to_a_size_linear_in_its_text() {
+    for depth in [1, 10, 28, 40] {
+        let src = doubling_chain(depth);
+        let p = Policy::compile("chain.policy", &src, &Catalogue::builtin())
+            .unwrap_or_else(|d| panic!("{d}"));
+        // One node for `leader`, three per `let` (two uses and the `&&`), one
+        // for the check's use of the last let.
+        assert_eq!(p.node_count(), 1 + 3 * depth + 1, "depth {depth}");
+        assert_eq!(
+            p.summary(),
+            format!("1 check, {} lets; signals: leader", depth + 1)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chain.policy");
+    std::fs::write(&path, doubling_chain(40)).unwrap();
+    let (code, out, err) = cli(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let out = out.replace(path.to_str().unwrap(), "chain.policy");
+    insta::assert_snapshot!(out, @"chain.policy: OK: 1 check, 41 lets; signals: leader");
+}
+
+/// Issue 10: `check` exited 101 (a panic in `Duration::from_secs_f64`) and a
+/// hot reload panicked inside the reload task.
+#[test]
+fn regression_huge_hold_down_is_a_diagnostic_and_exit_1_not_a_panic() {
+    insta::assert_snapshot!(diag("check a: leader for 99999999999999999999h\ncheck b: leader for 169h\ncheck c: leader for 168h"), @r"
+    error: hold-down `99999999999999999999h` is longer than the limit of 168h
+     --> policy.rules:1:21
+      |
+    1 | check a: leader for 99999999999999999999h
+      |                     ^^^^^^^^^^^^^^^^^^^^^
+      = help: a hold-down bridges blips of seconds or minutes; use at most `for 168h`
+
+    error: hold-down `169h` is longer than the limit of 168h
+     --> policy.rules:2:21
+      |
+    2 | check b: leader for 169h
+      |                     ^^^^
+      = help: a hold-down bridges blips of seconds or minutes; use at most `for 168h`
+    ");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hold.policy");
+    std::fs::write(&path, "check a: leader for 99999999999999999999h\n").unwrap();
+    let (code, out, err) = cli(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let err = err.replace(path.to_str().unwrap(), "hold.policy");
+    insta::assert_snapshot!(err, @r"
+    error: hold-down `99999999999999999999h` is longer than the limit of 168h
+     --> hold.policy:1:21
+      |
+    1 | check a: leader for 99999999999999999999h
+      |                     ^^^^^^^^^^^^^^^^^^^^^
+      = help: a hold-down bridges blips of seconds or minutes; use at most `for 168h`
+    hold.policy: FAILED: 1 problem
+    ");
+}
+
+#[test]
+fn literals_too_large_for_a_float_are_diagnostics() {
+    let digits = "9".repeat(310);
+    insta::assert_snapshot!(diag("check a: qget_ms < 1e999 && rev_lag < 1e308"), @r"
+    error: `1e999` is too large to be a number
+     --> policy.rules:1:20
+      |
+    1 | check a: qget_ms < 1e999 && rev_lag < 1e308
+      |                    ^^^^^ larger than 1.8e308
+      = help: write a smaller value
+    ");
+    let src = format!("check b: snapshot_age < {digits}h\ncheck d: leader for {digits}ms");
+    let d = Policy::compile("policy.rules", &src, &Catalogue::builtin()).unwrap_err();
+    insta::assert_snapshot!(d.one_line(), @r"policy.rules:1:25: `999999999999…99999h` (311 characters) is too large to be a number; policy.rules:2:21: hold-down `999999999999…9999ms` (312 characters) is longer than the limit of 168h");
+}

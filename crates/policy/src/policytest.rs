@@ -142,30 +142,70 @@ fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
 
 fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
     let secs = parse_duration(s.trim());
-    if secs.is_finite() && secs >= 0.0 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(format!(
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!(
             "{what} `{s}` is not a duration like `1s` or `250ms`"
-        ))
+        ));
     }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{what} `{s}` is too long"))
+}
+
+/// Largest accepted test file.
+pub const MAX_TEST_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Most steps simulated for one test case (`at` divided by `step`), the same
+/// bound as for a series.
+pub const MAX_STEPS: u64 = 100_000;
+/// Most steps simulated for one test file, all cases together.
+pub const MAX_FILE_STEPS: u64 = 1_000_000;
+/// Longest accepted `step`.
+pub const MAX_STEP_SECS: f64 = 24.0 * 3600.0;
+
+/// Read at most `max` bytes of `path` as text; a longer file is an error.
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than the limit of {max} bytes"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Run one test file against `catalogue`.
 pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| TestFileError::Read {
-        path: shown.clone(),
+    let text = read_bounded(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
+        path: path.display().to_string(),
         source,
     })?;
-    let file: TestFile = crate::yaml::from_str(&shown, &text).map_err(TestFileError::Yaml)?;
+    // One byte over the policy limit is enough for the compiler to report it.
+    let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
+    run_text(path, &text, catalogue, |p| read_bounded(p, max_policy))
+}
+
+/// Run the test file `text` (read from `path`, which is used in messages and
+/// to resolve the policy's path) against `catalogue`; `read_policy` reads the
+/// policy it names. Pure apart from `read_policy`: this is what `run_file`
+/// and the fuzz target call.
+pub fn run_text(
+    path: &Path,
+    text: &str,
+    catalogue: &Catalogue,
+    read_policy: impl FnOnce(&Path) -> std::io::Result<String>,
+) -> Result<FileOutcome, TestFileError> {
+    let shown = path.display().to_string();
+    let file: TestFile = crate::yaml::from_str(&shown, text).map_err(TestFileError::Yaml)?;
     let invalid = |message: String| TestFileError::Invalid {
         path: shown.clone(),
         message,
     };
     let policy_path = path.parent().unwrap_or(Path::new(".")).join(&file.policy);
     let policy_shown = policy_path.display().to_string();
-    let src = std::fs::read_to_string(&policy_path).map_err(|source| TestFileError::Read {
+    let src = read_policy(&policy_path).map_err(|source| TestFileError::Read {
         path: policy_shown.clone(),
         source,
     })?;
@@ -174,11 +214,18 @@ pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestF
     if step.is_zero() {
         return Err(invalid("step must be longer than zero".to_string()));
     }
+    if step.as_secs_f64() > MAX_STEP_SECS {
+        return Err(invalid(format!(
+            "step `{}` is longer than the limit of 24h",
+            file.step.as_deref().unwrap_or("")
+        )));
+    }
     let mut outcome = FileOutcome::default();
+    let mut budget = MAX_FILE_STEPS;
     for case in &file.tests {
         outcome.cases += 1;
         outcome.expectations += case.expect.len();
-        let failures = run_case(&policy, catalogue, step, case)
+        let failures = run_case(&policy, catalogue, step, case, &mut budget)
             .map_err(|m| invalid(format!("test `{}`: {m}", case.name)))?;
         for f in failures {
             outcome
@@ -194,6 +241,7 @@ fn run_case(
     catalogue: &Catalogue,
     step: Duration,
     case: &TestCase,
+    budget: &mut u64,
 ) -> Result<Vec<String>, String> {
     let mut series: Vec<(SignalId, Vec<Sample>)> = Vec::new();
     for (name, text) in &case.signals {
@@ -211,6 +259,12 @@ fn run_case(
     for e in &case.expect {
         let at = parse_time(&e.at, "`at`")?;
         let ratio = at.as_secs_f64() / step.as_secs_f64();
+        if ratio.round() > MAX_STEPS as f64 {
+            return Err(format!(
+                "`at: {}` is more than {MAX_STEPS} steps after the start",
+                e.at
+            ));
+        }
         if (ratio - ratio.round()).abs() > 1e-9 {
             return Err(format!("`at: {}` is not a multiple of the step", e.at));
         }
@@ -225,6 +279,17 @@ fn run_case(
     }
     expects.sort_by_key(|(i, _)| *i);
     let last = expects.last().map_or(0, |(i, _)| *i);
+    *budget = budget.checked_sub(last + 1).ok_or_else(|| {
+        format!("the test file simulates more than {MAX_FILE_STEPS} steps in all")
+    })?;
+    // `last` ≤ MAX_STEPS and `step` ≤ MAX_STEP_SECS, so these times exist; the
+    // checks only turn a broken invariant into an error instead of a panic.
+    let at_step = |i: u64| -> Result<Duration, String> {
+        u32::try_from(i)
+            .ok()
+            .and_then(|i| step.checked_mul(i))
+            .ok_or_else(|| "simulated time out of range".to_string())
+    };
 
     let t0 = Instant::now();
     let wall0 = SystemTime::UNIX_EPOCH;
@@ -234,7 +299,10 @@ fn run_case(
     let mut failures = Vec::new();
     let mut next = 0;
     for i in 0..=last {
-        let now = t0 + step * (i as u32);
+        let offset = at_step(i)?;
+        let now = t0
+            .checked_add(offset)
+            .ok_or_else(|| "simulated time out of range".to_string())?;
         for (id, samples) in &series {
             let idx = id.index();
             match samples.get(i as usize) {
@@ -249,7 +317,7 @@ fn run_case(
                             error: Arc::from("no sample in the test series"),
                             ago: Duration::ZERO,
                         },
-                        last_good_age: last_good[idx].map(|g| step * ((i - g) as u32)),
+                        last_good_age: last_good[idx].map(|g| at_step(i - g)).transpose()?,
                     };
                 }
             }
@@ -258,7 +326,10 @@ fn run_case(
         while next < expects.len() && expects[next].0 == i {
             let (_, e) = expects[next];
             next += 1;
-            let reports = ev.report(&readings, now, wall0 + step * (i as u32));
+            let wall = wall0
+                .checked_add(offset)
+                .ok_or_else(|| "simulated time out of range".to_string())?;
+            let reports = ev.report(&readings, now, wall);
             let ready = ev.ready();
             let mut problems = Vec::new();
             if let Some(want) = e.ready
@@ -342,6 +413,67 @@ mod tests {
             Sample::Value(Value::Num(60.0))
         );
         assert!(parse_series("maybe", SignalType::Bool).is_err());
+        assert!(parse_series("NaN inf 1e999", SignalType::Number).is_err());
+        assert!(parse_series("1e999s", SignalType::Duration).is_err());
         assert!(parse_series("1s", SignalType::Number).is_err());
+    }
+
+    fn run(step: &str, at: &str) -> String {
+        let yaml = format!(
+            "policy: p.policy\nstep: \"{step}\"\ntests:\n  - name: t\n    signals: {{leader: \"true\"}}\n    expect:\n      - {{at: \"{at}\", ready: true}}\n"
+        );
+        let c = Catalogue::builtin();
+        match run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())) {
+            Ok(o) => format!("ok, {} failures", o.failures.len()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Issue 10: `Duration::from_secs_f64` panicked on a huge `step` or `at`,
+    /// `step * i` could overflow, and a huge `at` simulated billions of steps.
+    #[test]
+    fn regression_absurd_steps_and_times_are_errors_not_panics_or_wedges() {
+        assert_eq!(run("1s", "0s"), "ok, 0 failures");
+        assert_eq!(run("1s", "2s"), "ok, 1 failures");
+        assert_eq!(
+            run("99999999999999999999h", "0s"),
+            "t.yaml: step `99999999999999999999h` is too long"
+        );
+        assert_eq!(
+            run("1000h", "0s"),
+            "t.yaml: step `1000h` is longer than the limit of 24h"
+        );
+        assert_eq!(
+            run("1s", "1e30h"),
+            "t.yaml: test `t`: `at` `1e30h` is too long"
+        );
+        assert_eq!(
+            run("1s", "1000000h"),
+            "t.yaml: test `t`: `at: 1000000h` is more than 100000 steps after the start"
+        );
+        assert_eq!(
+            run("0.000001ms", "1s"),
+            "t.yaml: test `t`: `at: 1s` is more than 100000 steps after the start"
+        );
+        assert_eq!(
+            run("-1s", "0s"),
+            "t.yaml: step `-1s` is not a duration like `1s` or `250ms`"
+        );
+        assert_eq!(
+            run("NaNs", "0s"),
+            "t.yaml: step `NaNs` is not a duration like `1s` or `250ms`"
+        );
+    }
+
+    #[test]
+    fn a_file_simulates_at_most_a_million_steps_in_all() {
+        let case = "  - name: t\n    expect:\n      - {at: 99999s}\n";
+        let yaml = format!("policy: p.policy\ntests:\n{}", case.repeat(11));
+        let c = Catalogue::builtin();
+        let e = run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.yaml: test `t`: the test file simulates more than 1000000 steps in all"
+        );
     }
 }

@@ -208,3 +208,95 @@ fn not_ready_before_the_first_evaluation() {
     let ev = Evaluator::new(w.policy("true"), w.t0);
     assert!(!ev.ready());
 }
+
+/// `let a0 = BASE`, `let aN = aN-1 && aN-1` up to `depth`, and a check on the
+/// last: 2^depth leaves if each `let` were expanded at every use.
+fn doubling_chain(base: &str, depth: usize) -> String {
+    let mut src = format!("let a0 = {base}\n");
+    for i in 1..=depth {
+        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
+    }
+    src.push_str(&format!("check deep: a{depth}\n"));
+    src
+}
+
+/// Issue 10: explaining a failing check on a `let` chain expanded every `let`
+/// at every use (2^40 steps at depth 40). The explanation still points at the
+/// failing term inside the innermost `let`, with its value, once.
+#[test]
+fn regression_a_40_deep_let_chain_is_evaluated_and_explained_by_its_failing_term() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy(&doubling_chain("qget_ms < 1000", 40)), w.t0);
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    assert!(ev.ready());
+    w.set("qget_ms", Value::Num(1500.0));
+    ev.evaluate(&w.r, w.at(1.0));
+    assert_eq!(state(&ev, "deep"), CheckState::Fail);
+    let rep = ev.report(&w.r, w.at(1.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms = 1500)"
+    );
+    w.fail("qget_ms", "request timed out", Duration::from_secs(2));
+    ev.evaluate(&w.r, w.at(2.0));
+    assert_eq!(state(&ev, "deep"), CheckState::Unknown);
+    let rep = ev.report(&w.r, w.at(2.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms unknown: last sample failed 2s ago: request timed out"
+    );
+}
+
+/// A term that uses a deep chain directly reports the unknown signals of the
+/// chain (from each `let`'s list of signals, not by expanding it) and the
+/// value of the `let` it names.
+#[test]
+fn unknown_signals_through_a_deep_chain_are_named_once_each() {
+    let mut w = World::new();
+    let mut src = doubling_chain("qget_ms < 1000 && age(rev_lag) < 1m && leader", 40);
+    src.push_str("check via_coalesce: a40 ?? false\ncheck shown: a40 == true\n");
+    let mut ev = Evaluator::new(w.policy(&src), w.t0);
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms unknown: never sampled; rev_lag unknown: never sampled"
+    );
+    assert_eq!(rep[1].state, CheckState::Fail);
+    assert_eq!(rep[1].explanation, "a40 ?? false is false (a40 = unknown)");
+    assert_eq!(rep[2].state, CheckState::Unknown);
+    assert_eq!(
+        rep[2].explanation,
+        "qget_ms unknown: never sampled; rev_lag unknown: never sampled"
+    );
+}
+
+/// An explanation is bounded: a check that fails on thousands of terms shows
+/// the first ones and counts the rest.
+#[test]
+fn very_long_explanations_are_cut_and_counted() {
+    let mut w = World::new();
+    let terms: Vec<String> = (0..250).map(|i| format!("qget_ms < {i}")).collect();
+    let src = format!("check many: {}", terms.join(" || "));
+    let mut ev = Evaluator::new(w.policy(&src), w.t0);
+    w.set("qget_ms", Value::Num(1e6));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    let e = &rep[0].explanation;
+    assert!(
+        e.len() <= etcd_readiness_policy::policy::eval::MAX_EXPLANATION_BYTES + 40,
+        "{}",
+        e.len()
+    );
+    assert!(
+        e.starts_with("qget_ms < 0 is false (qget_ms = 1000000); qget_ms < 1 is false"),
+        "{e}"
+    );
+    let shown = e.matches(" is false").count();
+    assert!(
+        e.ends_with(&format!("; and {} more terms", 250 - shown)),
+        "{e}"
+    );
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::ast::{BinOp, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
 use super::diag::{Diagnostic, did_you_mean};
 use super::limits;
-use super::program::{CheckDef, LetDef, Node, NodeId, Op, Tri, Val};
+use super::program::{CheckDef, Leaf, LetDef, Node, NodeId, Op, Tri, Val};
 use crate::signals::{Catalogue, SignalId, SignalType};
 use crate::verdict::CheckKind;
 
@@ -28,6 +28,10 @@ pub struct Compiled {
     pub nodes: Vec<Node>,
     pub lets: Vec<LetDef>,
     pub checks: Vec<CheckDef>,
+    /// Per `let`, the signals its expression reads (through earlier lets too),
+    /// in order of first mention: computed once, so nothing ever expands a
+    /// `let` at each of its uses.
+    pub let_leaves: Vec<Vec<Leaf>>,
 }
 
 struct Checker<'a> {
@@ -35,6 +39,8 @@ struct Checker<'a> {
     catalogue: &'a Catalogue,
     nodes: Vec<Node>,
     lets: Vec<LetDef>,
+    /// Parallel to `lets`: see [`Compiled::let_leaves`].
+    let_leaves: Vec<Vec<Leaf>>,
     /// Names of lets defined anywhere in the file, to tell "used before its let"
     /// from "unknown".
     later_lets: HashMap<String, Span>,
@@ -51,6 +57,7 @@ pub fn compile(
         catalogue,
         nodes: Vec::new(),
         lets: Vec::new(),
+        let_leaves: Vec::new(),
         later_lets: stmts
             .iter()
             .filter_map(|s| match s {
@@ -75,8 +82,14 @@ pub fn compile(
     });
     let mut seen_bare = false;
     let mut reported_extra = false;
+    let mut reported_size = false;
 
     for stmt in stmts {
+        if c.nodes.len() > limits::MAX_NODES && !std::mem::replace(&mut reported_size, true) {
+            // The statement before this one crossed the limit; say where the
+            // policy stopped fitting rather than pointing at the whole file.
+            c.diags.push(too_many_nodes(stmt_span(stmt)));
+        }
         match stmt {
             Stmt::Let {
                 name,
@@ -110,11 +123,14 @@ pub fn compile(
                 }
                 if let Some(root) = c.expr(expr) {
                     let ty = c.nodes[root as usize].ty;
+                    let mut leaves = Vec::new();
+                    c.leaves(root, &mut leaves);
                     c.lets.push(LetDef {
                         name: name.clone(),
                         root,
                         ty,
                     });
+                    c.let_leaves.push(leaves);
                 } else {
                     // Keep the name resolvable so its uses do not cascade into
                     // "unknown name" errors.
@@ -123,6 +139,7 @@ pub fn compile(
                         root: u32::MAX,
                         ty: SignalType::Bool,
                     });
+                    c.let_leaves.push(Vec::new());
                 }
             }
             Stmt::Check {
@@ -211,18 +228,17 @@ pub fn compile(
                         continue;
                     }
                     let hold_down = match hold {
-                        Some((secs, hspan)) if !(secs.is_finite() && *secs > 0.0) => {
-                            c.diags.push(Diagnostic::new(
-                                "hold-down must be longer than zero",
-                                *hspan,
-                            ));
-                            None
-                        }
-                        Some((secs, _)) => Some(Duration::from_secs_f64(*secs)),
+                        Some((secs, hspan)) => c.hold_down(*secs, *hspan),
                         None => None,
                     };
-                    let mut signals = Vec::new();
-                    c.collect_signals(root, &mut signals);
+                    let mut leaves = Vec::new();
+                    c.leaves(root, &mut leaves);
+                    let mut signals: Vec<SignalId> = Vec::new();
+                    for leaf in leaves {
+                        if !signals.contains(&leaf.signal) {
+                            signals.push(leaf.signal);
+                        }
+                    }
                     checks.push(CheckDef {
                         name,
                         kind: if *kind == StmtKind::Warn {
@@ -246,22 +262,53 @@ pub fn compile(
             ),
         );
     }
-    if c.nodes.len() > limits::MAX_NODES {
-        c.diags.push(Diagnostic::new(
-            format!("policy compiles to more than {} nodes", limits::MAX_NODES),
-            Span::new(0, 0),
-        ));
+    if c.nodes.len() > limits::MAX_NODES && !reported_size {
+        let last = stmts.last().map_or(Span::new(0, 0), stmt_span);
+        c.diags.push(too_many_nodes(last));
     }
     if c.diags.is_empty() {
         Ok(Compiled {
             nodes: c.nodes,
             lets: c.lets,
             checks,
+            let_leaves: c.let_leaves,
         })
     } else {
         c.diags.sort_by_key(|d| d.span.start);
         Err(c.diags)
     }
+}
+
+/// A literal quoted in a message: long ones (a 400-digit duration) are cut
+/// in the middle, with their length; the caret line shows all of it.
+fn quoted(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= 24 {
+        return format!("`{text}`");
+    }
+    let head: String = chars[..12].iter().collect();
+    let tail: String = chars[chars.len() - 6..].iter().collect();
+    format!("`{head}…{tail}` ({} characters)", chars.len())
+}
+
+fn stmt_span(stmt: &Stmt) -> Span {
+    match stmt {
+        Stmt::Let {
+            name_span, expr, ..
+        } => name_span.to(expr.span),
+        Stmt::Check { span, .. } => *span,
+    }
+}
+
+fn too_many_nodes(span: Span) -> Diagnostic {
+    Diagnostic::new(
+        format!(
+            "the policy compiles to more than {} nodes by the end of this statement",
+            limits::MAX_NODES
+        ),
+        Span::new(span.start, span.start),
+    )
+    .help("each name, literal, operator and call is a node; put repeated parts in a `let` (a use of a `let` is one node)")
 }
 
 fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
@@ -327,27 +374,79 @@ impl Checker<'_> {
         }
     }
 
-    fn collect_signals(&self, id: NodeId, out: &mut Vec<SignalId>) {
+    /// The signals node `id` reads, in order of first mention, each `(signal,
+    /// age)` once. A `let` contributes its precomputed list: linear in the
+    /// node's own expression however deeply lets are stacked.
+    fn leaves(&self, id: NodeId, out: &mut Vec<Leaf>) {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
+        let mut add = |leaf: Leaf| {
+            if !out.contains(&leaf) {
+                out.push(leaf)
+            }
+        };
         match node.op {
-            Op::Signal(s) | Op::Age(s) => {
-                if !out.contains(&s) {
-                    out.push(s)
+            Op::Signal(signal) => add(Leaf { signal, age: false }),
+            Op::Age(signal) => add(Leaf { signal, age: true }),
+            Op::Let(i) => {
+                for leaf in self.let_leaves.get(i as usize).into_iter().flatten() {
+                    add(*leaf);
                 }
             }
-            Op::Let(i) => {
-                let root = self.lets[i as usize].root;
-                self.collect_signals(root, out)
-            }
-            Op::Known(a) | Op::Not(a) | Op::Neg(a) => self.collect_signals(a, out),
+            Op::Known(a) | Op::Not(a) | Op::Neg(a) => self.leaves(a, out),
             Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => {
-                self.collect_signals(a, out);
-                self.collect_signals(b, out);
+                self.leaves(a, out);
+                self.leaves(b, out);
             }
             Op::Const(_) => {}
         }
+    }
+
+    /// A hold-down (`for DURATION`) as a `Duration`, or a diagnostic.
+    fn hold_down(&mut self, secs: f64, span: Span) -> Option<Duration> {
+        if secs.is_finite() && secs <= 0.0 {
+            self.diags
+                .push(Diagnostic::new("hold-down must be longer than zero", span));
+            return None;
+        }
+        let max = limits::MAX_HOLD_DOWN_SECS;
+        match Duration::try_from_secs_f64(secs) {
+            Ok(d) if secs <= max => Some(d),
+            _ => {
+                self.diags.push(
+                    Diagnostic::new(
+                        format!(
+                            "hold-down {} is longer than the limit of {}",
+                            quoted(&self.text(span)),
+                            super::eval::fmt_duration(max)
+                        ),
+                        span,
+                    )
+                    .help(
+                        "a hold-down bridges blips of seconds or minutes; use at most `for 168h`",
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// A literal as a finite value, or a diagnostic: `1e999` or a duration of
+    /// a thousand digits does not fit in a 64-bit float.
+    fn literal(&mut self, value: f64, span: Span) -> Option<f64> {
+        if value.is_finite() {
+            return Some(value);
+        }
+        self.diags.push(
+            Diagnostic::new(
+                format!("{} is too large to be a number", quoted(&self.text(span))),
+                span,
+            )
+            .label("larger than 1.8e308")
+            .help("write a smaller value"),
+        );
+        None
     }
 
     /// Compile an expression; `None` after reporting a problem in it.
@@ -359,10 +458,12 @@ impl Checker<'_> {
                 e.span,
             )),
             ExprKind::Num(n) => {
-                Some(self.push(Op::Const(Val::N(Some(*n))), SignalType::Number, e.span))
+                let n = self.literal(*n, e.span)?;
+                Some(self.push(Op::Const(Val::N(Some(n))), SignalType::Number, e.span))
             }
             ExprKind::Duration(d) => {
-                Some(self.push(Op::Const(Val::N(Some(*d))), SignalType::Duration, e.span))
+                let d = self.literal(*d, e.span)?;
+                Some(self.push(Op::Const(Val::N(Some(d))), SignalType::Duration, e.span))
             }
             ExprKind::Ident(name) => self.ident(name, e.span),
             ExprKind::Call {

@@ -137,11 +137,21 @@ fn render(f: &mut fmt::Formatter<'_>, path: &str, src: &str, d: &Diagnostic) -> 
     Ok(())
 }
 
+/// Longest name [`did_you_mean`] compares.
+pub const MAX_SUGGEST_LEN: usize = 128;
+
 /// The closest of `candidates` to `name`, if close enough to be a likely typo.
+///
+/// Names longer than [`MAX_SUGGEST_LEN`] get no suggestion: the edit distance
+/// costs the product of the two lengths in time and memory, and a 30 KiB
+/// identifier is no typo.
 pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    if name.len() > MAX_SUGGEST_LEN {
+        return None;
+    }
     let limit = (name.chars().count() / 3).max(1);
     candidates
-        .filter(|c| *c != name)
+        .filter(|c| *c != name && c.len() <= MAX_SUGGEST_LEN)
         .map(|c| (strsim::damerau_levenshtein(name, c), c))
         .filter(|(d, c)| *d <= limit || c.starts_with(name) && name.len() >= 3)
         .min_by_key(|(d, _)| *d)

@@ -44,7 +44,42 @@ fn finite(n: f64) -> Option<f64> {
 
 impl Policy {
     /// Evaluate node `id`. `lets` holds the values of the lets computed so far.
+    ///
+    /// A use of a `let` reads its value from `lets` (computed once per round
+    /// by the [`Evaluator`](super::Evaluator)), so evaluating a check visits
+    /// each node of its own expression at most once: evaluation costs what the
+    /// text costs, however often a `let` is used.
     pub fn eval(&self, id: NodeId, readings: &[Reading], lets: &[Val]) -> Val {
+        self.apply(id, readings, lets, &|child| {
+            self.eval(child, readings, lets)
+        })
+    }
+
+    /// The value of every node, in one pass in id order (children always have
+    /// smaller ids than their parents). For explanations, which ask for the
+    /// value of many nodes of the same check.
+    pub(super) fn node_values(&self, readings: &[Reading], lets: &[Val]) -> Vec<Val> {
+        let mut vals: Vec<Val> = Vec::with_capacity(self.nodes.len());
+        for id in 0..self.nodes.len() {
+            let v = self.apply(id as NodeId, readings, lets, &|child| {
+                vals.get(child as usize).copied().unwrap_or(Val::N(None))
+            });
+            vals.push(v);
+        }
+        vals
+    }
+
+    /// The semantics of one node, given a way to get its operands' values:
+    /// recursively ([`eval`](Self::eval)) or from a table
+    /// ([`node_values`](Self::node_values)). `&&`, `||` and `??` ask for their
+    /// right operand only when it decides the result.
+    fn apply(
+        &self,
+        id: NodeId,
+        readings: &[Reading],
+        lets: &[Val],
+        value: &impl Fn(NodeId) -> Val,
+    ) -> Val {
         let Some(node) = self.nodes.get(id as usize) else {
             return Val::B(Tri::Unknown);
         };
@@ -58,124 +93,97 @@ impl Policy {
                     .and_then(|r| r.last_good_age)
                     .map(|d| d.as_secs_f64()),
             ),
-            Op::Known(a) => Val::B(Tri::from_bool(self.eval(a, readings, lets).is_known())),
-            Op::Not(a) => Val::B(not(self.eval(a, readings, lets).tri())),
-            Op::Neg(a) => Val::N(self.eval(a, readings, lets).num().map(|n| -n)),
+            Op::Known(a) => Val::B(Tri::from_bool(value(a).is_known())),
+            Op::Not(a) => Val::B(not(value(a).tri())),
+            Op::Neg(a) => Val::N(value(a).num().map(|n| -n)),
             Op::Min(a, b) | Op::Max(a, b) => {
-                let x = self.eval(a, readings, lets).num();
-                let y = self.eval(b, readings, lets).num();
+                let x = value(a).num();
+                let y = value(b).num();
                 Val::N(match (x, y) {
                     (Some(x), Some(y)) if matches!(node.op, Op::Min(..)) => Some(x.min(y)),
                     (Some(x), Some(y)) => Some(x.max(y)),
                     _ => None,
                 })
             }
-            Op::Bin(op, a, b) => self.bin(op, a, b, readings, lets),
-        }
-    }
-
-    fn bin(&self, op: BinOp, a: NodeId, b: NodeId, readings: &[Reading], lets: &[Val]) -> Val {
-        match op {
-            // Kleene: a false operand decides `&&` even if the other is unknown.
-            BinOp::And => {
-                let x = self.eval(a, readings, lets).tri();
-                if x == Tri::False {
-                    return Val::B(Tri::False);
-                }
-                Val::B(and(x, self.eval(b, readings, lets).tri()))
-            }
-            BinOp::Or => {
-                let x = self.eval(a, readings, lets).tri();
-                if x == Tri::True {
-                    return Val::B(Tri::True);
-                }
-                Val::B(or(x, self.eval(b, readings, lets).tri()))
-            }
-            BinOp::Coalesce => {
-                let x = self.eval(a, readings, lets);
-                if x.is_known() {
-                    x
-                } else {
-                    self.eval(b, readings, lets)
-                }
-            }
-            BinOp::Eq | BinOp::Ne => {
-                let x = self.eval(a, readings, lets);
-                let y = self.eval(b, readings, lets);
-                let eq = match (x, y) {
-                    (Val::B(p), Val::B(q)) if p != Tri::Unknown && q != Tri::Unknown => {
-                        Some(p == q)
-                    }
-                    (Val::N(Some(p)), Val::N(Some(q))) => Some(p == q),
-                    _ => None,
-                };
-                Val::B(match eq {
-                    None => Tri::Unknown,
-                    Some(e) => Tri::from_bool(if op == BinOp::Eq { e } else { !e }),
-                })
-            }
-            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                let x = self.eval(a, readings, lets).num();
-                let y = self.eval(b, readings, lets).num();
-                Val::B(match (x, y) {
-                    (Some(x), Some(y)) => Tri::from_bool(match op {
-                        BinOp::Lt => x < y,
-                        BinOp::Le => x <= y,
-                        BinOp::Gt => x > y,
-                        _ => x >= y,
-                    }),
-                    _ => Tri::Unknown,
-                })
-            }
-            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
-                let x = self.eval(a, readings, lets).num();
-                let y = self.eval(b, readings, lets).num();
-                Val::N(match (x, y) {
-                    (Some(x), Some(y)) => finite(match op {
-                        BinOp::Add => x + y,
-                        BinOp::Sub => x - y,
-                        BinOp::Mul => x * y,
-                        _ => x / y,
-                    }),
-                    _ => None,
-                })
-            }
+            Op::Bin(op, a, b) => bin(op, value(a), || value(b)),
         }
     }
 
     /// Why the check rooted at `root` does not pass: the failing (or unknown)
     /// terms with the values observed, joined by `; `. `lets` as in [`eval`].
     pub fn explain(&self, root: NodeId, readings: &[Reading], lets: &[Val]) -> String {
+        let vals = self.node_values(readings, lets);
+        self.explain_with(root, readings, &vals)
+    }
+
+    /// [`explain`](Self::explain) with every node's value already computed by
+    /// [`node_values`](Self::node_values) (shared by all checks of a report).
+    /// At most [`MAX_EXPLANATION_BYTES`] long: further terms are counted, not
+    /// shown.
+    pub(super) fn explain_with(&self, root: NodeId, readings: &[Reading], vals: &[Val]) -> String {
+        let target = value_of(vals, root).tri();
         let mut terms: Vec<NodeId> = Vec::new();
-        let target = self.eval(root, readings, lets).tri();
-        self.blame(root, target, readings, lets, &mut terms);
+        let mut visited = vec![false; self.nodes.len()];
+        self.blame(root, target, vals, &mut visited, &mut terms);
         let mut out = String::new();
+        let mut piece = String::new();
         for (i, t) in terms.iter().enumerate() {
-            if i > 0 {
-                out.push_str("; ");
+            piece.clear();
+            self.render_term(*t, readings, vals, &mut piece);
+            let sep = if out.is_empty() { "" } else { "; " };
+            if out.len() + sep.len() + piece.len() > MAX_EXPLANATION_BYTES {
+                let mut shown = i;
+                if out.is_empty() {
+                    let mut cut = MAX_EXPLANATION_BYTES;
+                    while !piece.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    out.push_str(&piece[..cut]);
+                    out.push('…');
+                    shown += 1;
+                }
+                let more = terms.len() - shown;
+                if more > 0 {
+                    let _ = write!(
+                        out,
+                        "; and {more} more term{}",
+                        if more == 1 { "" } else { "s" }
+                    );
+                }
+                break;
             }
-            self.render_term(*t, readings, lets, &mut out);
+            out.push_str(sep);
+            out.push_str(&piece);
         }
         out
     }
 
     /// Collect the smallest terms that make `id` evaluate to `result`
     /// (false or unknown), descending through `&&`, `||` and lets.
+    ///
+    /// `result` is always the node's own value, so what a node contributes
+    /// depends only on the node: `visited` makes each node (and so each `let`
+    /// body, however often the let is used) walked at most once, which keeps
+    /// this linear in the size of the program.
     fn blame(
         &self,
         id: NodeId,
         result: Tri,
-        readings: &[Reading],
-        lets: &[Val],
+        vals: &[Val],
+        visited: &mut [bool],
         out: &mut Vec<NodeId>,
     ) {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
+        match visited.get_mut(id as usize) {
+            Some(seen) if !*seen => *seen = true,
+            _ => return,
+        }
         match node.op {
             Op::Bin(op @ (BinOp::And | BinOp::Or), a, b) => {
-                let x = self.eval(a, readings, lets).tri();
-                let y = self.eval(b, readings, lets).tri();
+                let x = value_of(vals, a).tri();
+                let y = value_of(vals, b).tri();
                 // For `&&` false, each false side is to blame; for unknown, the
                 // unknown sides. For `||`, every side that is not true.
                 let culprit = |v: Tri| match (op, result) {
@@ -185,29 +193,27 @@ impl Policy {
                     _ => v != Tri::True,
                 };
                 if culprit(x) {
-                    self.blame(a, x, readings, lets, out);
+                    self.blame(a, x, vals, visited, out);
                 }
                 if culprit(y) {
-                    self.blame(b, y, readings, lets, out);
+                    self.blame(b, y, vals, visited, out);
                 }
             }
             // A let stands for its expression: blame what inside it failed.
             Op::Let(i) => match self.lets.get(i as usize) {
-                Some(l) => self.blame(l.root, result, readings, lets, out),
+                Some(l) => self.blame(l.root, result, vals, visited, out),
                 None => out.push(id),
             },
-            _ => {
-                if !out.contains(&id) {
-                    out.push(id)
-                }
-            }
+            _ => out.push(id),
         }
     }
 
-    fn render_term(&self, id: NodeId, readings: &[Reading], lets: &[Val], out: &mut String) {
-        let node = &self.nodes[id as usize];
+    fn render_term(&self, id: NodeId, readings: &[Reading], vals: &[Val], out: &mut String) {
+        let Some(node) = self.nodes.get(id as usize) else {
+            return;
+        };
         let text = super::check::collapse_ws(node.span.text(&self.source));
-        let v = self.eval(id, readings, lets).tri();
+        let v = value_of(vals, id).tri();
         if v == Tri::Unknown {
             // Say why: each unknown signal inside the term, with its reason.
             let mut unknowns = Vec::new();
@@ -241,19 +247,23 @@ impl Policy {
             return;
         }
         if let Op::Not(a) = node.op
-            && matches!(self.nodes[a as usize].op, Op::Signal(_))
+            && matches!(
+                self.nodes.get(a as usize).map(|n| n.op),
+                Some(Op::Signal(_))
+            )
         {
             return;
         }
         let mut shown: Vec<String> = Vec::new();
-        self.values_in(id, readings, lets, &mut shown);
+        self.values_in(id, readings, vals, &mut shown);
         if !shown.is_empty() {
             let _ = write!(out, " ({})", shown.join(", "));
         }
     }
 
-    /// `name = value` for the signals, `age()`s and lets a term mentions directly.
-    fn values_in(&self, id: NodeId, readings: &[Reading], lets: &[Val], out: &mut Vec<String>) {
+    /// `name = value` for the signals, `age()`s and lets a term mentions
+    /// directly (not through a let: a let is shown by its own value).
+    fn values_in(&self, id: NodeId, readings: &[Reading], vals: &[Val], out: &mut Vec<String>) {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
@@ -266,7 +276,7 @@ impl Policy {
             Op::Age(_) | Op::Let(_) => Some(format!(
                 "{} = {}",
                 super::check::collapse_ws(node.span.text(&self.source)),
-                fmt_val(self.eval(id, readings, lets), node.ty)
+                fmt_val(value_of(vals, id), node.ty)
             )),
             _ => None,
         };
@@ -277,35 +287,28 @@ impl Policy {
             return;
         }
         match node.op {
-            Op::Known(a) | Op::Not(a) | Op::Neg(a) => self.values_in(a, readings, lets, out),
+            Op::Known(a) | Op::Not(a) | Op::Neg(a) => self.values_in(a, readings, vals, out),
             Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => {
-                self.values_in(a, readings, lets, out);
-                self.values_in(b, readings, lets, out);
+                self.values_in(a, readings, vals, out);
+                self.values_in(b, readings, vals, out);
             }
             _ => {}
         }
     }
 
+    /// The unknown signals a term reads, in order of first mention. A `let`
+    /// contributes from the list of signals its body reads (computed once by
+    /// the checker) instead of being expanded at every use.
     fn unknown_signals(&self, id: NodeId, readings: &[Reading], out: &mut Vec<SignalId>) {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
         match node.op {
-            Op::Signal(s) | Op::Age(s) => {
-                let unknown = readings.get(s.index()).is_none_or(|r| {
-                    if matches!(node.op, Op::Age(_)) {
-                        r.last_good_age.is_none()
-                    } else {
-                        r.value.is_none()
-                    }
-                });
-                if unknown && !out.contains(&s) {
-                    out.push(s);
-                }
-            }
+            Op::Signal(s) => push_if_unknown(s, false, readings, out),
+            Op::Age(s) => push_if_unknown(s, true, readings, out),
             Op::Let(i) => {
-                if let Some(l) = self.lets.get(i as usize) {
-                    self.unknown_signals(l.root, readings, out)
+                for leaf in self.let_leaves.get(i as usize).into_iter().flatten() {
+                    push_if_unknown(leaf.signal, leaf.age, readings, out);
                 }
             }
             Op::Known(_) | Op::Const(_) => {}
@@ -326,6 +329,85 @@ impl Policy {
             Some(Value::Num(n)) if unit == "s" => fmt_duration(n),
             Some(Value::Num(n)) => fmt_num(n),
         }
+    }
+}
+
+/// Longest explanation of one check, in bytes; further terms are counted,
+/// not shown (`/readyz` shows at most 1,000 bytes of it anyway).
+pub const MAX_EXPLANATION_BYTES: usize = 8 * 1024;
+
+fn value_of(vals: &[Val], id: NodeId) -> Val {
+    vals.get(id as usize).copied().unwrap_or(Val::N(None))
+}
+
+/// `signal` (or its `age()`) is unknown in `readings`: add it once.
+fn push_if_unknown(signal: SignalId, age: bool, readings: &[Reading], out: &mut Vec<SignalId>) {
+    let unknown = readings.get(signal.index()).is_none_or(|r| {
+        if age {
+            r.last_good_age.is_none()
+        } else {
+            r.value.is_none()
+        }
+    });
+    if unknown && !out.contains(&signal) {
+        out.push(signal);
+    }
+}
+
+/// A binary operator on its left value and (lazily) its right one.
+fn bin(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
+    match op {
+        // Kleene: a false operand decides `&&` even if the other is unknown.
+        BinOp::And => {
+            let x = x.tri();
+            if x == Tri::False {
+                return Val::B(Tri::False);
+            }
+            Val::B(and(x, y().tri()))
+        }
+        BinOp::Or => {
+            let x = x.tri();
+            if x == Tri::True {
+                return Val::B(Tri::True);
+            }
+            Val::B(or(x, y().tri()))
+        }
+        BinOp::Coalesce => {
+            if x.is_known() {
+                x
+            } else {
+                y()
+            }
+        }
+        BinOp::Eq | BinOp::Ne => {
+            let eq = match (x, y()) {
+                (Val::B(p), Val::B(q)) if p != Tri::Unknown && q != Tri::Unknown => Some(p == q),
+                (Val::N(Some(p)), Val::N(Some(q))) => Some(p == q),
+                _ => None,
+            };
+            Val::B(match eq {
+                None => Tri::Unknown,
+                Some(e) => Tri::from_bool(if op == BinOp::Eq { e } else { !e }),
+            })
+        }
+        BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Val::B(match (x.num(), y().num()) {
+            (Some(x), Some(y)) => Tri::from_bool(match op {
+                BinOp::Lt => x < y,
+                BinOp::Le => x <= y,
+                BinOp::Gt => x > y,
+                _ => x >= y,
+            }),
+            _ => Tri::Unknown,
+        }),
+        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => Val::N(match (x.num(), y().num()) {
+            (Some(x), Some(y)) => finite(match op {
+                BinOp::Add => x + y,
+                BinOp::Sub => x - y,
+                BinOp::Mul => x * y,
+                _ => x / y,
+            }),
+            _ => None,
+        }),
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Policy {
     nodes: Vec<Node>,
     lets: Vec<LetDef>,
     checks: Vec<CheckDef>,
+    /// Per `let`, the signals it reads (see `check::Compiled::let_leaves`).
+    let_leaves: Vec<Vec<program::Leaf>>,
     /// Names of every catalogue signal, by id, for explanations.
     signal_names: Arc<[String]>,
     signal_units: Arc<[&'static str]>,
@@ -55,6 +57,7 @@ impl Policy {
             nodes: compiled.nodes,
             lets: compiled.lets,
             checks: compiled.checks,
+            let_leaves: compiled.let_leaves,
             signal_names: catalogue.iter().map(|(_, d)| d.name.clone()).collect(),
             signal_units: catalogue.iter().map(|(_, d)| d.unit).collect(),
         })
@@ -71,6 +74,13 @@ impl Policy {
     /// Hex SHA-256 of the source text.
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+
+    /// Size of the compiled program, in nodes: at most one per token of the
+    /// text (a use of a `let` is one node), and at most
+    /// [`limits::MAX_NODES`].
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
     }
 
     pub fn checks(&self) -> &[CheckDef] {

@@ -77,6 +77,13 @@ pub struct Node {
     pub span: Span,
 }
 
+/// A signal an expression reads: its value, or (`age`) its `age()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    pub signal: SignalId,
+    pub age: bool,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LetDef {
     pub name: String,

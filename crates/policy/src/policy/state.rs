@@ -170,6 +170,12 @@ impl Evaluator {
         now_wall: SystemTime,
     ) -> Vec<CheckReport> {
         let policy = &*self.policy;
+        // Every node's value, once for all the checks that need explaining.
+        let vals = if self.checks.iter().any(|rt| rt.raw != Tri::True) {
+            policy.node_values(readings, &self.lets)
+        } else {
+            Vec::new()
+        };
         policy
             .checks()
             .iter()
@@ -179,7 +185,7 @@ impl Evaluator {
                 let explanation = if rt.raw == Tri::True {
                     String::new()
                 } else {
-                    let why = policy.explain(def.root, readings, &self.lets);
+                    let why = policy.explain_with(def.root, readings, &vals);
                     if rt.held {
                         let left = def.hold.unwrap_or_default().saturating_sub(
                             rt.not_true_since

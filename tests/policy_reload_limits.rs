@@ -1,0 +1,155 @@
+//! Issue 10, policy part, through the real `serve` pipeline: policies that
+//! used to wedge or panic the exporter arrive by hot reload (kubelet
+//! AtomicWriter swaps of a ConfigMap-style volume) next to a real etcd member.
+//! A 40-deep `let` doubling chain is applied and evaluated without wedging
+//! anything; a hold-down of `99999999999999999999h` is a failed reload with a
+//! `file:line:col` error on `/policy` and `last_reload_successful 0`; a good
+//! file written afterwards is still picked up.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
+use support::{EtcdCluster, Exporter};
+
+const WAIT: Duration = Duration::from_secs(30);
+const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n";
+const HUGE_HOLD: &str =
+    "check leader: leader\ncheck linearizable_read: qget_ms < 1000 for 99999999999999999999h\n";
+const V2: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 2000\n";
+
+/// `let a0 = leader`, `let aN = aN-1 && aN-1` up to `depth`, and a check on
+/// the last: 2^depth leaves if each `let` were expanded at every use.
+fn doubling_chain(depth: usize) -> String {
+    let mut src = String::from("let a0 = leader\n");
+    for i in 1..=depth {
+        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
+    }
+    src.push_str(&format!("check deep: a{depth}\n"));
+    src
+}
+
+async fn policy_json(e: &Exporter) -> serde_json::Value {
+    serde_json::from_str(&e.get("/policy").await.body).expect("/policy is JSON")
+}
+
+async fn wait_policy(
+    e: &Exporter,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let end = Instant::now() + WAIT;
+    loop {
+        let p = policy_json(e).await;
+        if cond(&p) {
+            return p;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn metric(scrape: &str, name: &str) -> String {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("{name} not in the scrape"))
+        .to_string()
+}
+
+/// `POST /-/reload` over a raw socket: (status, body). Bounded by a deadline:
+/// a wedged reload shows up as a test failure, not a hung test.
+async fn post_reload(e: &Exporter) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(e.addr()).await.unwrap();
+    let req =
+        "POST /-/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut buf))
+        .await
+        .expect("POST /-/reload answers")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
+    let cluster = EtcdCluster::builder(1).start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut volume = AtomicWriterVolume::create(dir.path(), "policy", V1).unwrap();
+    let path = volume.path();
+    let e = Exporter::start(&cluster.endpoint(0), move |a| a.policy = Some(path)).await;
+    let r = e.wait_for("/readyz", 200, WAIT).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The doubling chain: applied, evaluated (the single member is leader, so
+    // `deep` passes), and the exporter stays live and answers reloads.
+    let chain = doubling_chain(40);
+    volume.update(&chain).unwrap();
+    let p = wait_policy(&e, "the 40-deep chain", |p| {
+        p["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("let a40 = a39 && a39"))
+    })
+    .await;
+    assert!(p["last_reload_error"].is_null(), "{p}");
+    let r = e.wait_for("/readyz?verbose", 200, WAIT).await;
+    assert!(r.body.contains("[+]deep ok"), "{}", r.body);
+    assert_eq!(e.get("/livez").await.status, 200);
+    let post = post_reload(&e).await;
+    assert_eq!(post.0, 200, "{}", post.1);
+    assert!(post.1.starts_with("policy unchanged"), "{}", post.1);
+
+    // The huge hold-down: a failed reload, the chain stays in force.
+    let chain_sha = p["sha256"].as_str().unwrap().to_string();
+    volume.update(HUGE_HOLD).unwrap();
+    let p = wait_policy(&e, "the reload error", |p| {
+        p["last_reload_error"].is_string()
+    })
+    .await;
+    let err = p["last_reload_error"].as_str().unwrap();
+    assert!(
+        err.contains(":2:45: hold-down `99999999999999999999h` is longer than the limit of 168h"),
+        "{err}"
+    );
+    assert_eq!(
+        p["sha256"],
+        chain_sha.as_str(),
+        "the bad policy is not in force"
+    );
+    let scrape = e.get("/metrics").await.body;
+    assert_eq!(
+        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        "etcd_readiness_policy_last_reload_successful 0"
+    );
+    let post = post_reload(&e).await;
+    assert_eq!(post.0, 500, "{}", post.1);
+    assert!(post.1.contains("hold-down"), "{}", post.1);
+    assert_eq!(e.get("/livez").await.status, 200);
+
+    // A good file written afterwards is picked up.
+    volume.update(V2).unwrap();
+    let p = wait_policy(&e, "the good policy", |p| {
+        p["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("qget_ms < 2000"))
+            && p["last_reload_error"].is_null()
+    })
+    .await;
+    assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
+    let scrape = e.get("/metrics").await.body;
+    assert_eq!(
+        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        "etcd_readiness_policy_last_reload_successful 1"
+    );
+    let r = e.wait_for("/readyz", 200, WAIT).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
