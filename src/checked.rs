@@ -105,16 +105,7 @@ pub fn duration_in_range(
 
 /// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
 pub fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(3_600_000) {
-        format!("{}h", ms / 3_600_000)
-    } else if ms.is_multiple_of(60_000) {
-        format!("{}m", ms / 60_000)
-    } else {
-        format!("{}s", d.as_secs_f64())
-    }
+    crate::duration::human(d.as_secs_f64())
 }
 
 #[cfg(test)]

@@ -466,45 +466,10 @@ fn web_limits(a: &ServeArgs) -> Result<crate::http::server::Limits, ConfigError>
 /// its own, tighter range (see [`FlagRanges`]).
 const MAX_PARSED_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// `500ms`, `1s`, `1.5s`, `2m`, `1h`, `1m30s`. NaN, overflow and anything
-/// beyond a year are errors (clap turns them into exit code 2 naming the flag).
+/// The project's one duration grammar (`500ms`, `1.5s`, `1m30s`, see
+/// `etcd_readiness_policy::duration`); anything beyond a year is an error (clap turns them into exit code 2 naming the flag).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".to_string());
-    }
-    let mut total = 0.0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("{s:?}: missing unit (use ms, s, m or h, e.g. 500ms)"))?;
-        if num_end == 0 {
-            return Err(format!("{s:?}: expected a number"));
-        }
-        let n: f64 = rest[..num_end]
-            .parse()
-            .map_err(|_| format!("{s:?}: bad number {:?}", &rest[..num_end]))?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let mult = match &rest[..unit_end] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            u => return Err(format!("{s:?}: unknown unit {u:?} (use ms, s, m or h)")),
-        };
-        total += n * mult;
-        rest = &rest[unit_end..];
-    }
-    crate::checked::duration_from_secs(total, MAX_PARSED_DURATION).map_err(|e| {
-        format!(
-            "{s:?} is out of range ({e}); durations are at most {}",
-            crate::checked::human(MAX_PARSED_DURATION)
-        )
-    })
+    crate::duration::parse(s, MAX_PARSED_DURATION).map_err(|e| e.to_string())
 }
 
 /// The range each duration and size flag accepts. Values outside are
@@ -561,7 +526,7 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         let e = parse_duration("9999999999999999h").unwrap_err();
-        assert!(e.contains("out of range"), "{e}");
+        assert!(e.contains("longer than the limit of 8784h"), "{e}");
     }
 
     #[test]

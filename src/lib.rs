@@ -17,7 +17,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub use etcd_readiness_policy::yaml as policy_yaml;
-pub use etcd_readiness_policy::{policy, policytest, signals, verdict};
+pub use etcd_readiness_policy::{duration, policy, policytest, signals, verdict};
 pub mod reload;
 pub mod serve;
 pub mod sources;

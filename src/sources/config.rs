@@ -112,15 +112,14 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
-/// A duration as in policies: `250ms`, `1.5s`, `2m`, `1h`; must be positive.
+/// A duration in the project's one grammar (`250ms`, `1.5s`, `1m30s`);
+/// positive and at most 24h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let secs = crate::policy::parse::parse_duration(s.trim());
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
-        return Err(format!(
-            "invalid duration `{s}`: write a positive number with a unit ms, s, m or h, at most 24h"
-        ));
+    let d = crate::duration::parse(s, Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(format!("`{s}` must be longer than zero"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// A problem with the `--config` file.
@@ -340,7 +339,7 @@ mod tests {
         let e = err(
             "sources:\n- name: a\n  url: http://x/\n  interval: 5\n  signals: {s: {metric: m}}\n",
         );
-        assert!(e.contains("invalid duration `5`"), "{e}");
+        assert!(e.contains("`5` is not a duration"), "{e}");
         let e = err(
             "sources:\n- name: a\n  url: http://x/\n  signals: {s: {metric: m, aggregate: avg}}\n",
         );

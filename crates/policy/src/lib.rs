@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod duration;
 pub mod policy;
 pub mod policytest;
 pub mod signals;

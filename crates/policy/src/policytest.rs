@@ -141,13 +141,13 @@ fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
 }
 
 fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
-    let secs = parse_duration(s.trim());
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!(
-            "{what} `{s}` is not a duration like `1s` or `250ms`"
-        ));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("{what} `{s}` is too long"))
+    use crate::duration::DurationError;
+    crate::duration::parse(s, Duration::MAX).map_err(|e| match e {
+        DurationError::Syntax(_) => {
+            format!("{what} `{s}` is not a duration like `1s`, `250ms` or `1m30s`")
+        }
+        DurationError::TooLong { .. } => format!("{what} `{s}` is too long"),
+    })
 }
 
 /// Largest accepted test file.
@@ -445,7 +445,7 @@ mod tests {
         );
         assert_eq!(
             run("1s", "1e30h"),
-            "t.yaml: test `t`: `at` `1e30h` is too long"
+            "t.yaml: test `t`: `at` `1e30h` is not a duration like `1s`, `250ms` or `1m30s`"
         );
         assert_eq!(
             run("1s", "1000000h"),
@@ -457,11 +457,11 @@ mod tests {
         );
         assert_eq!(
             run("-1s", "0s"),
-            "t.yaml: step `-1s` is not a duration like `1s` or `250ms`"
+            "t.yaml: step `-1s` is not a duration like `1s`, `250ms` or `1m30s`"
         );
         assert_eq!(
             run("NaNs", "0s"),
-            "t.yaml: step `NaNs` is not a duration like `1s` or `250ms`"
+            "t.yaml: step `NaNs` is not a duration like `1s`, `250ms` or `1m30s`"
         );
     }
 

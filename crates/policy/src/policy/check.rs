@@ -779,7 +779,7 @@ impl Checker<'_> {
                 if other.ends_with("_ms") {
                     Some(format!(
                         "`{other}` is a number of milliseconds: write `{}`",
-                        fmt_plain(secs * 1000.0)
+                        crate::duration::fmt_num(secs * 1000.0)
                     ))
                 } else {
                     Some(format!(
@@ -790,8 +790,8 @@ impl Checker<'_> {
             (_, SignalType::Duration, ExprKind::Num(n), _)
             | (ExprKind::Num(n), _, _, SignalType::Duration) => Some(format!(
                 "durations are written with a unit: `{}s`, `{}ms`",
-                fmt_plain(*n),
-                fmt_plain(*n)
+                crate::duration::fmt_num(*n),
+                crate::duration::fmt_num(*n)
             )),
             _ => None,
         };
@@ -799,13 +799,5 @@ impl Checker<'_> {
             d = d.help(h);
         }
         self.diags.push(d);
-    }
-}
-
-fn fmt_plain(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
     }
 }

@@ -448,42 +448,7 @@ pub fn fmt_val(v: Val, ty: SignalType) -> String {
     }
 }
 
-/// Integers without a fraction, others with up to three decimals.
-pub fn fmt_num(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        let s = format!("{n:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-/// `250ms`, `3.2s`, `2m30s`, `1h5m`.
-pub fn fmt_duration(secs: f64) -> String {
-    if !secs.is_finite() {
-        return "unknown".to_string();
-    }
-    if secs < 0.0 {
-        return format!("-{}", fmt_duration(-secs));
-    }
-    if secs < 1.0 {
-        return format!("{}ms", fmt_num((secs * 1000.0).round()));
-    }
-    if secs < 60.0 {
-        return format!("{}s", fmt_num((secs * 10.0).round() / 10.0));
-    }
-    if secs >= 1e12 {
-        return format!("{}s", fmt_num(secs));
-    }
-    let total = secs as u64;
-    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
-    match (h, m, s) {
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
-}
+pub use crate::duration::{fmt_num, human as fmt_duration};
 
 #[cfg(test)]
 mod tests {
@@ -511,16 +476,5 @@ mod tests {
         for (a, not_a) in [(True, False), (False, True), (Unknown, Unknown)] {
             assert_eq!(not(a), not_a, "!{a:?}");
         }
-    }
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(fmt_duration(0.25), "250ms");
-        assert_eq!(fmt_duration(3.2), "3.2s");
-        assert_eq!(fmt_duration(150.0), "2m30s");
-        assert_eq!(fmt_duration(120.0), "2m");
-        assert_eq!(fmt_duration(3900.0), "1h5m");
-        assert_eq!(fmt_num(1432.0), "1432");
-        assert_eq!(fmt_num(1.23456), "1.235");
     }
 }

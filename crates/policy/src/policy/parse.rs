@@ -274,20 +274,11 @@ fn parse_num(s: &str) -> f64 {
     s.replace('_', "").parse().unwrap_or(f64::NAN)
 }
 
-/// Seconds in a duration literal such as `250ms`, `1.5s`, `2m`, `1h`.
+/// Seconds in a duration literal such as `250ms`, `1.5s`, `2m`, `1m30s`
+/// (the one grammar of [`crate::duration`]); NaN if it is not one, which the
+/// checker reports.
 pub fn parse_duration(s: &str) -> f64 {
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, f64::NAN)
-    };
-    parse_num(num) * mult
+    crate::duration::parse_secs(s).unwrap_or(f64::NAN)
 }
 
 fn parse_size(s: &str) -> f64 {
