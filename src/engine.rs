@@ -44,7 +44,7 @@ pub struct Timing {
 impl Timing {
     /// A verdict older than this means the evaluation loop is wedged.
     pub fn verdict_stale_after(&self) -> Duration {
-        3 * self.sample_interval + self.sample_timeout
+        crate::sources::staleness_bound(self.sample_interval, self.sample_timeout)
     }
 }
 

@@ -150,11 +150,11 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its config.
     let mut tasks = Vec::new();
     tasks.push(engine.spawn());
-    let etcd = EtcdSampler::new(config.etcd.clone(), &catalogue, &store);
-    let (etcd_cfg, cat, st) = (config.etcd.clone(), catalogue.clone(), store.clone());
+    let etcd = EtcdSampler::new(config.etcd.clone(), &catalogue);
+    let (etcd_cfg, cat) = (config.etcd.clone(), catalogue.clone());
     tasks.push(crate::sources::spawn(
         etcd,
-        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat, &st)),
+        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat)),
         store.clone(),
         notifier.clone(),
         source_metrics.clone(),

@@ -58,7 +58,6 @@ pub struct BackupSampler {
     base: String,
     client: reqwest::Client,
     ids: Ids,
-    staleness_set: bool,
 }
 
 /// The newest snapshot of one kind, as the sidecar reports it.
@@ -95,7 +94,6 @@ impl BackupSampler {
             base,
             client,
             ids,
-            staleness_set: false,
         })
     }
 
@@ -154,23 +152,25 @@ impl Sampler for BackupSampler {
         self.cfg.interval
     }
 
+    fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        let ids = self.ids;
+        vec![
+            ids.up,
+            ids.healthy,
+            ids.snap_rev,
+            ids.full_rev,
+            ids.snap_age,
+            ids.full_age,
+            ids.rev_lag,
+        ]
+    }
+
     async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
         let ids = self.ids;
-        if !self.staleness_set {
-            let bound = 3 * self.cfg.interval + self.cfg.timeout;
-            for id in [
-                ids.up,
-                ids.healthy,
-                ids.snap_rev,
-                ids.full_rev,
-                ids.snap_age,
-                ids.full_age,
-                ids.rev_lag,
-            ] {
-                store.set_staleness(id, bound);
-            }
-            self.staleness_set = true;
-        }
         let (snaps, health) = tokio::join!(self.snapshots(), self.healthz());
         let at = Instant::now();
         let mut first_err = None;

@@ -110,13 +110,9 @@ pub struct EtcdSampler {
 }
 
 impl EtcdSampler {
-    /// Sets the staleness bound of every etcd signal in `store`
-    /// (3 intervals + the timeout). Connecting happens lazily, in the first round.
-    pub fn new(config: EtcdConfig, catalogue: &Catalogue, store: &SignalStore) -> Self {
+    /// Connecting happens lazily, in the first round.
+    pub fn new(config: EtcdConfig, catalogue: &Catalogue) -> Self {
         let ids = Ids::new(catalogue);
-        for id in ids.all() {
-            store.set_staleness(id, 3 * config.interval + config.timeout);
-        }
         EtcdSampler {
             config,
             ids,
@@ -170,6 +166,14 @@ impl Sampler for EtcdSampler {
 
     fn interval(&self) -> Duration {
         self.config.interval
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        self.ids.all()
     }
 
     async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::signals::{SignalStore, Source};
+use crate::signals::{SignalId, SignalStore, Source};
 use crate::supervise::Supervisor;
 
 /// Why a sample round failed. `reason` is a bounded metrics label
@@ -51,9 +51,21 @@ impl SampleError {
 }
 
 /// One source of signals.
+/// How old a sample may be before its signal reads as unknown ("stale"):
+/// three missed rounds plus one round's deadline. The one place this rule
+/// lives; the engine's "evaluation wedged" bound uses it too.
+pub fn staleness_bound(interval: Duration, timeout: Duration) -> Duration {
+    interval.saturating_mul(3).saturating_add(timeout)
+}
+
 pub trait Sampler: Send + 'static {
     fn source(&self) -> Source;
     fn interval(&self) -> Duration;
+    /// The deadline of one round's calls.
+    fn timeout(&self) -> Duration;
+    /// Every signal this sampler writes; the runner gives each the
+    /// staleness bound of [`staleness_bound`].
+    fn signals(&self) -> Vec<SignalId>;
     /// One round: write every signal of this source into the store (record_ok or record_err for
     /// each, with the round's Instant). Must bound its own time (timeouts on every network call).
     fn sample(
@@ -232,6 +244,10 @@ async fn run<S: Sampler>(
     let source = sampler.source();
     let label = source.label();
     let interval = sampler.interval();
+    let bound = staleness_bound(interval, sampler.timeout());
+    for id in sampler.signals() {
+        store.set_staleness(id, bound);
+    }
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {

@@ -48,7 +48,6 @@ pub struct OwnerSampler {
     resolver: TokioResolver,
     ok: SignalId,
     latency: SignalId,
-    staleness_set: bool,
 }
 
 impl OwnerSampler {
@@ -95,7 +94,6 @@ impl OwnerSampler {
             cfg,
             name,
             resolver,
-            staleness_set: false,
         })
     }
 
@@ -172,13 +170,15 @@ impl Sampler for OwnerSampler {
         self.cfg.interval
     }
 
+    fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        vec![self.ok, self.latency]
+    }
+
     async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
-        if !self.staleness_set {
-            let bound = 3 * self.cfg.interval + self.cfg.timeout;
-            store.set_staleness(self.ok, bound);
-            store.set_staleness(self.latency, bound);
-            self.staleness_set = true;
-        }
         let started = Instant::now();
         let res = self.lookup().await;
         let at = Instant::now();

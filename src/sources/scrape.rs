@@ -16,7 +16,6 @@ pub struct ScrapeSampler {
     cfg: ScrapeConfig,
     client: reqwest::Client,
     signals: Vec<(SignalId, SignalSpec)>,
-    staleness_set: bool,
 }
 
 impl ScrapeSampler {
@@ -39,7 +38,6 @@ impl ScrapeSampler {
             cfg,
             client,
             signals,
-            staleness_set: false,
         })
     }
 
@@ -101,14 +99,15 @@ impl Sampler for ScrapeSampler {
         self.cfg.interval
     }
 
+    fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        self.signals.iter().map(|(id, _)| *id).collect()
+    }
+
     async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
-        if !self.staleness_set {
-            let bound = 3 * self.cfg.interval + self.cfg.timeout;
-            for (id, _) in &self.signals {
-                store.set_staleness(*id, bound);
-            }
-            self.staleness_set = true;
-        }
         let fetched = client::get_ok(
             &self.client,
             &self.cfg.url,
