@@ -441,12 +441,8 @@ pub struct ProcessCollector {
 
 impl ProcessCollector {
     pub fn register(registry: &mut Registry) {
-        let start_time = process_start_time().unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0)
-        });
+        let start_time =
+            process_start_time().unwrap_or_else(|| crate::verdict::unix_seconds(SystemTime::now()));
         registry.register_collector(Box::new(ProcessCollector { start_time }));
     }
 }

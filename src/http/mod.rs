@@ -6,7 +6,7 @@ pub mod readyz;
 pub mod server;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
@@ -235,11 +235,7 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     respond(StatusCode::OK, format.content_type(), body)
 }
 
-fn unix(t: SystemTime) -> f64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0)
-        .unwrap_or(0.0)
-}
+use crate::verdict::unix_seconds as unix;
 
 async fn signals(State(s): State<AppState>) -> Response {
     let now = Instant::now();

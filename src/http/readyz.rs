@@ -301,13 +301,7 @@ pub fn render_one(
     text(status, failing, terse, vec![line])
 }
 
-fn unix(t: std::time::SystemTime) -> f64 {
-    let s = t
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    (s * 1000.0).round() / 1000.0
-}
+use crate::verdict::unix_seconds as unix;
 
 fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
     let mut v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);

@@ -2,7 +2,7 @@
 //! succeeded and failed, and which policy (by SHA-256) is in force.
 
 use std::sync::atomic::AtomicU64;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -82,9 +82,7 @@ impl ReloadMetrics {
     /// A load succeeded; `count` it as a reload (not for the start-up load).
     pub(super) fn mark_success(&self, count: bool) {
         self.last_successful.set(1);
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = crate::verdict::unix_seconds(SystemTime::now());
         self.last_success_timestamp.set(now);
         if count {
             self.reloads.get_or_create(&SUCCESS).inc();
@@ -192,9 +190,9 @@ mod tests {
     fn success_timestamp_is_unix_seconds_now() {
         let mut r = Registry::default();
         let m = ReloadMetrics::register(&mut r);
-        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let before = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
         m.mark_success(true);
-        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let after = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
         let text = scrape(&r);
         let value: f64 = text
             .lines()

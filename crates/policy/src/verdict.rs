@@ -100,9 +100,16 @@ fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
 }
 
 fn ser_unix<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(unix_seconds(*t))
+}
+
+/// `t` as Unix seconds with millisecond precision, as every JSON body and
+/// timestamp metric of the exporter shows time; 0 before 1970. The one
+/// place wall-clock times become numbers.
+pub fn unix_seconds(t: SystemTime) -> f64 {
     let secs = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    s.serialize_f64((secs * 1000.0).round() / 1000.0)
+    (secs * 1000.0).round() / 1000.0
 }
