@@ -303,14 +303,15 @@ impl ServeConfig {
                 )));
             }
             (Some(ca), cert, key) => {
-                let identity = match (cert, key) {
-                    (Some(c), Some(k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
-                    (None, None) => None,
-                    _ => {
-                        return Err(ConfigError::Tls(
-                            "--etcd.cert and --etcd.key must be given together".to_string(),
-                        ));
-                    }
+                let identity = match crate::sources::client::cert_key_pair(
+                    cert.as_ref(),
+                    key.as_ref(),
+                    "--etcd.cert and --etcd.key",
+                )
+                .map_err(ConfigError::Tls)?
+                {
+                    Some((c, k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
+                    None => None,
                 };
                 Some(EtcdTls {
                     ca: read("--etcd.cacert", ca)?,

@@ -190,9 +190,13 @@ mod tests {
     fn success_timestamp_is_unix_seconds_now() {
         let mut r = Registry::default();
         let m = ReloadMetrics::register(&mut r);
-        let before = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let before = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
         m.mark_success(true);
-        let after = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let after = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
         let text = scrape(&r);
         let value: f64 = text
             .lines()
