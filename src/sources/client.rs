@@ -74,25 +74,22 @@ pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client
             })?;
         b = b.tls_certs_only(certs);
     }
-    match cert_key_pair(
+    if let Some((cert, key)) = cert_key_pair(
         tls.cert.as_ref(),
         tls.key.as_ref(),
         "a client certificate and its key",
     )
     .map_err(SourceError::Invalid)?
     {
-        Some((cert, key)) => {
-            let mut pem = read(cert, "client certificate")?;
-            pem.push(b'\n');
-            pem.extend(read(key, "client key")?);
-            let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
-                what: "client certificate or key",
-                path: cert.clone(),
-                source,
-            })?;
-            b = b.identity(id);
-        }
-        None => {}
+        let mut pem = read(cert, "client certificate")?;
+        pem.push(b'\n');
+        pem.extend(read(key, "client key")?);
+        let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
+            what: "client certificate or key",
+            path: cert.clone(),
+            source,
+        })?;
+        b = b.identity(id);
     }
     b.build().map_err(SourceError::Client)
 }
