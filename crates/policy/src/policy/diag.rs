@@ -180,4 +180,21 @@ mod tests {
         assert_eq!(did_you_mean("leadr", names.iter().copied()), Some("leader"));
         assert_eq!(did_you_mean("banana", names.iter().copied()), None);
     }
+
+    /// Edit distance costs the product of the lengths in memory: a 30 KiB
+    /// unknown name against a 30 KiB `let` name would need ~7 GiB.
+    #[test]
+    fn regression_no_suggestion_for_huge_names() {
+        let long_let = format!("a{}", "b".repeat(30_000));
+        let long_use = format!("a{}c", "b".repeat(29_999));
+        assert_eq!(
+            did_you_mean(&long_use, [long_let.as_str()].into_iter()),
+            None
+        );
+        let src = format!("let {long_let} = leader\ncheck x: {long_use}\n");
+        let d = crate::policy::Policy::compile("p", &src, &crate::signals::Catalogue::builtin())
+            .unwrap_err();
+        assert_eq!(d.items.len(), 1);
+        assert!(d.items[0].message.starts_with("unknown signal `abbb"));
+    }
 }
