@@ -148,10 +148,15 @@ impl EngineHandle {
     /// Publish `verdict` as if the loop had produced it now. For tests of the
     /// HTTP layer and tools; a running loop replaces it at its next evaluation.
     pub fn publish(&self, verdict: Verdict) {
-        self.shared.published.store(Arc::new(Published {
-            verdict,
-            at: Instant::now(),
-        }));
+        self.publish_at(verdict, Instant::now());
+    }
+
+    /// [`publish`](Self::publish) with the time it was evaluated, so a test
+    /// can hand the HTTP layer a verdict of a known age without waiting.
+    pub fn publish_at(&self, verdict: Verdict, at: Instant) {
+        self.shared
+            .published
+            .store(Arc::new(Published { verdict, at }));
     }
 
     /// How long ago the latest verdict was published.
