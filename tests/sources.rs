@@ -10,11 +10,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Unknown, Value};
-use etcd_readiness_exporter::sources::Sampler;
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{Config, configure_catalogue};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
+use etcd_readiness_exporter::sources::{Reason, Sampler};
 use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
 use support_sources::{Dnsmasq, Etcd, Sidecar, Silent, read_revision, write_until_revision};
 
@@ -211,7 +211,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     // The sidecar goes away: backup_up false, the rest unknown, card not ready.
     sidecar.stop().await;
     let e = backup.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "connect", "{e:?}");
+    assert_eq!(e.reason, Reason::Connect, "{e:?}");
     assert!(!boolean(&cat, &store, "backup_up"));
     for name in [
         "backup_healthy",
@@ -249,7 +249,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
         .sample(&store)
         .await
         .unwrap_err();
-    assert_eq!(e.reason, "timeout", "{e:?}");
+    assert_eq!(e.reason, Reason::Timeout, "{e:?}");
     assert!(!boolean(&cat, &store, "backup_up"));
     let why = unknown_error(&cat, &store, "backup_healthy");
     assert!(why.contains("/healthz"), "{why}");
@@ -262,7 +262,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
         .sample(&store)
         .await
         .unwrap_err();
-    assert_eq!(e.reason, "parse", "{e:?}");
+    assert_eq!(e.reason, Reason::Parse, "{e:?}");
     assert!(boolean(&cat, &store, "backup_up"));
     assert!(boolean(&cat, &store, "backup_healthy"));
     let why = unknown_error(&cat, &store, "snapshot_revision");
@@ -308,7 +308,7 @@ async fn owner_check_against_a_real_dnsmasq() {
         .sample(&nx_store)
         .await
         .unwrap_err();
-    assert_eq!(e.reason, "nxdomain", "{e:?}");
+    assert_eq!(e.reason, Reason::Nxdomain, "{e:?}");
     let why = unknown_error(&cat, &nx_store, "owner_ok");
     assert!(
         why.contains("NXDOMAIN") && why.contains("missing.example.test"),
@@ -319,7 +319,7 @@ async fn owner_check_against_a_real_dnsmasq() {
     let port = dns.addr.port();
     dns.guard.kill();
     let e = ours.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "timeout", "{e:?}");
+    assert_eq!(e.reason, Reason::Timeout, "{e:?}");
     let why = unknown_error(&cat, &store, "owner_ok");
     assert!(why.contains("owner.example.test"), "{why}");
     let policy = "check owner: owner_ok ?? true\ncheck owner_strict: owner_ok\n";
@@ -367,7 +367,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
 
     // `single` over a histogram's many buckets is an error for that signal only.
     let e = scrape.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "mismatch", "{e:?}");
+    assert_eq!(e.reason, Reason::Mismatch, "{e:?}");
     let why = unknown_error(&cat, &store, "fsync_buckets");
     assert!(
         why.contains("series match etcd_disk_wal_fsync_duration_seconds_bucket"),
@@ -394,7 +394,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     // etcd goes away: the scraped signals turn unknown and the policy fails closed.
     etcd.guard.kill();
     let e = scrape.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "connect", "{e:?}");
+    assert_eq!(e.reason, Reason::Connect, "{e:?}");
     let why = unknown_error(&cat, &store, "fsync_count");
     assert!(why.contains(&etcd.metrics_url), "{why}");
     let (ready, _) = evaluate(&mut ev, &store);
@@ -496,7 +496,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     let store = SignalStore::new(&cat);
     let mut wrong_ca = BackupSampler::new(config("other-ca.pem", true), &cat).unwrap();
     let e = wrong_ca.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "tls", "{e}");
+    assert_eq!(e.reason, Reason::Tls, "{e}");
     assert!(!boolean(&cat, &store, "backup_up"));
     let why = unknown_error(&cat, &store, "snapshot_revision");
     assert!(why.to_lowercase().contains("certificate"), "{why}");
@@ -505,6 +505,6 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     let store = SignalStore::new(&cat);
     let mut anonymous = BackupSampler::new(config("ca.pem", false), &cat).unwrap();
     let e = anonymous.sample(&store).await.unwrap_err();
-    assert_eq!(e.reason, "tls", "{e}");
+    assert_eq!(e.reason, Reason::Tls, "{e}");
     assert!(!boolean(&cat, &store, "backup_up"), "{e}");
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
-use super::{SampleError, Sampler};
+use super::{Reason, SampleError, Sampler};
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
@@ -109,7 +109,7 @@ impl BackupSampler {
                 )
                 .await?;
                 snapshots_from_metrics(&body).map_err(|message| SampleError {
-                    reason: "parse",
+                    reason: Reason::Parse,
                     message: format!("{url}: {message}"),
                 })
             }
@@ -123,7 +123,7 @@ impl BackupSampler {
                 )
                 .await?;
                 snapshots_from_latest_json(&body).map_err(|message| SampleError {
-                    reason: "parse",
+                    reason: Reason::Parse,
                     message: format!("{url}: {message}"),
                 })
             }
@@ -188,7 +188,7 @@ impl Sampler for BackupSampler {
             }
             Err(e) => {
                 // An answer we cannot read is still an answer: the sidecar is up.
-                let answered = matches!(e.reason, "parse" | "too_large");
+                let answered = matches!(e.reason, Reason::Parse | Reason::TooLarge);
                 store.record_ok(ids.up, Value::Bool(answered), at);
                 let msg: Arc<str> = Arc::from(format!("backup sidecar: {}", e.message));
                 for id in [

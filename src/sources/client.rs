@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Once;
 use std::time::Duration;
 
-use super::SampleError;
+use super::{Reason, SampleError};
 
 /// PEM files for talking HTTPS: a CA bundle to verify the server, and a client
 /// certificate and key for mutual TLS. All optional; cert and key go together.
@@ -162,7 +162,7 @@ pub async fn get(
             && !enc.as_bytes().eq_ignore_ascii_case(b"identity")
         {
             return Err(SampleError::new(
-                "parse",
+                Reason::Parse,
                 format!(
                     "GET {url}: the body is compressed (Content-Encoding: {}); the exporter asks \
                      for and reads only uncompressed bodies",
@@ -173,7 +173,7 @@ pub async fn get(
         let body = read_body(&mut resp, url, max_body).await?;
         let body = String::from_utf8(body).map_err(|e| {
             SampleError::new(
-                "parse",
+                Reason::Parse,
                 format!(
                     "GET {url}: the body is not UTF-8 (first bad byte at offset {})",
                     e.utf8_error().valid_up_to()
@@ -184,7 +184,7 @@ pub async fn get(
     };
     match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(SampleError {
-            reason: "timeout",
+            reason: Reason::Timeout,
             message: format!("GET {url}: no answer within {timeout:?}"),
         }),
         Ok(r) => r,
@@ -199,7 +199,7 @@ async fn read_body(
 ) -> Result<Vec<u8>, SampleError> {
     let too_large = |what: String| {
         SampleError::new(
-            "too_large",
+            Reason::TooLarge,
             format!(
                 "GET {url}: {what}, more than the limit of {max} bytes (--source.max-body-bytes)"
             ),
@@ -241,7 +241,7 @@ pub async fn get_ok(
     let f = get(client, url, timeout, max_body).await?;
     if !f.status.is_success() {
         return Err(SampleError {
-            reason: "status",
+            reason: Reason::Status,
             message: format!("GET {url}: status {}", f.status),
         });
     }
@@ -280,15 +280,15 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
         cur = err.source();
     }
     let reason = if e.is_timeout() {
-        "timeout"
+        Reason::Timeout
     } else if tls {
-        "tls"
+        Reason::Tls
     } else if e.is_connect() {
-        "connect"
+        Reason::Connect
     } else if e.is_decode() || e.is_body() {
-        "parse"
+        Reason::Parse
     } else {
-        "connect"
+        Reason::Connect
     };
     SampleError {
         reason,

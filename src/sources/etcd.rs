@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
 
-use super::{SampleError, Sampler};
+use super::{Reason, SampleError, Sampler};
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// PEM material for mTLS to etcd.
@@ -300,12 +300,12 @@ async fn bounded<T>(
     let started = Instant::now();
     match tokio::time::timeout(timeout, call).await {
         Err(_) => Err(SampleError::new(
-            "timeout",
+            Reason::Timeout,
             format!("{what}: request timed out after {}", fmt_ms(timeout)),
         )),
         Ok(Err(e)) => {
             let mut err = classify(what, &e, timeout);
-            if err.reason == "protocol" {
+            if err.reason == Reason::Protocol {
                 let left = timeout.saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {
                     err.message = format!("{what}: {hint} ({})", chain(&e));
@@ -403,17 +403,17 @@ fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleErro
             if st.code() == tonic::Code::Cancelled
                 && st.message() == tonic::TimeoutExpired(()).to_string());
     let reason = if tls {
-        "tls"
+        Reason::Tls
     } else if tonic_timeout
         || matches!(io_kind, Some(K::TimedOut))
         || code == Some(tonic::Code::DeadlineExceeded)
     {
-        "timeout"
+        Reason::Timeout
     } else if matches!(
         io_kind,
         Some(K::ConnectionRefused | K::AddrNotAvailable | K::NotFound | K::HostUnreachable)
     ) {
-        "connect"
+        Reason::Connect
     } else if h2
         || hyper_parse
         || (transport
@@ -422,22 +422,22 @@ fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleErro
                 Some(K::BrokenPipe | K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted)
             ))
     {
-        "protocol"
+        Reason::Protocol
     } else if transport || code == Some(tonic::Code::Unavailable) {
-        "connect"
+        Reason::Connect
     } else {
-        "rpc"
+        Reason::Rpc
     };
     let message = match reason {
-        "timeout" => format!(
+        Reason::Timeout => format!(
             "{what}: request timed out after {} ({text})",
             fmt_ms(timeout)
         ),
         _ if text.is_empty() => format!("{what}: failed"),
-        "connect" if io_kind == Some(K::ConnectionRefused) => {
+        Reason::Connect if io_kind == Some(K::ConnectionRefused) => {
             format!("{what}: connection refused ({text})")
         }
-        "tls" => format!("{what}: TLS error: {text}"),
+        Reason::Tls => format!("{what}: TLS error: {text}"),
         _ => format!("{what}: {text}"),
     };
     SampleError::new(reason, message)
@@ -515,7 +515,7 @@ async fn diagnose(endpoint: &str, within: Duration) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn reason(st: tonic::Status) -> &'static str {
+    fn reason(st: tonic::Status) -> Reason {
         classify(
             "Status",
             &etcd_client::Error::GRpcStatus(st),
@@ -528,13 +528,16 @@ mod tests {
     fn statuses_are_classified_by_code_not_text() {
         // tonic's own request timeout: Cancelled with TimeoutExpired's text.
         let expired = tonic::TimeoutExpired(()).to_string();
-        assert_eq!(reason(tonic::Status::cancelled(expired)), "timeout");
-        assert_eq!(reason(tonic::Status::deadline_exceeded("x")), "timeout");
-        assert_eq!(reason(tonic::Status::unavailable("x")), "connect");
+        assert_eq!(reason(tonic::Status::cancelled(expired)), Reason::Timeout);
+        assert_eq!(
+            reason(tonic::Status::deadline_exceeded("x")),
+            Reason::Timeout
+        );
+        assert_eq!(reason(tonic::Status::unavailable("x")), Reason::Connect);
         // Words in a message do not decide: "timeout" in an rpc error is an rpc error.
         assert_eq!(
             reason(tonic::Status::invalid_argument("timeout certificate tls")),
-            "rpc"
+            Reason::Rpc
         );
     }
 

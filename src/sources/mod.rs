@@ -31,18 +31,66 @@ use tokio::time::MissedTickBehavior;
 use crate::signals::{SignalId, SignalStore, Source};
 use crate::supervise::Supervisor;
 
-/// Why a sample round failed. `reason` is a bounded metrics label
-/// (`timeout`, `connect`, `tls`, `status`, `parse`, `rpc`, `dns`, ...);
-/// `message` is for humans and goes into the store and logs.
+/// Why a sample round failed, as a bounded set: the `reason` label of
+/// `etcd_readiness_sample_errors_total` and what code matches on. The words
+/// are in the dashboard's description of that panel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    Timeout,
+    Connect,
+    Tls,
+    /// The peer spoke another protocol (HTTP/1 at a gRPC port, TLS vs plain).
+    Protocol,
+    /// An HTTP status other than 2xx.
+    Status,
+    Parse,
+    /// A body over `--source.max-body-bytes`.
+    TooLarge,
+    /// An etcd RPC error that is none of the above.
+    Rpc,
+    Dns,
+    Nxdomain,
+    Servfail,
+    /// A scrape source's selector matched no series or too many.
+    Mismatch,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Timeout => "timeout",
+            Reason::Connect => "connect",
+            Reason::Tls => "tls",
+            Reason::Protocol => "protocol",
+            Reason::Status => "status",
+            Reason::Parse => "parse",
+            Reason::TooLarge => "too_large",
+            Reason::Rpc => "rpc",
+            Reason::Dns => "dns",
+            Reason::Nxdomain => "nxdomain",
+            Reason::Servfail => "servfail",
+            Reason::Mismatch => "mismatch",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a sample round failed: a [`Reason`] for metrics and code, a
+/// `message` for humans (it goes into the store and logs).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {message}")]
 pub struct SampleError {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl SampleError {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         SampleError {
             reason,
             message: message.into(),
@@ -257,7 +305,7 @@ async fn run<S: Sampler>(
         let took = started.elapsed();
         metrics.observe(&label, took, result.as_ref().err());
         if let Err(e) = &result {
-            tracing::debug!(source = %label, reason = e.reason, "sample round failed: {}", e.message);
+            tracing::debug!(source = %label, reason = e.reason.as_str(), "sample round failed: {}", e.message);
         }
         notifier.round_finished(&source, interval);
     }

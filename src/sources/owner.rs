@@ -19,7 +19,7 @@ use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::{Name, RData};
 
 use super::client::SourceError;
-use super::{SampleError, Sampler};
+use super::{Reason, SampleError, Sampler};
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Default `--owner.interval`.
@@ -109,7 +109,7 @@ impl OwnerSampler {
         let lookup = match res {
             Err(_) => {
                 return Err(SampleError {
-                    reason: "timeout",
+                    reason: Reason::Timeout,
                     message: format!(
                         "TXT lookup of {name}: no answer within {:?}",
                         self.cfg.timeout
@@ -129,7 +129,7 @@ impl OwnerSampler {
             _ => None,
         });
         first.ok_or_else(|| SampleError {
-            reason: "dns",
+            reason: Reason::Dns,
             message: format!("TXT lookup of {name}: no TXT record in the answer"),
         })
     }
@@ -137,22 +137,24 @@ impl OwnerSampler {
 
 fn classify(name: &str, e: &NetError) -> SampleError {
     let reason = match e {
-        NetError::Timeout => "timeout",
+        NetError::Timeout => Reason::Timeout,
         NetError::Dns(DnsError::NoRecordsFound(nr))
             if nr.response_code == ResponseCode::NXDomain =>
         {
-            "nxdomain"
+            Reason::Nxdomain
         }
-        NetError::Dns(DnsError::ResponseCode(ResponseCode::ServFail)) => "servfail",
+        NetError::Dns(DnsError::ResponseCode(ResponseCode::ServFail)) => Reason::Servfail,
         NetError::Dns(DnsError::NoRecordsFound(nr))
             if nr.response_code == ResponseCode::ServFail =>
         {
-            "servfail"
+            Reason::Servfail
         }
-        _ => "dns",
+        _ => Reason::Dns,
     };
     let message = match (reason, e) {
-        ("nxdomain", _) => format!("TXT lookup of {name}: NXDOMAIN (the name does not exist)"),
+        (Reason::Nxdomain, _) => {
+            format!("TXT lookup of {name}: NXDOMAIN (the name does not exist)")
+        }
         (_, NetError::Dns(DnsError::NoRecordsFound(_))) => {
             format!("TXT lookup of {name}: no TXT record")
         }
@@ -192,7 +194,7 @@ impl Sampler for OwnerSampler {
             }
             Err(e) => {
                 let msg: Arc<str> = Arc::from(e.message.as_str());
-                if e.reason == "timeout" {
+                if e.reason == Reason::Timeout {
                     store.record_err(self.latency, msg.clone(), at);
                 } else {
                     // The server answered (with an error): that answer's latency is still known.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::client::{self, SourceError};
 use super::config::{Aggregate, ScrapeConfig, SignalSpec, selector};
 use super::promtext::{self, Sample};
-use super::{SampleError, Sampler};
+use super::{Reason, SampleError, Sampler};
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Samples one scrape source.
@@ -66,7 +66,7 @@ pub fn extract(samples: &[Sample], spec: &SignalSpec) -> Result<f64, SampleError
         .collect();
     if matching.is_empty() {
         return Err(SampleError {
-            reason: "mismatch",
+            reason: Reason::Mismatch,
             message: format!("no series matches {}", selector(spec)),
         });
     }
@@ -74,7 +74,7 @@ pub fn extract(samples: &[Sample], spec: &SignalSpec) -> Result<f64, SampleError
         Aggregate::Single => {
             if matching.len() > 1 {
                 return Err(SampleError {
-                    reason: "mismatch",
+                    reason: Reason::Mismatch,
                     message: format!(
                         "{} series match {} (aggregate: single); add label matchers or set aggregate: sum, max or min",
                         matching.len(),
@@ -117,7 +117,7 @@ impl Sampler for ScrapeSampler {
         .await
         .and_then(|body| {
             promtext::parse(&body).map_err(|e| SampleError {
-                reason: "parse",
+                reason: Reason::Parse,
                 message: format!("{}: {e}", self.cfg.url),
             })
         });
@@ -193,7 +193,7 @@ mod tests {
     fn single_with_several_series_and_no_match_are_errors() {
         let s = promtext::parse(TEXT).unwrap();
         let e = extract(&s, &spec("m", &[("kind", "x")], Aggregate::Single)).unwrap_err();
-        assert_eq!(e.reason, "mismatch");
+        assert_eq!(e.reason, Reason::Mismatch);
         assert!(
             e.message.starts_with("2 series match m{kind=\"x\"}"),
             "{}",
