@@ -19,6 +19,7 @@
 #   dnsmasq                                 dnsmasq-base       tests (owner check)
 #   curl                                    curl               tests (monitoring script), image test
 #   python3                                 python3            tests (checkers, free ports)
+#   /bin/kill (not the shell builtin)       procps             tests (SIGSTOP/SIGCONT of etcd members)
 #   buildah                                 buildah            image build and test
 #   objcopy                                 binutils           image build (split debug info)
 #   CA bundle                               ca-certificates    image build
@@ -51,6 +52,9 @@ _ere_missing() {
       [ -x /usr/sbin/dnsmasq ] || _ere_has dnsmasq || _ere_miss dnsmasq-base "dnsmasq"
       _ere_has curl || _ere_miss curl "curl"
       _ere_has python3 || _ere_miss python3 "python3"
+      # The tests run `kill -STOP` as a program; `command -v kill` would find
+      # the shell builtin, so look for the file.
+      [ -x /usr/bin/kill ] || [ -x /bin/kill ] || _ere_miss procps "/usr/bin/kill (the kill program, not the builtin)"
       ;;
     image)
       _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"
