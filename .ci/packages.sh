@@ -18,10 +18,10 @@
 #   prometheus, promtool                    prometheus         tests (monitoring, promtool)
 #   dnsmasq                                 dnsmasq-base       tests (owner check)
 #   curl                                    curl               tests (monitoring script), image test
-#   python3                                 python3            tests (checkers, free ports)
+#   python3                                 python3            tests, image test (checkers, free ports)
 #   /bin/kill (not the shell builtin)       procps             tests (SIGSTOP/SIGCONT of etcd members)
 #   buildah                                 buildah            image build and test
-#   objcopy                                 binutils           image build (split debug info)
+#   objcopy, readelf                        binutils           image build (split debug info, loader)
 #   CA bundle                               ca-certificates    image build
 #   python3 -m venv with pip                python3-venv       manifest schema check (kubernetes-validate)
 set -euo pipefail
@@ -60,6 +60,8 @@ _ere_missing() {
       _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"
       _ere_has buildah || _ere_miss buildah "buildah"
       _ere_has objcopy || _ere_miss binutils "objcopy"
+      _ere_has readelf || _ere_miss binutils "readelf"
+      _ere_has python3 || _ere_miss python3 "python3"
       _ere_has curl || _ere_miss curl "curl"
       [ -e /etc/ssl/certs/ca-certificates.crt ] || _ere_miss ca-certificates "/etc/ssl/certs/ca-certificates.crt"
       ;;
