@@ -37,41 +37,17 @@ impl ReadyzQuery {
             json: accept_json,
             ..Default::default()
         };
-        for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let v = percent_decode(v);
-            match percent_decode(k).as_str() {
+        // application/x-www-form-urlencoded, as browsers and kubectl send it.
+        for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match k.as_ref() {
                 "verbose" => q.verbose = v.is_empty() || v != "false" && v != "0",
-                "exclude" if !v.is_empty() => q.exclude.push(v),
+                "exclude" if !v.is_empty() => q.exclude.push(v.into_owned()),
                 "format" => q.json = v == "json",
                 _ => {}
             }
         }
         q
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() && s.is_char_boundary(i + 3) => {
-                match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A rendered response.
@@ -385,8 +361,8 @@ mod tests {
         );
         assert!(!ReadyzQuery::parse(Some("verbose=false"), false).verbose);
         assert!(ReadyzQuery::parse(None, true).json);
-        assert_eq!(percent_decode("a%2"), "a%2");
-        assert_eq!(percent_decode("%e2%9c%93"), "\u{2713}");
+        let q = ReadyzQuery::parse(Some("exclude=a%2&exclude=%e2%9c%93&exclude=x+y"), false);
+        assert_eq!(q.exclude, ["a%2", "\u{2713}", "x y"]);
     }
 
     fn verdict() -> Verdict {

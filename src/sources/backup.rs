@@ -372,68 +372,13 @@ pub fn snapshots_from_latest_json(body: &str) -> Result<Snapshots, String> {
 }
 
 /// Parse an RFC 3339 time as Go writes it (`2024-05-01T10:00:00.123456789Z`,
-/// or with a `+02:00` offset).
+/// or with a `+02:00` offset), with jiff: a time without an offset is not an
+/// instant and is refused.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let t = s.get(r)?;
-        if !t.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        t.parse().ok()
-    };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut nanos: u32 = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return None;
-        }
-        let digits = &frac[..n.min(9)];
-        nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
-        rest = &frac[n..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
-                return None;
-            }
-            let oh: i64 = rest[1..3].parse().ok()?;
-            let om: i64 = rest[4..6].parse().ok()?;
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    let secs = u64::try_from(secs).ok()?;
+    let ts = s.parse::<jiff::Timestamp>().ok()?;
+    let secs = u64::try_from(ts.as_second()).ok()?;
+    let nanos = u32::try_from(ts.subsec_nanosecond()).ok()?;
     std::time::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
