@@ -17,11 +17,15 @@ use crate::config::{LogFormat, ServeArgs, ServeConfig};
 use crate::engine::{EngineHandle, Timing};
 use crate::http::server::{Server, ServerHandle, raise_nofile_limit};
 use crate::http::{AppState, app};
-use crate::metrics::Metrics;
+use prometheus_client::registry::Registry;
+
+use crate::engine::EngineMetrics;
+use crate::http::HttpMetrics;
 use crate::policy::Policy;
 use crate::reload::{ReloadMetrics, Reloader, WatchOptions, WatcherHandle};
 use crate::signals::{Catalogue, SignalStore};
 use crate::sources::RoundNotifier;
+use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdSampler;
 use crate::sources::owner::OwnerSampler;
@@ -125,11 +129,17 @@ pub async fn start_with(
     };
     let store = Arc::new(SignalStore::new(&catalogue));
     let notifier = RoundNotifier::new();
-    let mut metrics = Metrics::new();
-    let reload_metrics = ReloadMetrics::register(metrics.registry_mut());
-    notifier.supervisor().register(metrics.registry_mut());
-    extend(metrics.registry_mut());
-    let (registry, engine_metrics, source_metrics, http_metrics) = metrics.finish();
+    // Each component registers its own families; the registry is frozen
+    // (an Arc) before serving.
+    let mut registry = Registry::default();
+    let engine_metrics = EngineMetrics::register(&mut registry);
+    let source_metrics = SourceMetrics::register(&mut registry);
+    let http_metrics = HttpMetrics::register(&mut registry);
+    let reload_metrics = ReloadMetrics::register(&mut registry);
+    notifier.supervisor().register(&mut registry);
+    crate::metrics::process::register(&mut registry);
+    extend(&mut registry);
+    let registry = Arc::new(registry);
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),

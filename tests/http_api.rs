@@ -10,13 +10,15 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use etcd_readiness_exporter::config::DEFAULT_POLICY;
+use etcd_readiness_exporter::engine::EngineMetrics;
 use etcd_readiness_exporter::engine::{EngineHandle, Timing};
+use etcd_readiness_exporter::http::HttpMetrics;
 use etcd_readiness_exporter::http::{AppState, app};
-use etcd_readiness_exporter::metrics::Metrics;
 use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+use prometheus_client::registry::Registry;
 
 fn at(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
@@ -105,7 +107,10 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
     let catalogue = Arc::new(Catalogue::builtin());
     let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue).unwrap();
     let store = Arc::new(SignalStore::new(&catalogue));
-    let (registry, engine_metrics, _sources, http_metrics) = Metrics::new().finish();
+    let mut registry = Registry::default();
+    let engine_metrics = EngineMetrics::register(&mut registry);
+    let http_metrics = HttpMetrics::register(&mut registry);
+    let registry = Arc::new(registry);
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue,

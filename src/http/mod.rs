@@ -2,6 +2,7 @@
 //! telemetry path, `/signals`, `/policy` and a landing page at `/`. Handlers
 //! only read what the engine published: `/readyz` never waits on etcd.
 
+pub mod metrics;
 pub mod readyz;
 pub mod server;
 
@@ -18,7 +19,8 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 
 use crate::engine::EngineHandle;
-use crate::metrics::{Format, HttpMetrics};
+use crate::metrics::Format;
+pub use metrics::{ConnectionMetrics, HttpMetrics, TimeoutPhase};
 use readyz::{ReadyzQuery, Rendered};
 
 /// Everything the handlers read.

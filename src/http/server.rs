@@ -31,7 +31,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
-use crate::metrics::{ConnectionMetrics, TimeoutPhase};
+use super::metrics::{ConnectionMetrics, TimeoutPhase};
 
 /// HTTP/2 streams a client may have open at once on one connection
 /// (`SETTINGS_MAX_CONCURRENT_STREAMS`; hyper's default is 200). Our clients

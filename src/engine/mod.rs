@@ -10,11 +10,13 @@ use std::time::{Duration, Instant, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::task::JoinHandle;
 
-use crate::metrics::EngineMetrics;
+pub mod metrics;
+
 use crate::policy::{Evaluator, Policy};
 use crate::signals::{Catalogue, Reading, SignalStore, Source};
 use crate::sources::RoundNotifier;
 use crate::verdict::{CheckKind, CheckState, Verdict};
+pub use metrics::EngineMetrics;
 
 /// How often the engine re-evaluates without a new sample round.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -314,14 +316,16 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Format, Metrics, encode};
+    use crate::metrics::{Format, encode};
     use crate::signals::Value;
 
     fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
         let catalogue = Arc::new(Catalogue::builtin());
         let policy = Policy::compile("p", src, &catalogue).unwrap();
         let store = Arc::new(SignalStore::new(&catalogue));
-        let (registry, em, _, _) = Metrics::new().finish();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let em = EngineMetrics::register(&mut registry);
+        let registry = Arc::new(registry);
         let h = EngineHandle::new(
             Arc::new(policy),
             catalogue,
