@@ -22,26 +22,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\n";
 const V2: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 2000\n";
 
-async fn policy_json(e: &Exporter) -> serde_json::Value {
-    serde_json::from_str(&e.get("/policy").await.body).expect("/policy is JSON")
-}
-
-async fn wait_policy(
-    e: &Exporter,
-    what: &str,
-    cond: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let end = Instant::now() + WAIT;
-    loop {
-        let p = policy_json(e).await;
-        if cond(&p) {
-            return p;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A field of /proc/self/<file> (`Threads:` of status, `rchar:` of io).
 fn proc_self(file: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/self/{file}"))
@@ -86,7 +66,7 @@ async fn fifo_and_dev_zero_policies_fail_reloads_without_wedging_anything() {
         .await,
     );
     assert_eq!(e.wait_for("/readyz", 200, WAIT).await.status, 200);
-    let good_sha = policy_json(&e).await["sha256"]
+    let good_sha = e.policy_json().await["sha256"]
         .as_str()
         .unwrap()
         .to_string();
@@ -99,12 +79,13 @@ async fn fifo_and_dev_zero_policies_fail_reloads_without_wedging_anything() {
             Ok(())
         })
         .unwrap();
-    let p = wait_policy(&e, "the FIFO to be refused", |p| {
-        p["last_reload_error"]
-            .as_str()
-            .is_some_and(|s| s.contains("it is a FIFO (named pipe), not a regular file"))
-    })
-    .await;
+    let p = e
+        .wait_policy("the FIFO to be refused", WAIT, |p| {
+            p["last_reload_error"]
+                .as_str()
+                .is_some_and(|s| s.contains("it is a FIFO (named pipe), not a regular file"))
+        })
+        .await;
     assert_eq!(p["sha256"], good_sha.as_str(), "the good policy stays");
     let threads_before = proc_self("status", "Threads:");
     for _ in 0..100 {
@@ -131,7 +112,7 @@ async fn fifo_and_dev_zero_policies_fail_reloads_without_wedging_anything() {
     volume
         .update_with(|p| std::os::unix::fs::symlink("/dev/zero", p))
         .unwrap();
-    wait_policy(&e, "/dev/zero to be refused", |p| {
+    e.wait_policy("/dev/zero to be refused", WAIT, |p| {
         p["last_reload_error"]
             .as_str()
             .is_some_and(|s| s.contains("it is a character device, not a regular file"))
@@ -148,15 +129,16 @@ async fn fifo_and_dev_zero_policies_fail_reloads_without_wedging_anything() {
     println!("bytes read during 20 POSTs and a SIGHUP with /dev/zero as policy: {read}");
     // Before: 2.1 GB per re-read. Now only HTTP and etcd traffic.
     assert!(read < 16 * 1024 * 1024, "read {read} bytes");
-    assert_eq!(policy_json(&e).await["sha256"], good_sha.as_str());
+    assert_eq!(e.policy_json().await["sha256"], good_sha.as_str());
     assert_eq!(e.get("/readyz").await.status, 200);
 
     // 3. A good file again: picked up by the watcher, error cleared.
     volume.update(V2).unwrap();
-    let p = wait_policy(&e, "the good policy", |p| {
-        p["sha256"] != good_sha.as_str() && p["last_reload_error"].is_null()
-    })
-    .await;
+    let p = e
+        .wait_policy("the good policy", WAIT, |p| {
+            p["sha256"] != good_sha.as_str() && p["last_reload_error"].is_null()
+        })
+        .await;
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
     let (status, body) = post(e.addr(), "/-/reload").await;
     assert_eq!(status, 200, "{body}");

@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
 use support::{EtcdCluster, Exporter};
@@ -28,34 +28,6 @@ fn doubling_chain(depth: usize) -> String {
     }
     src.push_str(&format!("check deep: a{depth}\n"));
     src
-}
-
-async fn policy_json(e: &Exporter) -> serde_json::Value {
-    serde_json::from_str(&e.get("/policy").await.body).expect("/policy is JSON")
-}
-
-async fn wait_policy(
-    e: &Exporter,
-    what: &str,
-    cond: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let end = Instant::now() + WAIT;
-    loop {
-        let p = policy_json(e).await;
-        if cond(&p) {
-            return p;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn metric(scrape: &str, name: &str) -> String {
-    scrape
-        .lines()
-        .find(|l| l.starts_with(name))
-        .unwrap_or_else(|| panic!("{name} not in the scrape"))
-        .to_string()
 }
 
 /// `POST /-/reload` over a raw socket: (status, body). Bounded by a deadline:
@@ -94,12 +66,13 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     // `deep` passes), and the exporter stays live and answers reloads.
     let chain = doubling_chain(40);
     volume.update(&chain).unwrap();
-    let p = wait_policy(&e, "the 40-deep chain", |p| {
-        p["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("let a40 = a39 && a39"))
-    })
-    .await;
+    let p = e
+        .wait_policy("the 40-deep chain", WAIT, |p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("let a40 = a39 && a39"))
+        })
+        .await;
     assert!(p["last_reload_error"].is_null(), "{p}");
     let r = e.wait_for("/readyz?verbose", 200, WAIT).await;
     assert!(r.body.contains("[+]deep ok"), "{}", r.body);
@@ -111,10 +84,11 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     // The huge hold-down: a failed reload, the chain stays in force.
     let chain_sha = p["sha256"].as_str().unwrap().to_string();
     volume.update(HUGE_HOLD).unwrap();
-    let p = wait_policy(&e, "the reload error", |p| {
-        p["last_reload_error"].is_string()
-    })
-    .await;
+    let p = e
+        .wait_policy("the reload error", WAIT, |p| {
+            p["last_reload_error"].is_string()
+        })
+        .await;
     let err = p["last_reload_error"].as_str().unwrap();
     assert!(
         err.contains(":2:45: hold-down `99999999999999999999h` is longer than the limit of 168h"),
@@ -127,7 +101,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     );
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 0"
     );
     let post = post_reload(&e).await;
@@ -137,17 +111,18 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
 
     // A good file written afterwards is picked up.
     volume.update(V2).unwrap();
-    let p = wait_policy(&e, "the good policy", |p| {
-        p["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("qget_ms < 2000"))
-            && p["last_reload_error"].is_null()
-    })
-    .await;
+    let p = e
+        .wait_policy("the good policy", WAIT, |p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("qget_ms < 2000"))
+                && p["last_reload_error"].is_null()
+        })
+        .await;
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 1"
     );
     let r = e.wait_for("/readyz", 200, WAIT).await;

@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
 use support::{EtcdCluster, Exporter};
@@ -18,34 +18,6 @@ const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\
 const BAD: &str = "check leader: leader\ncheck linearizable_read: qget_mss < 1000\n";
 const V2: &str =
     "check leader: leader\ncheck linearizable_read: qget_ms < 2000\nwarn nospace: !alarm_nospace\n";
-
-async fn policy_json(e: &Exporter) -> serde_json::Value {
-    serde_json::from_str(&e.get("/policy").await.body).expect("/policy is JSON")
-}
-
-async fn wait_policy(
-    e: &Exporter,
-    what: &str,
-    cond: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let end = Instant::now() + WAIT;
-    loop {
-        let p = policy_json(e).await;
-        if cond(&p) {
-            return p;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn metric(scrape: &str, name: &str) -> String {
-    scrape
-        .lines()
-        .find(|l| l.starts_with(name))
-        .unwrap_or_else(|| panic!("{name} not in the scrape"))
-        .to_string()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
@@ -87,15 +59,16 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     };
 
     // A typo: the old policy stays; /policy and the metrics say why.
-    let good_sha = policy_json(&e).await["sha256"]
+    let good_sha = e.policy_json().await["sha256"]
         .as_str()
         .unwrap()
         .to_string();
     volume.update(BAD).unwrap();
-    let p = wait_policy(&e, "the reload error", |p| {
-        p["last_reload_error"].is_string()
-    })
-    .await;
+    let p = e
+        .wait_policy("the reload error", WAIT, |p| {
+            p["last_reload_error"].is_string()
+        })
+        .await;
     let err = p["last_reload_error"].as_str().unwrap();
     assert!(err.contains(":2:26: unknown signal `qget_mss`"), "{err}");
     assert_eq!(
@@ -105,7 +78,7 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     );
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 0"
     );
     assert!(
@@ -123,14 +96,15 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     // The fix, which also changes one check: applied, error cleared, and the
     // unchanged check keeps its since-when.
     volume.update(V2).unwrap();
-    let p = wait_policy(&e, "the new policy", |p| {
-        p["sha256"] != good_sha.as_str() && p["last_reload_error"].is_null()
-    })
-    .await;
+    let p = e
+        .wait_policy("the new policy", WAIT, |p| {
+            p["sha256"] != good_sha.as_str() && p["last_reload_error"].is_null()
+        })
+        .await;
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        metric(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 1"
     );
     assert!(

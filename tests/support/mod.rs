@@ -293,6 +293,30 @@ impl Exporter {
         }
     }
 
+    /// `/policy` as JSON.
+    pub async fn policy_json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.get("/policy").await.body).expect("/policy is JSON")
+    }
+
+    /// Poll `/policy` until `cond` holds and return it; fail naming `what`
+    /// when `deadline` passes first.
+    pub async fn wait_policy(
+        &self,
+        what: &str,
+        deadline: Duration,
+        cond: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let end = Instant::now() + deadline;
+        loop {
+            let p = self.policy_json().await;
+            if cond(&p) {
+                return p;
+            }
+            assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// One signal from /signals as JSON.
     pub async fn signal(&self, name: &str) -> serde_json::Value {
         let r = self.get("/signals").await;
@@ -304,4 +328,13 @@ impl Exporter {
             .cloned()
             .unwrap_or_else(|| panic!("signal {name} not in /signals"))
     }
+}
+
+/// The first line of a scrape that starts with `name`.
+pub fn metric_line(scrape: &str, name: &str) -> String {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("{name} not in the scrape"))
+        .to_string()
 }
