@@ -11,6 +11,11 @@
 //! Run: `cargo run --release --example reload_latency -- [SWAPS] [DEBOUNCE_MS] [sink|http]`
 //! (defaults 60, 100, sink).
 
+#[path = "../tests/support/atomic_writer.rs"]
+mod atomic_writer;
+
+use atomic_writer::AtomicWriterVolume;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -20,7 +25,6 @@ use anyhow::{Context, Result, bail};
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
 use etcd_readiness_exporter::demo::http_get;
 use etcd_readiness_exporter::policy::Policy;
-use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadMetrics, Reloader, WatchOptions, spawn_watcher,
 };

@@ -14,7 +14,7 @@ mod support_hostile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
+use support::atomic_writer::AtomicWriterVolume;
 use support::{EtcdCluster, Exporter};
 use support_hostile::post;
 

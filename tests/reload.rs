@@ -5,6 +5,8 @@
 //!
 //! Every wait polls a condition with a deadline; no fixed sleep synchronises.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +17,6 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::routing::post;
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadError, ReloadMetrics, ReloadOutcome, ReloadTrigger, Reloader,
     WatchOptions, WatcherHandle, spawn_watcher,
@@ -24,6 +25,7 @@ use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
 use etcd_readiness_exporter::verdict::CheckState;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
+use support::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use tower::ServiceExt;
 
 const DEADLINE: Duration = Duration::from_secs(10);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_readiness_exporter::reload::atomic_writer::AtomicWriterVolume;
+use support::atomic_writer::AtomicWriterVolume;
 use support::{EtcdCluster, Exporter};
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -24,8 +24,6 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-pub mod atomic_writer;
-
 pub use http::reload_handler;
 pub use metrics::ReloadMetrics;
 pub use watch::{WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_supervised};

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod atomic_writer;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

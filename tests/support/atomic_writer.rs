@@ -3,7 +3,8 @@
 //! that over `..data`, and remove the previous `..<timestamp>` directory; the
 //! visible `policy` is a symlink to `..data/policy`. Used by the reload tests
 //! and benchmarks to reproduce exactly what a pod sees; handy for operators
-//! testing a watcher too. Not used by the exporter itself.
+//! testing a watcher too. Test support only: it is not part of the library
+//! (tests reach it as `support::atomic_writer`, the reload benchmark by path).
 
 use std::io;
 use std::os::unix::fs::symlink;
