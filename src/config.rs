@@ -242,193 +242,236 @@ fn read(flag: &'static str, p: &PathBuf) -> Result<Vec<u8>, ConfigError> {
 }
 
 impl ServeConfig {
+    /// Validate every flag; the first problem is the error (exit code 2).
     pub fn from_args(a: &ServeArgs) -> Result<Self, ConfigError> {
-        let listen: SocketAddr =
-            a.web_listen_address
-                .parse()
-                .map_err(|e: std::net::AddrParseError| {
-                    ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
-                })?;
+        let listen = listen_address(a)?;
         let http = web_limits(a)?;
-        let reserved = ["/", "/readyz", "/livez", "/signals", "/policy"];
-        if !a.web_telemetry_path.starts_with('/')
-            || reserved.contains(&a.web_telemetry_path.as_str())
-            || a.web_telemetry_path.starts_with("/readyz/")
-        {
-            return Err(ConfigError::TelemetryPath(a.web_telemetry_path.clone()));
-        }
-        in_range(
-            "--sample.interval",
-            a.sample_interval,
-            FlagRanges::SAMPLE_INTERVAL,
-        )?;
-        in_range(
-            "--sample.timeout",
-            a.sample_timeout,
-            FlagRanges::SAMPLE_TIMEOUT,
-        )?;
-        in_range(
-            "--policy.reload-interval",
-            a.policy_reload_interval,
-            FlagRanges::POLICY_RELOAD_INTERVAL,
-        )?;
-        let (lo, hi) = FlagRanges::MAX_BODY_BYTES;
-        if !(lo..=hi).contains(&a.source_max_body_bytes) {
-            return Err(ConfigError::Range(format!(
-                "--source.max-body-bytes {} is out of range: allowed {lo} to {hi}",
-                a.source_max_body_bytes
-            )));
-        }
-        if a.sample_timeout > a.sample_interval {
-            return Err(ConfigError::Timing {
-                interval: a.sample_interval,
-                timeout: a.sample_timeout,
-            });
-        }
-        let ep = a.etcd_endpoint.trim();
-        let https = ep.starts_with("https://");
-        if !https && !ep.starts_with("http://") {
-            return Err(ConfigError::Endpoint(ep.to_string()));
-        }
-        let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
-            (None, None, None) if !https => None,
-            (None, _, _) if https => {
-                return Err(ConfigError::Tls(format!(
-                    "--etcd.endpoint {ep} is https:// but --etcd.cacert is not set"
-                )));
-            }
-            (_, _, _) if !https => {
-                return Err(ConfigError::Tls(format!(
-                    "--etcd.cacert/--etcd.cert/--etcd.key are set but --etcd.endpoint {ep} is not https://"
-                )));
-            }
-            (Some(ca), cert, key) => {
-                let identity = match crate::sources::client::cert_key_pair(
-                    cert.as_ref(),
-                    key.as_ref(),
-                    "--etcd.cert and --etcd.key",
-                )
-                .map_err(ConfigError::Tls)?
-                {
-                    Some((c, k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
-                    None => None,
-                };
-                Some(EtcdTls {
-                    ca: read("--etcd.cacert", ca)?,
-                    identity,
-                })
-            }
-            (None, _, _) => None,
-        };
-        let (policy_path, policy_text) = match &a.policy {
-            None => ("<default>".to_string(), DEFAULT_POLICY.to_string()),
-            Some(p) => (
-                p.display().to_string(),
-                crate::reload::read_policy_file(p)
-                    .map(|(text, _)| text)
-                    .map_err(|e| match e {
-                        crate::reload::ReloadError::Read { path, source } => {
-                            ConfigError::PolicyFile(format!(
-                                "cannot read {}: {source}",
-                                path.display()
-                            ))
-                        }
-                        crate::reload::ReloadError::NotUtf8 { path, offset } => {
-                            ConfigError::PolicyFile(format!(
-                                "{} is not valid UTF-8 (first bad byte at offset {offset})",
-                                path.display()
-                            ))
-                        }
-                        other => ConfigError::PolicyFile(other.to_string()),
-                    })?,
-            ),
-        };
-        let backup = a.backup_url.as_ref().map(|url| BackupConfig {
-            url: url.clone(),
-            tls: TlsFiles {
-                ca: a.backup_cacert.clone(),
-                cert: a.backup_cert.clone(),
-                key: a.backup_key.clone(),
-            },
-            mode: a.backup_mode,
-            interval: a.sample_interval,
-            timeout: a.sample_timeout,
-            max_body_bytes: a.source_max_body_bytes,
-        });
-        let owner = match (&a.owner_name, &a.owner_id) {
-            (None, None) => None,
-            (Some(name), Some(id)) => {
-                let nameserver = match &a.owner_nameserver {
-                    None => None,
-                    Some(ns) => Some(ns.parse::<SocketAddr>().map_err(|e| {
-                        ConfigError::Owner(format!(
-                            "--owner.nameserver {ns:?} is not HOST:PORT with an IP address: {e}"
-                        ))
-                    })?),
-                };
-                in_range(
-                    "--owner.interval",
-                    a.owner_interval,
-                    FlagRanges::OWNER_INTERVAL,
-                )?;
-                in_range(
-                    "--owner.timeout",
-                    a.owner_timeout,
-                    FlagRanges::OWNER_TIMEOUT,
-                )?;
-                if a.owner_timeout > a.owner_interval {
-                    return Err(ConfigError::Owner(format!(
-                        "--owner.timeout ({:?}) must be positive and not longer than --owner.interval ({:?})",
-                        a.owner_timeout, a.owner_interval
-                    )));
-                }
-                Some(OwnerConfig {
-                    name: name.clone(),
-                    id: id.clone(),
-                    interval: a.owner_interval,
-                    timeout: a.owner_timeout,
-                    nameserver,
-                })
-            }
-            _ => {
-                return Err(ConfigError::Owner(
-                    "--owner.name and --owner.id must be given together".to_string(),
-                ));
-            }
-        };
-        let scrape = match &a.config {
-            None => None,
-            Some(p) => {
-                let mut c =
-                    ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?;
-                for s in &mut c.sources {
-                    s.max_body_bytes = a.source_max_body_bytes;
-                }
-                Some(c)
-            }
-        };
+        check_telemetry_path(a)?;
+        check_sampling(a)?;
+        let etcd = etcd_config(a)?;
+        let (policy_path, policy_text) = policy_source(a)?;
         Ok(ServeConfig {
             listen,
             http,
             telemetry_path: a.web_telemetry_path.clone(),
-            etcd: EtcdConfig {
-                endpoint: ep.to_string(),
-                tls,
-                probe_key: a.etcd_probe_key.clone(),
-                interval: a.sample_interval,
-                timeout: a.sample_timeout,
-            },
+            etcd,
             policy_path,
             policy_file: a.policy.clone(),
             policy_text,
             policy_reload_interval: a.policy_reload_interval,
             sample_interval: a.sample_interval,
             sample_timeout: a.sample_timeout,
-            backup,
-            owner,
-            scrape,
+            backup: backup_config(a),
+            owner: owner_config(a)?,
+            scrape: scrape_config(a)?,
         })
     }
+}
+
+/// `--web.listen-address`.
+fn listen_address(a: &ServeArgs) -> Result<SocketAddr, ConfigError> {
+    let listen: SocketAddr =
+        a.web_listen_address
+            .parse()
+            .map_err(|e: std::net::AddrParseError| {
+                ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
+            })?;
+    Ok(listen)
+}
+
+/// `--web.telemetry-path` must not shadow another endpoint.
+fn check_telemetry_path(a: &ServeArgs) -> Result<(), ConfigError> {
+    let reserved = ["/", "/readyz", "/livez", "/signals", "/policy"];
+    if !a.web_telemetry_path.starts_with('/')
+        || reserved.contains(&a.web_telemetry_path.as_str())
+        || a.web_telemetry_path.starts_with("/readyz/")
+    {
+        return Err(ConfigError::TelemetryPath(a.web_telemetry_path.clone()));
+    }
+    Ok(())
+}
+
+/// `--sample.*`, `--policy.reload-interval` and `--source.max-body-bytes`
+/// within their ranges, and the timeout not longer than the interval.
+fn check_sampling(a: &ServeArgs) -> Result<(), ConfigError> {
+    in_range(
+        "--sample.interval",
+        a.sample_interval,
+        FlagRanges::SAMPLE_INTERVAL,
+    )?;
+    in_range(
+        "--sample.timeout",
+        a.sample_timeout,
+        FlagRanges::SAMPLE_TIMEOUT,
+    )?;
+    in_range(
+        "--policy.reload-interval",
+        a.policy_reload_interval,
+        FlagRanges::POLICY_RELOAD_INTERVAL,
+    )?;
+    let (lo, hi) = FlagRanges::MAX_BODY_BYTES;
+    if !(lo..=hi).contains(&a.source_max_body_bytes) {
+        return Err(ConfigError::Range(format!(
+            "--source.max-body-bytes {} is out of range: allowed {lo} to {hi}",
+            a.source_max_body_bytes
+        )));
+    }
+    if a.sample_timeout > a.sample_interval {
+        return Err(ConfigError::Timing {
+            interval: a.sample_interval,
+            timeout: a.sample_timeout,
+        });
+    }
+    Ok(())
+}
+
+/// `--etcd.*`: the endpoint, and TLS exactly when it is https://.
+fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
+    let ep = a.etcd_endpoint.trim();
+    let https = ep.starts_with("https://");
+    if !https && !ep.starts_with("http://") {
+        return Err(ConfigError::Endpoint(ep.to_string()));
+    }
+    let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
+        (None, None, None) if !https => None,
+        (None, _, _) if https => {
+            return Err(ConfigError::Tls(format!(
+                "--etcd.endpoint {ep} is https:// but --etcd.cacert is not set"
+            )));
+        }
+        (_, _, _) if !https => {
+            return Err(ConfigError::Tls(format!(
+                "--etcd.cacert/--etcd.cert/--etcd.key are set but --etcd.endpoint {ep} is not https://"
+            )));
+        }
+        (Some(ca), cert, key) => {
+            let identity = match crate::sources::client::cert_key_pair(
+                cert.as_ref(),
+                key.as_ref(),
+                "--etcd.cert and --etcd.key",
+            )
+            .map_err(ConfigError::Tls)?
+            {
+                Some((c, k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
+                None => None,
+            };
+            Some(EtcdTls {
+                ca: read("--etcd.cacert", ca)?,
+                identity,
+            })
+        }
+        (None, _, _) => None,
+    };
+    Ok(EtcdConfig {
+        endpoint: ep.to_string(),
+        tls,
+        probe_key: a.etcd_probe_key.clone(),
+        interval: a.sample_interval,
+        timeout: a.sample_timeout,
+    })
+}
+
+/// `--policy`: its path as shown and its text (the built-in default without it).
+fn policy_source(a: &ServeArgs) -> Result<(String, String), ConfigError> {
+    let (policy_path, policy_text) = match &a.policy {
+        None => ("<default>".to_string(), DEFAULT_POLICY.to_string()),
+        Some(p) => (
+            p.display().to_string(),
+            crate::reload::read_policy_file(p)
+                .map(|(text, _)| text)
+                .map_err(|e| match e {
+                    crate::reload::ReloadError::Read { path, source } => {
+                        ConfigError::PolicyFile(format!("cannot read {}: {source}", path.display()))
+                    }
+                    crate::reload::ReloadError::NotUtf8 { path, offset } => {
+                        ConfigError::PolicyFile(format!(
+                            "{} is not valid UTF-8 (first bad byte at offset {offset})",
+                            path.display()
+                        ))
+                    }
+                    other => ConfigError::PolicyFile(other.to_string()),
+                })?,
+        ),
+    };
+    Ok((policy_path, policy_text))
+}
+
+/// `--backup.*`: the backup sidecar source, if `--backup.url` is set.
+fn backup_config(a: &ServeArgs) -> Option<BackupConfig> {
+    a.backup_url.as_ref().map(|url| BackupConfig {
+        url: url.clone(),
+        tls: TlsFiles {
+            ca: a.backup_cacert.clone(),
+            cert: a.backup_cert.clone(),
+            key: a.backup_key.clone(),
+        },
+        mode: a.backup_mode,
+        interval: a.sample_interval,
+        timeout: a.sample_timeout,
+        max_body_bytes: a.source_max_body_bytes,
+    })
+}
+
+/// `--owner.*`: the DNS owner check, if `--owner.name` and `--owner.id` are set.
+fn owner_config(a: &ServeArgs) -> Result<Option<OwnerConfig>, ConfigError> {
+    let owner = match (&a.owner_name, &a.owner_id) {
+        (None, None) => None,
+        (Some(name), Some(id)) => {
+            let nameserver = match &a.owner_nameserver {
+                None => None,
+                Some(ns) => Some(ns.parse::<SocketAddr>().map_err(|e| {
+                    ConfigError::Owner(format!(
+                        "--owner.nameserver {ns:?} is not HOST:PORT with an IP address: {e}"
+                    ))
+                })?),
+            };
+            in_range(
+                "--owner.interval",
+                a.owner_interval,
+                FlagRanges::OWNER_INTERVAL,
+            )?;
+            in_range(
+                "--owner.timeout",
+                a.owner_timeout,
+                FlagRanges::OWNER_TIMEOUT,
+            )?;
+            if a.owner_timeout > a.owner_interval {
+                return Err(ConfigError::Owner(format!(
+                    "--owner.timeout ({:?}) must be positive and not longer than --owner.interval ({:?})",
+                    a.owner_timeout, a.owner_interval
+                )));
+            }
+            Some(OwnerConfig {
+                name: name.clone(),
+                id: id.clone(),
+                interval: a.owner_interval,
+                timeout: a.owner_timeout,
+                nameserver,
+            })
+        }
+        _ => {
+            return Err(ConfigError::Owner(
+                "--owner.name and --owner.id must be given together".to_string(),
+            ));
+        }
+    };
+    Ok(owner)
+}
+
+/// `--config`: the generic scrape sources file.
+fn scrape_config(a: &ServeArgs) -> Result<Option<ScrapeFile>, ConfigError> {
+    let scrape = match &a.config {
+        None => None,
+        Some(p) => {
+            let mut c =
+                ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?;
+            for s in &mut c.sources {
+                s.max_body_bytes = a.source_max_body_bytes;
+            }
+            Some(c)
+        }
+    };
+    Ok(scrape)
 }
 
 /// The `--web.*` connection limits, each within its [`FlagRanges`] range.
