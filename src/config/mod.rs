@@ -1,177 +1,25 @@
-//! Configuration of `serve`: the clap flags ([`ServeArgs`], each also read
-//! from an `ERE_*` environment variable) and the validated [`ServeConfig`] the
-//! rest of the code uses. Validation reads the files flags name (policy, TLS
-//! material) so that unusable flags fail at start with a clear message.
+//! Configuration of `serve`: the validated [`ServeConfig`] the rest of the
+//! code uses, built from the clap flags of [`args`] by one small validator
+//! per flag group. Validation reads the files flags name (policy, TLS
+//! material, `--config`) so that unusable flags fail at start with a clear
+//! message (exit code 2).
+
+pub mod args;
+
+pub use args::{LogFormat, ServeArgs};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
-
-use crate::sources::backup::{BackupConfig, BackupMode};
+use crate::sources::backup::BackupConfig;
 use crate::sources::client::TlsFiles;
 use crate::sources::config::Config as ScrapeFile;
 use crate::sources::etcd::{EtcdConfig, EtcdTls};
 use crate::sources::owner::OwnerConfig;
 
 /// The default policy, used when `--policy` is not given.
-pub const DEFAULT_POLICY: &str = include_str!("../policies/default.policy");
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// Flags of `serve`.
-#[derive(Args, Clone, Debug)]
-pub struct ServeArgs {
-    /// Readiness policy file (default: the built-in default policy).
-    #[arg(long = "policy", env = "ERE_POLICY", value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-    /// gRPC endpoint of this etcd member (https:// for TLS).
-    #[arg(
-        long = "etcd.endpoint",
-        env = "ERE_ETCD_ENDPOINT",
-        default_value = "http://127.0.0.1:2379"
-    )]
-    pub etcd_endpoint: String,
-    /// CA certificate (PEM) to verify etcd's server certificate.
-    #[arg(long = "etcd.cacert", env = "ERE_ETCD_CACERT", value_name = "FILE")]
-    pub etcd_cacert: Option<PathBuf>,
-    /// Client certificate (PEM) for mTLS to etcd.
-    #[arg(long = "etcd.cert", env = "ERE_ETCD_CERT", value_name = "FILE")]
-    pub etcd_cert: Option<PathBuf>,
-    /// Client key (PEM) for mTLS to etcd.
-    #[arg(long = "etcd.key", env = "ERE_ETCD_KEY", value_name = "FILE")]
-    pub etcd_key: Option<PathBuf>,
-    /// Key read by the probe Ranges (keys-only, limit 1; it need not exist).
-    #[arg(
-        long = "etcd.probe-key",
-        env = "ERE_ETCD_PROBE_KEY",
-        default_value = "health"
-    )]
-    pub etcd_probe_key: String,
-    /// Time between sample rounds.
-    #[arg(long = "sample.interval", env = "ERE_SAMPLE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
-    pub sample_interval: Duration,
-    /// Deadline of every call to etcd.
-    #[arg(long = "sample.timeout", env = "ERE_SAMPLE_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
-    pub sample_timeout: Duration,
-    /// Address to serve HTTP on.
-    #[arg(
-        long = "web.listen-address",
-        env = "ERE_WEB_LISTEN_ADDRESS",
-        default_value = "0.0.0.0:9379"
-    )]
-    pub web_listen_address: String,
-    /// Path of the metrics endpoint.
-    #[arg(
-        long = "web.telemetry-path",
-        env = "ERE_WEB_TELEMETRY_PATH",
-        default_value = "/metrics"
-    )]
-    pub web_telemetry_path: String,
-    /// Most HTTP connections held open at once; lowered to stay below
-    /// RLIMIT_NOFILE. At the limit the longest-idle connection is closed to
-    /// admit a new one, so a probe always gets in.
-    #[arg(
-        long = "web.max-connections",
-        env = "ERE_WEB_MAX_CONNECTIONS",
-        default_value = "512"
-    )]
-    pub web_max_connections: usize,
-    /// A request head must arrive within this time (from the connection's
-    /// accept, or from its first byte on a kept-alive connection).
-    #[arg(long = "web.read-header-timeout", env = "ERE_WEB_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
-    pub web_read_header_timeout: Duration,
-    /// A connection with no request in flight is closed after this time.
-    #[arg(long = "web.idle-timeout", env = "ERE_WEB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
-    pub web_idle_timeout: Duration,
-    /// On SIGTERM, in-flight requests get this long to finish; then every
-    /// connection is closed and the process exits.
-    #[arg(long = "web.shutdown-timeout", env = "ERE_WEB_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
-    pub web_shutdown_timeout: Duration,
-    /// Log level (error, warn, info, debug, trace) or a tracing filter.
-    #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(
-        long = "log.format",
-        env = "ERE_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub log_format: LogFormat,
-    /// Safety-net re-read of the policy file.
-    #[arg(long = "policy.reload-interval", env = "ERE_POLICY_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
-    pub policy_reload_interval: Duration,
-    /// Base URL of the etcd-backup-restore sidecar.
-    #[arg(long = "backup.url", env = "ERE_BACKUP_URL")]
-    pub backup_url: Option<String>,
-    /// CA certificate (PEM) to verify the sidecar's server certificate (https://).
-    #[arg(long = "backup.cacert", env = "ERE_BACKUP_CACERT", value_name = "FILE")]
-    pub backup_cacert: Option<PathBuf>,
-    /// Client certificate (PEM) for mTLS to the sidecar.
-    #[arg(long = "backup.cert", env = "ERE_BACKUP_CERT", value_name = "FILE")]
-    pub backup_cert: Option<PathBuf>,
-    /// Client key (PEM) for mTLS to the sidecar.
-    #[arg(long = "backup.key", env = "ERE_BACKUP_KEY", value_name = "FILE")]
-    pub backup_key: Option<PathBuf>,
-    #[arg(
-        long = "backup.mode",
-        env = "ERE_BACKUP_MODE",
-        value_enum,
-        default_value = "metrics"
-    )]
-    pub backup_mode: BackupMode,
-    /// DNS name whose TXT record names the owner.
-    #[arg(long = "owner.name", env = "ERE_OWNER_NAME")]
-    pub owner_name: Option<String>,
-    /// Expected owner id (the first TXT string).
-    #[arg(long = "owner.id", env = "ERE_OWNER_ID")]
-    pub owner_id: Option<String>,
-    /// Time between owner TXT lookups.
-    #[arg(long = "owner.interval", env = "ERE_OWNER_INTERVAL", default_value = "30s", value_parser = parse_duration)]
-    pub owner_interval: Duration,
-    /// Deadline of one owner TXT lookup.
-    #[arg(long = "owner.timeout", env = "ERE_OWNER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
-    pub owner_timeout: Duration,
-    /// DNS server to ask (IP:PORT); default: the system resolver.
-    #[arg(
-        long = "owner.nameserver",
-        env = "ERE_OWNER_NAMESERVER",
-        value_name = "HOST:PORT"
-    )]
-    pub owner_nameserver: Option<String>,
-    /// Generic scrape sources (YAML).
-    #[arg(long = "config", env = "ERE_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Largest response body read from the backup sidecar or a scrape source
-    /// (bytes); a longer body fails the round without being read further.
-    #[arg(
-        long = "source.max-body-bytes",
-        env = "ERE_SOURCE_MAX_BODY_BYTES",
-        default_value_t = crate::sources::client::DEFAULT_MAX_BODY_BYTES
-    )]
-    pub source_max_body_bytes: u64,
-}
-
-impl ServeArgs {
-    /// Defaults for everything, with this etcd endpoint (for tests and `demo`).
-    pub fn for_endpoint(endpoint: &str) -> Self {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            args: ServeArgs,
-        }
-        let mut a = Wrap::parse_from(["serve"]).args;
-        a.etcd_endpoint = endpoint.to_string();
-        a
-    }
-}
+pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.policy");
 
 /// Why flags are unusable.
 #[derive(Debug, thiserror::Error)]
