@@ -229,9 +229,14 @@ impl EngineHandle {
     /// Evaluate once and publish. Until the etcd source finished its first
     /// round the verdict stays `starting`.
     pub fn evaluate_now(&self) {
+        self.evaluate_at(Instant::now(), SystemTime::now());
+    }
+
+    /// [`evaluate_now`](Self::evaluate_now) as if the clocks read `now` and
+    /// `wall`: the engine's one clock input, so tests can step time exactly
+    /// instead of sleeping.
+    pub fn evaluate_at(&self, now: Instant, wall: SystemTime) {
         let sh = &*self.shared;
-        let now = Instant::now();
-        let wall = SystemTime::now();
         let mut guard = self.lock_eval();
         let st = &mut *guard;
         sh.store.read_into(now, &mut st.readings);
@@ -364,15 +369,25 @@ mod tests {
     #[test]
     fn set_policy_swaps_checks_and_drops_their_metrics() {
         let (h, registry) = engine("check leader: leader\ncheck old_one: !learner\n");
-        let now = Instant::now();
-        h.store()
-            .record_ok(h.catalogue().id("leader"), Value::Bool(true), now);
-        h.store()
-            .record_ok(h.catalogue().id("learner"), Value::Bool(false), now);
+        // The clock is stepped by hand: first evaluation a minute ago, the
+        // swap now, the last evaluation a minute from now.
+        let minute = Duration::from_secs(60);
+        let t0 = Instant::now()
+            .checked_sub(minute)
+            .expect("uptime over a minute");
+        let w0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let record = |at: Instant| {
+            h.store()
+                .record_ok(h.catalogue().id("leader"), Value::Bool(true), at);
+            h.store()
+                .record_ok(h.catalogue().id("learner"), Value::Bool(false), at);
+        };
+        record(t0);
         h.notifier()
             .round_finished(&Source::Etcd, Duration::from_secs(1));
-        h.evaluate_now();
+        h.evaluate_at(t0, w0);
         let since = h.verdict().verdict.checks[0].since;
+        assert_eq!(since, w0);
         assert!(encode(&registry, Format::Text004).contains("check=\"old_one\""));
 
         h.set_reload_error(Some("line 1: boom".into()));
@@ -380,17 +395,20 @@ mod tests {
             h.policy_status().last_reload_error.as_deref(),
             Some("line 1: boom")
         );
+        // set_policy evaluates at once, on the real clock: give it fresh samples.
+        record(Instant::now());
         h.set_policy(compile(&h, "check leader: leader\ncheck new_one: leader\n"));
+        record(t0 + 2 * minute);
+        h.evaluate_at(t0 + 2 * minute, w0 + 2 * minute);
         let v = &h.verdict().verdict;
         let names: Vec<&str> = v.checks.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["leader", "new_one"]);
-        let moved = v.checks[0]
-            .since
-            .duration_since(since)
-            .unwrap_or_else(|e| e.duration());
+        // The unchanged check kept its state: passing since the first
+        // evaluation, exactly. A reset would say "since the swap", a minute later.
+        assert_eq!(v.checks[0].since, since, "unchanged check kept its state");
         assert!(
-            moved < Duration::from_millis(50),
-            "unchanged check kept its state"
+            v.checks[1].since > w0 + minute / 2,
+            "the new check starts at the swap"
         );
         let text = encode(&registry, Format::Text004);
         assert!(!text.contains("check=\"old_one\""), "{text}");
