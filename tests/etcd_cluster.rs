@@ -78,8 +78,13 @@ async fn quorum_lost_survivor_fails_naming_the_read_then_recovers() {
     cluster.kill(1);
     cluster.kill(2);
     // 2 intervals + timeout is 750ms; etcd needs an election timeout (500ms)
-    // to notice. Allow generously more: speed belongs in benchmarks.
-    let r = e.wait_for("/readyz", 503, Duration::from_secs(10)).await;
+    // to notice. Allow generously more: speed belongs in benchmarks. The
+    // leader check may fail a round before the read does: wait for both.
+    let r = e
+        .wait_until("/readyz", Duration::from_secs(10), |r| {
+            r.status == 503 && r.body.contains("[-]linearizable_read failed: qget_ms")
+        })
+        .await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(
         r.body.contains("[-]linearizable_read failed: qget_ms"),

@@ -248,37 +248,42 @@ pub async fn get_ok(
     Ok(f.body)
 }
 
-/// Whether `err` is a rustls error, possibly wrapped in (nested) io::Errors:
-/// tokio-rustls and hyper-rustls wrap it so, and io::Error's `source()` skips
-/// the wrapped error, so the plain cause chain never shows it.
-fn is_rustls(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    for _ in 0..8 {
-        let Some(e) = cur else { return false };
-        if e.is::<rustls::Error>() {
-            return true;
+/// Every error in the cause chain from `first`, following io::Error's
+/// wrapped inner error too: hyper, tokio-rustls and hyper-rustls wrap errors
+/// in io::Errors whose `source()` skips them, so the plain chain never shows
+/// a rustls or hyper error. At most 16 links. The one chain walker of the
+/// HTTP and etcd error classifiers.
+pub fn causes<'a>(
+    first: Option<&'a (dyn std::error::Error + 'static)>,
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut cur = first;
+    while let Some(err) = cur {
+        if out.len() >= 16 {
+            break;
         }
-        cur = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        out.push(err);
+        cur = err.source().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static))
+        });
     }
-    false
+    out
 }
 
 /// Map a reqwest error to a bounded reason, with the whole cause chain as message.
 pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     let mut chain = String::new();
-    let mut tls = false;
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     while let Some(err) = cur {
         if !chain.is_empty() {
             chain.push_str(": ");
         }
         chain.push_str(&err.to_string());
-        tls |= is_rustls(err);
         cur = err.source();
     }
+    let tls = causes(Some(e)).iter().any(|c| c.is::<rustls::Error>());
     let reason = if e.is_timeout() {
         Reason::Timeout
     } else if tls {

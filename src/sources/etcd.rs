@@ -336,23 +336,9 @@ fn first_source(e: &etcd_client::Error) -> Option<&(dyn std::error::Error + 'sta
     }
 }
 
-/// Every error in the chain, following io::Error's wrapped inner error too
-/// (hyper and tokio-rustls wrap errors in io::Errors whose `source()` skips them).
+/// Every error in the chain below `e` (see [`super::client::causes`]).
 fn causes(e: &etcd_client::Error) -> Vec<&(dyn std::error::Error + 'static)> {
-    let mut out = Vec::new();
-    let mut cur = first_source(e);
-    while let Some(err) = cur {
-        if out.len() >= 16 {
-            break;
-        }
-        out.push(err);
-        cur = err.source().or_else(|| {
-            err.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .map(|inner| inner as &(dyn std::error::Error + 'static))
-        });
-    }
-    out
+    super::client::causes(first_source(e))
 }
 
 /// A compact description: the gRPC status message (or the error itself) and

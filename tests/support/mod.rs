@@ -319,6 +319,24 @@ impl Exporter {
         }
     }
 
+    /// Poll `path` until its response satisfies `cond` or `deadline` passes;
+    /// returns the last response.
+    pub async fn wait_until(
+        &self,
+        path: &str,
+        deadline: Duration,
+        cond: impl Fn(&Resp) -> bool,
+    ) -> Resp {
+        let end = Instant::now() + deadline;
+        loop {
+            let r = self.get(path).await;
+            if cond(&r) || Instant::now() > end {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// One signal from /signals as JSON.
     pub async fn signal(&self, name: &str) -> serde_json::Value {
         let r = self.get("/signals").await;
