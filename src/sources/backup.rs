@@ -98,36 +98,23 @@ impl BackupSampler {
     }
 
     async fn snapshots(&self) -> Result<Snapshots, SampleError> {
-        match self.cfg.mode {
-            BackupMode::Metrics => {
-                let url = format!("{}/metrics", self.base);
-                let body = client::get_ok(
-                    &self.client,
-                    &url,
-                    self.cfg.timeout,
-                    self.cfg.max_body_bytes,
-                )
-                .await?;
-                snapshots_from_metrics(&body).map_err(|message| SampleError {
-                    reason: Reason::Parse,
-                    message: format!("{url}: {message}"),
-                })
-            }
-            BackupMode::SnapshotLatest => {
-                let url = format!("{}/snapshot/latest", self.base);
-                let body = client::get_ok(
-                    &self.client,
-                    &url,
-                    self.cfg.timeout,
-                    self.cfg.max_body_bytes,
-                )
-                .await?;
-                snapshots_from_latest_json(&body).map_err(|message| SampleError {
-                    reason: Reason::Parse,
-                    message: format!("{url}: {message}"),
-                })
-            }
-        }
+        type Parse = fn(&str) -> Result<Snapshots, String>;
+        let (path, parse): (&str, Parse) = match self.cfg.mode {
+            BackupMode::Metrics => ("metrics", snapshots_from_metrics),
+            BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
+        };
+        let url = format!("{}/{path}", self.base);
+        let body = client::get_ok(
+            &self.client,
+            &url,
+            self.cfg.timeout,
+            self.cfg.max_body_bytes,
+        )
+        .await?;
+        parse(&body).map_err(|message| SampleError {
+            reason: Reason::Parse,
+            message: format!("{url}: {message}"),
+        })
     }
 
     async fn healthz(&self) -> Result<bool, SampleError> {
