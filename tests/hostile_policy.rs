@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::atomic_writer::AtomicWriterVolume;
+use support::post;
 use support::{EtcdCluster, Exporter};
-use support_hostile::post;
 
 const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\n";

@@ -30,28 +30,6 @@ fn doubling_chain(depth: usize) -> String {
     src
 }
 
-/// `POST /-/reload` over a raw socket: (status, body). Bounded by a deadline:
-/// a wedged reload shows up as a test failure, not a hung test.
-async fn post_reload(e: &Exporter) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(e.addr()).await.unwrap();
-    let req =
-        "POST /-/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut buf))
-        .await
-        .expect("POST /-/reload answers")
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     let cluster = EtcdCluster::builder(1).start();
@@ -77,7 +55,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     let r = e.wait_for("/readyz?verbose", 200, WAIT).await;
     assert!(r.body.contains("[+]deep ok"), "{}", r.body);
     assert_eq!(e.get("/livez").await.status, 200);
-    let post = post_reload(&e).await;
+    let post = support::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 200, "{}", post.1);
     assert!(post.1.starts_with("policy unchanged"), "{}", post.1);
 
@@ -104,7 +82,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
         support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 0"
     );
-    let post = post_reload(&e).await;
+    let post = support::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500, "{}", post.1);
     assert!(post.1.contains("hold-down"), "{}", post.1);
     assert_eq!(e.get("/livez").await.status, 200);

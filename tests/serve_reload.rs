@@ -85,7 +85,7 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
         scrape.contains("etcd_readiness_policy_reloads_total{result=\"failure\"} 1"),
         "{scrape}"
     );
-    let post = reqwest_post(&e, "/-/reload").await;
+    let post = support::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500);
     assert!(
         post.1.contains("^^^^^^^^ not a signal or a `let`"),
@@ -118,7 +118,7 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
         since(&after, "leader"),
         "unchanged check kept its state"
     );
-    let post = reqwest_post(&e, "/-/reload").await;
+    let post = support::post(e.addr(), "/-/reload").await;
     assert_eq!(
         post,
         (
@@ -141,26 +141,4 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
         0,
         "/readyz left 200 during the reloads"
     );
-}
-
-/// A minimal HTTP/1.1 POST with no body over a raw socket (status, body).
-async fn reqwest_post(e: &Exporter, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(e.addr()).await.unwrap();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }

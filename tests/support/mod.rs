@@ -358,3 +358,28 @@ pub fn metric_line(scrape: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} not in the scrape"))
         .to_string()
 }
+
+/// `POST path` with an empty body; (status, body). 10 s deadline.
+pub async fn post(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let work = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        buf
+    };
+    let buf = tokio::time::timeout(Duration::from_secs(10), work)
+        .await
+        .unwrap_or_else(|_| panic!("POST {path} did not answer within 10s"));
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -194,30 +193,6 @@ pub fn rss_kib_of(pid: &str) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS in /proc/<pid>/status")
-}
-
-/// `POST path` with an empty body; (status, body). 10 s deadline.
-pub async fn post(addr: SocketAddr, path: &str) -> (u16, String) {
-    let work = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.unwrap();
-        buf
-    };
-    let buf = tokio::time::timeout(Duration::from_secs(10), work)
-        .await
-        .unwrap_or_else(|_| panic!("POST {path} did not answer within 10s"));
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// A real gzip bomb made by the system's `gzip`: `mib` MiB of zeros
