@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use etcd_readiness_exporter::policy::Policy;
+use etcd_readiness_exporter::policy::{Policy, limits};
 use etcd_readiness_exporter::signals::{Catalogue, Source};
 
 /// Every `tests/diagnostics/*.policy` is a policy that must be refused; its
@@ -241,23 +241,12 @@ fn every_policy_example_in_the_language_docs_compiles() {
     }
 }
 
-/// `let a0 = leader`, `let aN = aN-1 && aN-1` up to `depth`, and a check on
-/// the last: 2^depth leaves if each `let` were expanded at every use.
-fn doubling_chain(depth: usize) -> String {
-    let mut src = String::from("let a0 = leader\n");
-    for i in 1..=depth {
-        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
-    }
-    src.push_str(&format!("check deep: a{depth}\n"));
-    src
-}
-
 /// Issue 10: a 28-deep chain (613 bytes) took `check` ~8 s and a 40-deep one
 /// wedged the process, because each `let` was expanded at every use.
 #[test]
 fn regression_let_doubling_chain_compiles_to_a_size_linear_in_its_text() {
     for depth in [1, 10, 28, 40] {
-        let src = doubling_chain(depth);
+        let src = limits::doubling_chain("leader", depth);
         let p = Policy::compile("chain.policy", &src, &Catalogue::builtin())
             .unwrap_or_else(|d| panic!("{d}"));
         // One node for `leader`, three per `let` (two uses and the `&&`), one
@@ -270,7 +259,7 @@ fn regression_let_doubling_chain_compiles_to_a_size_linear_in_its_text() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("chain.policy");
-    std::fs::write(&path, doubling_chain(40)).unwrap();
+    std::fs::write(&path, limits::doubling_chain("leader", 40)).unwrap();
     let (code, out, err) = cli(&["check", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     let out = out.replace(path.to_str().unwrap(), "chain.policy");

@@ -10,6 +10,7 @@ mod support;
 
 use std::time::Duration;
 
+use etcd_readiness_exporter::policy::limits;
 use support::atomic_writer::AtomicWriterVolume;
 use support::{EtcdCluster, Exporter};
 
@@ -18,17 +19,6 @@ const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\
 const HUGE_HOLD: &str =
     "check leader: leader\ncheck linearizable_read: qget_ms < 1000 for 99999999999999999999h\n";
 const V2: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 2000\n";
-
-/// `let a0 = leader`, `let aN = aN-1 && aN-1` up to `depth`, and a check on
-/// the last: 2^depth leaves if each `let` were expanded at every use.
-fn doubling_chain(depth: usize) -> String {
-    let mut src = String::from("let a0 = leader\n");
-    for i in 1..=depth {
-        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
-    }
-    src.push_str(&format!("check deep: a{depth}\n"));
-    src
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
@@ -42,7 +32,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
 
     // The doubling chain: applied, evaluated (the single member is leader, so
     // `deep` passes), and the exporter stays live and answers reloads.
-    let chain = doubling_chain(40);
+    let chain = limits::doubling_chain("leader", 40);
     volume.update(&chain).unwrap();
     let p = e
         .wait_policy("the 40-deep chain", WAIT, |p| {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::policy::{Evaluator, Policy, limits};
 use etcd_readiness_policy::signals::{Catalogue, Reading, Value};
 use etcd_readiness_policy::verdict::CheckState;
 
@@ -209,24 +209,16 @@ fn not_ready_before_the_first_evaluation() {
     assert!(!ev.ready());
 }
 
-/// `let a0 = BASE`, `let aN = aN-1 && aN-1` up to `depth`, and a check on the
-/// last: 2^depth leaves if each `let` were expanded at every use.
-fn doubling_chain(base: &str, depth: usize) -> String {
-    let mut src = format!("let a0 = {base}\n");
-    for i in 1..=depth {
-        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
-    }
-    src.push_str(&format!("check deep: a{depth}\n"));
-    src
-}
-
 /// Issue 10: explaining a failing check on a `let` chain expanded every `let`
 /// at every use (2^40 steps at depth 40). The explanation still points at the
 /// failing term inside the innermost `let`, with its value, once.
 #[test]
 fn regression_a_40_deep_let_chain_is_evaluated_and_explained_by_its_failing_term() {
     let mut w = World::new();
-    let mut ev = Evaluator::new(w.policy(&doubling_chain("qget_ms < 1000", 40)), w.t0);
+    let mut ev = Evaluator::new(
+        w.policy(&limits::doubling_chain("qget_ms < 1000", 40)),
+        w.t0,
+    );
     w.set("qget_ms", Value::Num(5.0));
     ev.evaluate(&w.r, w.at(0.0));
     assert!(ev.ready());
@@ -254,7 +246,7 @@ fn regression_a_40_deep_let_chain_is_evaluated_and_explained_by_its_failing_term
 #[test]
 fn unknown_signals_through_a_deep_chain_are_named_once_each() {
     let mut w = World::new();
-    let mut src = doubling_chain("qget_ms < 1000 && age(rev_lag) < 1m && leader", 40);
+    let mut src = limits::doubling_chain("qget_ms < 1000 && age(rev_lag) < 1m && leader", 40);
     src.push_str("check via_coalesce: a40 ?? false\ncheck shown: a40 == true\n");
     let mut ev = Evaluator::new(w.policy(&src), w.t0);
     w.set("leader", Value::Bool(true));

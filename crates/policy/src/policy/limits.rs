@@ -78,6 +78,19 @@ pub fn check_source(src: &str) -> Result<(), Vec<Diagnostic>> {
     Ok(())
 }
 
+/// The pathological policy the cost limits are written against: `let a0 =
+/// BASE`, `let aN = aN-1 && aN-1` up to `depth`, and a check `deep` on the
+/// last — 2^depth leaves if each `let` were expanded at every use. Shared by
+/// the regression tests so they all mean the same chain.
+pub fn doubling_chain(base: &str, depth: usize) -> String {
+    let mut src = format!("let a0 = {base}\n");
+    for i in 1..=depth {
+        src.push_str(&format!("let a{i} = a{} && a{}\n", i - 1, i - 1));
+    }
+    src.push_str(&format!("check deep: a{depth}\n"));
+    src
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
