@@ -16,13 +16,15 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::routing::post;
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
+use etcd_readiness_exporter::engine::{EngineHandle, EngineMetrics, Timing};
+use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadError, ReloadMetrics, ReloadOutcome, ReloadTrigger, Reloader,
     WatchOptions, WatcherHandle, spawn_watcher,
 };
-use etcd_readiness_exporter::signals::{Catalogue, Reading, Value};
-use etcd_readiness_exporter::verdict::CheckState;
+use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Source, Value};
+use etcd_readiness_exporter::sources::RoundNotifier;
+use etcd_readiness_exporter::verdict::{CheckState, Verdict};
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 use support::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
@@ -47,34 +49,23 @@ const INVALID: &str = "check leader: leader\ncheck linearizable_read: qgett_ms <
 
 // ---------------------------------------------------------------- the sink
 
-/// Records what the reloader hands over; optionally drives an [`Evaluator`]
-/// the way the engine does (replace the policy, then evaluate at once).
+/// Records what the reloader hands over and, when the test needs the state a
+/// reload must keep, passes it on to a real engine ([`EngineHandle`], the
+/// sink `serve` uses) fed with healthy readings through its signal store.
 struct Sink {
     applied: Mutex<Vec<String>>,
     /// Every `reload_failed` call, in order.
     errors: Mutex<Vec<Option<String>>>,
-    eval: Option<Mutex<EvalState>>,
-}
-
-struct EvalState {
-    evaluator: Evaluator,
-    readings: Vec<Reading>,
+    engine: Option<EngineHandle>,
 }
 
 impl Sink {
-    fn new(initial: &Arc<Policy>, readings: Option<Vec<Reading>>) -> Arc<Sink> {
-        let eval = readings.map(|readings| {
-            let mut evaluator = Evaluator::new(initial.clone(), Instant::now());
-            evaluator.evaluate(&readings, Instant::now());
-            Mutex::new(EvalState {
-                evaluator,
-                readings,
-            })
-        });
+    fn new(initial: &Arc<Policy>, catalogue: &Arc<Catalogue>, with_engine: bool) -> Arc<Sink> {
+        let engine = with_engine.then(|| healthy_engine(initial, catalogue));
         Arc::new(Sink {
             applied: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
-            eval,
+            engine,
         })
     }
 
@@ -86,48 +77,79 @@ impl Sink {
         self.errors.lock().unwrap().last().cloned()
     }
 
-    fn eval(&self) -> std::sync::MutexGuard<'_, EvalState> {
-        self.eval
-            .as_ref()
-            .expect("sink has an evaluator")
-            .lock()
-            .unwrap()
+    fn engine(&self) -> &EngineHandle {
+        self.engine.as_ref().expect("sink has an engine")
+    }
+
+    /// Evaluate now and return the verdict the engine published.
+    fn evaluate(&self) -> Verdict {
+        let engine = self.engine();
+        engine.evaluate_now();
+        engine.verdict().verdict.clone()
+    }
+
+    /// [`evaluate`](Self::evaluate) with the wall clock derived from the
+    /// monotonic one (`wall = wall0 + (now - t0)`), so the `since` times of
+    /// two verdicts compare exactly: a check's start shows as the same wall
+    /// time whenever it is reported.
+    fn evaluate_on_one_clock(&self, (t0, wall0): (Instant, SystemTime)) -> Verdict {
+        let engine = self.engine();
+        let now = Instant::now();
+        engine.evaluate_at(now, wall0 + (now - t0));
+        engine.verdict().verdict.clone()
     }
 }
 
 impl PolicySink for Sink {
     fn apply(&self, policy: Arc<Policy>) {
-        if let Some(e) = &self.eval {
-            let mut e = e.lock().unwrap();
-            let now = Instant::now();
-            e.evaluator.replace_policy(policy.clone(), now);
-            let EvalState {
-                evaluator,
-                readings,
-            } = &mut *e;
-            evaluator.evaluate(readings, now);
+        let sha = policy.sha256().to_string();
+        if let Some(engine) = &self.engine {
+            PolicySink::apply(engine, policy);
         }
-        self.applied
-            .lock()
-            .unwrap()
-            .push(policy.sha256().to_string());
+        self.applied.lock().unwrap().push(sha);
     }
 
     fn reload_failed(&self, error: Option<String>) {
+        if let Some(engine) = &self.engine {
+            engine.reload_failed(error.clone());
+        }
         self.errors.lock().unwrap().push(error);
     }
 }
 
-fn healthy_readings(catalogue: &Catalogue) -> Vec<Reading> {
-    let mut r = vec![Reading::NEVER; catalogue.len()];
-    let mut set = |name: &str, v: Value| r[catalogue.id(name).index()] = Reading::known(v);
-    set("leader", Value::Bool(true));
-    set("qget_ms", Value::Num(5.0));
-    set("sget_ms", Value::Num(5.0));
-    set("learner", Value::Bool(false));
-    set("alarm_corrupt", Value::Bool(false));
-    set("apply_lag", Value::Num(10.0));
-    r
+/// An engine (not spawned: the test evaluates) whose store holds a healthy
+/// member's readings, after a finished etcd round.
+fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHandle {
+    let store = Arc::new(SignalStore::new(catalogue));
+    let now = Instant::now();
+    let healthy = [
+        ("leader", Value::Bool(true)),
+        ("qget_ms", Value::Num(5.0)),
+        ("sget_ms", Value::Num(5.0)),
+        ("learner", Value::Bool(false)),
+        ("alarm_corrupt", Value::Bool(false)),
+        ("apply_lag", Value::Num(10.0)),
+    ];
+    for (name, value) in healthy {
+        // Never stale within a test: only the policy changes here.
+        store.set_staleness(catalogue.id(name), Duration::from_secs(3600));
+        store.record_ok(catalogue.id(name), value, now);
+    }
+    let notifier = RoundNotifier::new();
+    notifier.round_finished(&Source::Etcd, Duration::from_secs(1));
+    let engine = EngineHandle::new(
+        policy.clone(),
+        catalogue.clone(),
+        store,
+        notifier,
+        EngineMetrics::register(&mut Registry::default()),
+        Timing {
+            sample_interval: Duration::from_secs(1),
+            sample_timeout: Duration::from_millis(500),
+        },
+    );
+    engine.evaluate_now();
+    engine
 }
 
 // ----------------------------------------------------------- the fixture
@@ -146,8 +168,7 @@ impl Fixture {
     fn new(dir: tempfile::TempDir, path: PathBuf, with_evaluator: bool) -> Fixture {
         let catalogue = Arc::new(Catalogue::builtin());
         let initial = Arc::new(reload::load(&path, &catalogue).expect("initial policy"));
-        let readings = with_evaluator.then(|| healthy_readings(&catalogue));
-        let sink = Sink::new(&initial, readings);
+        let sink = Sink::new(&initial, &catalogue, with_evaluator);
         let mut registry = Registry::default();
         let metrics = ReloadMetrics::register(&mut registry);
         let reloader = Arc::new(Reloader::new(
@@ -345,7 +366,7 @@ async fn invalid_policy_keeps_the_last_good_one_until_a_valid_one_arrives() {
     let good = policy(0);
     let (f, mut volume) = configmap_fixture(&good, true);
     let _watcher = f.watch(inotify_only());
-    assert!(f.sink.eval().evaluator.ready());
+    assert!(f.sink.evaluate().ready);
     assert_eq!(f.metrics(), expected_metrics(true, 0, 0, &good));
 
     volume.update(INVALID).unwrap();
@@ -363,16 +384,13 @@ async fn invalid_policy_keeps_the_last_good_one_until_a_valid_one_arrives() {
     // Nothing applied, the old policy and readiness stay.
     assert!(f.sink.applied().is_empty());
     assert_eq!(f.reloader.sha256_in_force(), Some(sha(&good)));
-    {
-        let mut e = f.sink.eval();
-        let EvalState {
-            evaluator,
-            readings,
-        } = &mut *e;
-        evaluator.evaluate(readings, Instant::now());
-        assert!(evaluator.ready());
-        assert_eq!(evaluator.policy().sha256(), sha(&good));
-    }
+    assert!(f.sink.evaluate().ready);
+    let status = f.sink.engine().policy_status();
+    assert_eq!(status.policy.sha256(), sha(&good));
+    assert!(
+        status.last_reload_error.is_some(),
+        "the engine knows of the failure"
+    );
     assert_eq!(f.metrics(), expected_metrics(false, 0, 1, &good));
 
     let fixed = policy(1);
@@ -383,7 +401,8 @@ async fn invalid_policy_keeps_the_last_good_one_until_a_valid_one_arrives() {
         Some(None),
         "a success clears the error"
     );
-    assert!(f.sink.eval().evaluator.ready());
+    assert!(f.sink.evaluate().ready);
+    assert_eq!(f.sink.engine().policy_status().policy.sha256(), sha(&fixed));
     assert_eq!(f.metrics(), expected_metrics(true, 1, 1, &fixed));
 }
 
@@ -408,20 +427,42 @@ async fn going_back_to_the_policy_in_force_after_a_bad_edit_clears_the_failure()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchers_own_reads_do_not_trigger_more_reads() {
-    // A plain file in the watched directory: opening it to read it raises an
-    // inotify event on the directory, which must not cause another read.
+    // A plain file in the watched directory: opening it to read it raises
+    // inotify events on the directory, which must not cause another read.
+    // Counted, not timed: inotify delivers a directory's events in order, so
+    // once the watcher has counted the events of a read as ignored, every
+    // event raised before that read has been counted too.
     let f = plain_fixture(&policy(0), false);
-    let _watcher = f.watch(inotify_only());
+    let watcher = f.watch(inotify_only());
     std::fs::write(&f.path, policy(1)).unwrap();
     f.wait_in_force(&policy(1)).await;
-    // Observe for 50 debounce periods: a feedback loop would read ~50 times.
-    let start = f.reloader.reads();
-    let until = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let own_read = || f.reloader.reload_now(ReloadTrigger::Manual).unwrap();
+
+    // A barrier: once one read's events are counted, so are the write's.
+    let ignored = watcher.events().ignored();
+    own_read();
+    wait_for("the events of one read", || {
+        watcher.events().ignored() > ignored
+    })
+    .await;
+    let relevant = watcher.events().relevant();
+    assert!(relevant >= 1, "the write raised no relevant event");
+
+    // One read at a time: inotify merges an event with an identical one still
+    // queued, so back-to-back reads may raise a single event between them.
+    for n in 0..20 {
+        let ignored = watcher.events().ignored();
+        own_read();
+        wait_for(&format!("the events of our read {n}"), || {
+            watcher.events().ignored() > ignored
+        })
+        .await;
     }
-    let more = f.reloader.reads() - start;
-    assert!(more <= 2, "{more} reads with no change to the file");
+    assert_eq!(
+        watcher.events().relevant(),
+        relevant,
+        "reading the file raised an event that schedules another read"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,26 +497,19 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
              check linearizable_read: qget_ms < 1000 for 5m\n\
              check serializable_read: sget_ms < 1500\n";
     let (f, mut volume) = configmap_fixture(a, true);
-    let qget = f.catalogue.id("qget_ms").index();
     // The quorum read gets slow: the check is held passing by its `for 5m`.
-    {
-        let mut e = f.sink.eval();
-        e.readings[qget] = Reading::known(Value::Num(2500.0));
-        let EvalState {
-            evaluator,
-            readings,
-        } = &mut *e;
-        evaluator.evaluate(readings, Instant::now());
-        assert!(evaluator.ready());
-    }
-    let (t_ref, wall_ref) = (Instant::now(), SystemTime::now());
-    let before = {
-        let e = f.sink.eval();
-        e.evaluator.report(&e.readings, t_ref, wall_ref)
-    };
-    assert!(before[1].held, "linearizable_read is held passing");
+    let engine = f.sink.engine().clone();
+    engine.store().record_ok(
+        f.catalogue.id("qget_ms"),
+        Value::Num(2500.0),
+        Instant::now(),
+    );
+    let clock = (Instant::now(), SystemTime::now());
+    let before = f.sink.evaluate_on_one_clock(clock);
+    assert!(before.ready);
+    assert!(before.checks[1].held, "linearizable_read is held passing");
 
-    // Evaluate continuously while reloading, as the engine does.
+    // Evaluate continuously while reloading, as the engine's loop does.
     let stop = Arc::new(AtomicBool::new(false));
     let unready = Arc::new(AtomicUsize::new(0));
     let monitor = {
@@ -483,16 +517,9 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
         std::thread::spawn(move || {
             let mut rounds = 0u64;
             while !stop.load(Ordering::Relaxed) && rounds < 10_000_000 {
-                let mut e = sink.eval();
-                let EvalState {
-                    evaluator,
-                    readings,
-                } = &mut *e;
-                evaluator.evaluate(readings, Instant::now());
-                if !evaluator.ready() {
+                if !sink.evaluate().ready {
                     unready.fetch_add(1, Ordering::Relaxed);
                 }
-                drop(e);
                 rounds += 1;
                 std::thread::yield_now();
             }
@@ -510,9 +537,12 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
     assert!(rounds > 0);
     assert_eq!(unready.load(Ordering::Relaxed), 0, "ready throughout");
 
-    let e = f.sink.eval();
-    let after = e.evaluator.report(&e.readings, t_ref, wall_ref);
-    let states: Vec<(&str, CheckState)> = e.evaluator.states().map(|(n, _, s)| (n, s)).collect();
+    let after = f.sink.evaluate_on_one_clock(clock);
+    let states: Vec<(&str, CheckState)> = after
+        .checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.state))
+        .collect();
     assert_eq!(
         states,
         [
@@ -522,11 +552,11 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
         ]
     );
     // Unchanged checks keep since-when and the running hold-down.
-    assert_eq!(after[0].since, before[0].since);
-    assert_eq!(after[1].since, before[1].since);
-    assert!(after[1].held, "hold-down still running");
+    assert_eq!(after.checks[0].since, before.checks[0].since);
+    assert_eq!(after.checks[1].since, before.checks[1].since);
+    assert!(after.checks[1].held, "hold-down still running");
     // The changed check (changed twice) started afresh.
-    assert!(after[2].since > before[2].since);
+    assert!(after.checks[2].since > before.checks[2].since);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode};
@@ -56,11 +56,41 @@ impl Default for WatchOptions {
 #[derive(Debug)]
 pub struct WatcherHandle {
     task: JoinHandle<()>,
+    stats: Arc<EventCounts>,
+}
+
+/// What the directory watch has received so far, by class. The watcher counts
+/// an event before it decides on it, so a test can wait for the events its own
+/// file operations raise and then check how they were classified, instead of
+/// watching a wall-clock window for reads that should not happen.
+#[derive(Debug, Default)]
+pub struct EventCounts {
+    /// Events that can mean the content changed: each schedules a re-read.
+    relevant: AtomicU64,
+    /// Events that cannot (open, read, close without writing): dropped.
+    ignored: AtomicU64,
+}
+
+impl EventCounts {
+    /// Events that scheduled a re-read.
+    pub fn relevant(&self) -> u64 {
+        self.relevant.load(Ordering::SeqCst)
+    }
+
+    /// Events dropped as unable to change the content (our own reads among them).
+    pub fn ignored(&self) -> u64 {
+        self.ignored.load(Ordering::SeqCst)
+    }
 }
 
 impl WatcherHandle {
     /// Stop watching.
     pub fn stop(self) {}
+
+    /// The directory watch's event counts (shared across watcher restarts).
+    pub fn events(&self) -> &EventCounts {
+        &self.stats
+    }
 }
 
 impl Drop for WatcherHandle {
@@ -86,25 +116,27 @@ pub fn spawn_watcher_supervised(
     opts: WatchOptions,
     supervisor: &Supervisor,
 ) -> WatcherHandle {
-    let mut first = Some(Loop::new(reloader.clone(), opts.clone()));
+    let stats = Arc::new(EventCounts::default());
+    let mut first = Some(Loop::new(reloader.clone(), opts.clone(), stats.clone()));
+    let counts = stats.clone();
     let task = supervisor.spawn("policy-watcher", move || {
         let l = first
             .take()
-            .unwrap_or_else(|| Loop::new(reloader.clone(), opts.clone()));
+            .unwrap_or_else(|| Loop::new(reloader.clone(), opts.clone(), counts.clone()));
         run(l)
     });
-    WatcherHandle { task }
+    WatcherHandle { task, stats }
 }
 
 impl Loop {
     /// Set up the watch and the SIGHUP handler (before returning, so a SIGHUP
     /// sent right after is not lost).
-    fn new(reloader: Arc<Reloader>, opts: WatchOptions) -> Loop {
+    fn new(reloader: Arc<Reloader>, opts: WatchOptions, stats: Arc<EventCounts>) -> Loop {
         let dir = watch_dir_of(reloader.path());
         let (tx, rx) = mpsc::channel(1);
         let broken = Arc::new(AtomicBool::new(false));
         let watcher = if opts.inotify {
-            watch(&dir, &tx, &broken)
+            watch(&dir, &tx, &broken, &stats)
         } else {
             None
         };
@@ -124,6 +156,7 @@ impl Loop {
             tx,
             rx,
             broken,
+            stats,
             watcher,
             hangup,
         }
@@ -139,7 +172,7 @@ fn watch_dir_of(path: &Path) -> PathBuf {
 
 /// Whether an event can mean the file's content changed. Opening and reading
 /// (including our own reads) cannot; a close after writing can.
-fn relevant(kind: &EventKind) -> bool {
+pub(crate) fn relevant(kind: &EventKind) -> bool {
     match kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
@@ -151,16 +184,20 @@ fn watch(
     dir: &Path,
     tx: &mpsc::Sender<()>,
     broken: &Arc<AtomicBool>,
+    stats: &Arc<EventCounts>,
 ) -> Option<RecommendedWatcher> {
     let tx = tx.clone();
     let flag = broken.clone();
+    let stats = stats.clone();
     let watched = dir.to_path_buf();
     let handler = move |res: notify::Result<Event>| {
         match res {
             Ok(ev) => {
                 if !relevant(&ev.kind) {
+                    stats.ignored.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
+                stats.relevant.fetch_add(1, Ordering::SeqCst);
                 if ev.need_rescan()
                     || (matches!(ev.kind, EventKind::Remove(_)) && ev.paths.contains(&watched))
                 {
@@ -200,6 +237,7 @@ struct Loop {
     tx: mpsc::Sender<()>,
     rx: mpsc::Receiver<()>,
     broken: Arc<AtomicBool>,
+    stats: Arc<EventCounts>,
     watcher: Option<RecommendedWatcher>,
     hangup: Option<Signal>,
 }
@@ -220,7 +258,7 @@ async fn run(mut l: Loop) {
                 if l.opts.inotify && (l.watcher.is_none() || l.broken.swap(false, Ordering::Relaxed)) {
                     // Drop the old watch first: its directory may be gone.
                     l.watcher = None;
-                    l.watcher = watch(&l.dir, &l.tx, &l.broken);
+                    l.watcher = watch(&l.dir, &l.tx, &l.broken, &l.stats);
                 }
                 ReloadTrigger::Resync
             }
@@ -259,5 +297,48 @@ async fn reload(reloader: &Arc<Reloader>, trigger: ReloadTrigger) {
         // Logged by the reloader with the details.
         Ok(Err(_)) => {}
         Err(e) => tracing::error!(%trigger, error = %e, "policy reload task failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::EventKind;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind, RemoveKind,
+        RenameMode,
+    };
+
+    use super::relevant;
+
+    /// Which events schedule a re-read: everything but opening, reading and
+    /// closing without writing (so the watcher's own reads cannot).
+    #[test]
+    fn only_events_that_can_change_the_content_are_relevant() {
+        let table: &[(EventKind, bool)] = &[
+            (EventKind::Access(AccessKind::Open(AccessMode::Read)), false),
+            (EventKind::Access(AccessKind::Read), false),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Read)),
+                false,
+            ),
+            (EventKind::Access(AccessKind::Any), false),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                true,
+            ),
+            (EventKind::Create(CreateKind::File), true),
+            (EventKind::Modify(ModifyKind::Data(DataChange::Any)), true),
+            (
+                EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)),
+                true,
+            ),
+            (EventKind::Modify(ModifyKind::Name(RenameMode::To)), true),
+            (EventKind::Remove(RemoveKind::File), true),
+            (EventKind::Any, true),
+            (EventKind::Other, true),
+        ];
+        for (kind, expected) in table {
+            assert_eq!(relevant(kind), *expected, "{kind:?}");
+        }
     }
 }
