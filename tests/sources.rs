@@ -12,6 +12,7 @@ use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Unknown, Value};
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{Config, configure_catalogue};
+use etcd_readiness_exporter::sources::etcd::{EtcdConfig, EtcdSampler};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
@@ -71,26 +72,49 @@ fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
-/// The etcd-side terms of the card policy from real reads of the member:
-/// revision (header of a linearizable Range), qget_ms (its latency) and leader
-/// (Maintenance.Status).
-async fn sample_etcd_terms(
-    client: &mut etcd_client::Client,
-    cat: &Catalogue,
-    store: &SignalStore,
-) -> i64 {
-    let (rev, ms) = read_revision(client).await;
-    let status = client.status().await.unwrap();
-    let at = Instant::now();
-    store.record_ok(cat.id("revision"), Value::Num(rev as f64), at);
-    store.record_ok(cat.id("qget_ms"), Value::Num(ms), at);
-    store.record_ok(cat.id("leader"), Value::Bool(status.leader() != 0), at);
-    rev
+/// The etcd signals as `serve` samples them: the real [`EtcdSampler`] on
+/// `etcd`, one round. Returns the member's revision it recorded.
+async fn sample_etcd(etcd: &Etcd, cat: &Catalogue, store: &SignalStore) -> i64 {
+    let mut sampler = EtcdSampler::new(
+        EtcdConfig {
+            endpoint: etcd.client_url.clone(),
+            tls: None,
+            probe_key: "/etcd-readiness-probe".to_string(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
+        },
+        cat,
+    );
+    sampler.sample(store).await.unwrap();
+    num(cat, store, "revision") as i64
+}
+
+/// `owner_ok` as `serve` samples it: the real [`OwnerSampler`] asking a real
+/// dnsmasq whose TXT record names this cluster.
+async fn sample_owner(dns: &Dnsmasq, cat: &Catalogue, store: &SignalStore) {
+    OwnerSampler::new(
+        OwnerConfig {
+            name: "owner.example.test".to_string(),
+            id: "cluster-a".to_string(),
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_millis(1500),
+            nameserver: Some(dns.addr),
+        },
+        cat,
+    )
+    .unwrap()
+    .sample(store)
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
-    let (etcd, sidecar) = tokio::join!(Etcd::start(), Sidecar::start());
+    let (etcd, sidecar, dns) = tokio::join!(
+        Etcd::start(),
+        Sidecar::start(),
+        Dnsmasq::start(&[("owner.example.test", "cluster-a")])
+    );
     let cat = Catalogue::builtin();
     let store = SignalStore::new(&cat);
     let mut client = etcd.client().await;
@@ -130,8 +154,10 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         s.full_timestamp = taken;
     });
     write_until_revision(&client, served + 5001).await;
-    let rev = sample_etcd_terms(&mut client, &cat, &store).await;
-    store.record_ok(cat.id("owner_ok"), Value::Bool(true), Instant::now());
+    let rev = sample_etcd(&etcd, &cat, &store).await;
+    assert!(rev > served + 5000, "revision {rev}");
+    sample_owner(&dns, &cat, &store).await;
+    assert!(boolean(&cat, &store, "owner_ok"));
 
     backup.sample(&store).await.unwrap();
     assert_eq!(num(&cat, &store, "full_snapshot_revision"), served as f64);
@@ -175,7 +201,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 
     // The same facts through /snapshot/latest.
     let store2 = SignalStore::new(&cat);
-    sample_etcd_terms(&mut client, &cat, &store2).await;
+    sample_etcd(&etcd, &cat, &store2).await;
     let mut latest = BackupSampler::new(
         BackupConfig {
             mode: BackupMode::SnapshotLatest,
