@@ -15,6 +15,7 @@ pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod http;
+pub mod localcluster;
 pub mod metrics;
 pub use etcd_readiness_policy::yaml as policy_yaml;
 pub use etcd_readiness_policy::{duration, policy, policytest, signals, verdict};

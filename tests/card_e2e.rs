@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_readiness_exporter::demo::{etcd_member_command, free_ports};
+use etcd_readiness_exporter::localcluster::{etcd_member_command, free_ports};
 use support::{EtcdCluster, Exporter, Resp};
 use support_sources::{ChildGuard, Dnsmasq, Sidecar, read_revision, write_until_revision};
 

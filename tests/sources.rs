@@ -418,7 +418,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     );
 
     // etcd goes away: the scraped signals turn unknown and the policy fails closed.
-    etcd.guard.kill();
+    etcd.kill();
     let e = scrape.sample(&store).await.unwrap_err();
     assert_eq!(e.reason, Reason::Connect, "{e:?}");
     let why = unknown_error(&cat, &store, "fsync_count");

@@ -1,5 +1,6 @@
 //! Shared integration-test harness: a real etcd cluster from the `etcd`
-//! binary on free 127.0.0.1 ports ([`EtcdCluster`]), and the exporter's serve
+//! binary on free 127.0.0.1 ports ([`EtcdCluster`], the library's
+//! `localcluster` with test timings), and the exporter's serve
 //! pipeline running in-process on a free port ([`Exporter`]). Every child is
 //! killed on Drop; every wait is bounded by a deadline.
 
@@ -8,228 +9,74 @@
 pub mod atomic_writer;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::demo::{etcd_member_command, free_ports, http_get};
+use etcd_readiness_exporter::localcluster::{Builder, LocalCluster};
+pub use etcd_readiness_exporter::localcluster::{ServerTls, http_get};
 use etcd_readiness_exporter::serve::{self, Running};
 
-/// Server TLS material for a member (PEM file paths).
-#[derive(Clone, Debug)]
-pub struct ServerTls {
-    pub ca: PathBuf,
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
-
-pub struct Member {
-    pub name: String,
-    pub client_port: u16,
-    pub peer_port: u16,
-    pub data_dir: PathBuf,
-    pub log: PathBuf,
-    child: Option<Child>,
-    stopped: bool,
-}
-
-pub struct EtcdClusterBuilder {
-    n: usize,
-    tls: Option<ServerTls>,
-    quota: Option<u64>,
-}
+/// Builds an [`EtcdCluster`]: the library's [`LocalCluster`] with test
+/// timings (50 ms heartbeat, 500 ms election timeout: fast failover).
+pub struct EtcdClusterBuilder(Builder);
 
 impl EtcdClusterBuilder {
     /// Serve clients over https with client-certificate auth.
-    pub fn tls(mut self, tls: ServerTls) -> Self {
-        self.tls = Some(tls);
-        self
+    pub fn tls(self, tls: ServerTls) -> Self {
+        EtcdClusterBuilder(self.0.tls(tls))
     }
 
     /// `--quota-backend-bytes`.
-    pub fn quota(mut self, bytes: u64) -> Self {
-        self.quota = Some(bytes);
-        self
+    pub fn quota(self, bytes: u64) -> Self {
+        EtcdClusterBuilder(self.0.quota(bytes))
     }
 
     pub fn start(self) -> EtcdCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let ports = free_ports(2 * self.n).unwrap();
-        let members = (1..=self.n)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client_port: ports[2 * i - 2],
-                peer_port: ports[2 * i - 1],
-                data_dir: dir.path().join(format!("m{i}.etcd")),
-                log: dir.path().join(format!("m{i}.log")),
-                child: None,
-                stopped: false,
-            })
-            .collect();
-        let mut c = EtcdCluster {
-            dir,
-            members,
-            tls: self.tls,
-            quota: self.quota,
-        };
-        for i in 0..self.n {
-            c.spawn(i);
-        }
-        c
+        EtcdCluster(self.0.start().expect("etcd cluster"))
     }
 }
 
-/// A running etcd cluster. Dropping it kills every member.
-pub struct EtcdCluster {
-    pub dir: tempfile::TempDir,
-    pub members: Vec<Member>,
-    tls: Option<ServerTls>,
-    quota: Option<u64>,
+/// A running etcd cluster ([`LocalCluster`], whose methods it has); the
+/// controls that can fail panic here, as a test should. Dropping it kills
+/// every member.
+pub struct EtcdCluster(pub LocalCluster);
+
+impl std::ops::Deref for EtcdCluster {
+    type Target = LocalCluster;
+    fn deref(&self) -> &LocalCluster {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EtcdCluster {
+    fn deref_mut(&mut self) -> &mut LocalCluster {
+        &mut self.0
+    }
 }
 
 impl EtcdCluster {
     pub fn builder(n: usize) -> EtcdClusterBuilder {
-        EtcdClusterBuilder {
-            n,
-            tls: None,
-            quota: None,
-        }
-    }
-
-    fn scheme(&self) -> &'static str {
-        if self.tls.is_some() { "https" } else { "http" }
-    }
-
-    pub fn endpoint(&self, i: usize) -> String {
-        format!(
-            "{}://127.0.0.1:{}",
-            self.scheme(),
-            self.members[i].client_port
-        )
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let initial: Vec<String> = self
-            .members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
-            .collect();
-        let client = self.endpoint(i);
-        let m = &mut self.members[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&m.log)
-            .unwrap();
-        let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let mut cmd = etcd_member_command(
-            Path::new("etcd"),
-            &m.name,
-            &m.data_dir,
-            &client,
-            &peer,
-            &initial.join(","),
-        );
-        cmd.args(["--initial-cluster-state", "new"])
-            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if let Some(q) = self.quota {
-            cmd.arg(format!("--quota-backend-bytes={q}"));
-        }
-        if let Some(t) = &self.tls {
-            cmd.arg("--client-cert-auth")
-                .arg("--trusted-ca-file")
-                .arg(&t.ca)
-                .arg("--cert-file")
-                .arg(&t.cert)
-                .arg("--key-file")
-                .arg(&t.key);
-        }
-        m.child = Some(
-            cmd.spawn()
-                .expect("etcd binary (apt-get install etcd-server)"),
-        );
-        m.stopped = false;
-    }
-
-    pub fn kill(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        if let Some(mut c) = m.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        m.stopped = false;
-    }
-
-    fn signal(&self, i: usize, sig: &str) {
-        let pid = self.members[i].child.as_ref().expect("running").id();
-        let st = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "kill {sig} {pid}");
+        EtcdClusterBuilder(LocalCluster::builder(n).timings(50, 500))
     }
 
     /// Freeze the member (SIGSTOP): its ports stay open, nothing answers.
     pub fn stop(&mut self, i: usize) {
-        self.signal(i, "-STOP");
-        self.members[i].stopped = true;
+        self.0.stop(i).unwrap();
     }
 
     pub fn cont(&mut self, i: usize) {
-        self.signal(i, "-CONT");
-        self.members[i].stopped = false;
+        self.0.cont(i).unwrap();
     }
 
     /// Start a killed member again on its data dir.
     pub fn restart(&mut self, i: usize) {
-        self.kill(i);
-        self.spawn(i);
-    }
-
-    pub fn log(&self, i: usize) -> String {
-        std::fs::read_to_string(&self.members[i].log).unwrap_or_default()
+        self.0.restart(i).unwrap();
     }
 
     /// A plain (non-TLS) client to member `i`, for test writes.
     pub async fn client(&self, i: usize) -> etcd_client::Client {
-        etcd_client::Client::connect(
-            [self.endpoint(i)],
-            Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(2))),
-        )
-        .await
-        .unwrap()
-    }
-
-    /// Index of the leader, asked of every running member.
-    pub async fn leader(&self) -> Option<usize> {
-        let mut ids = vec![0u64; self.members.len()];
-        let mut leader = 0;
-        for (i, id) in ids.iter_mut().enumerate() {
-            let m = &self.members[i];
-            if m.child.is_none() || m.stopped || self.tls.is_some() {
-                continue;
-            }
-            let mut c = self.client(i).await;
-            if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(2), c.status()).await {
-                *id = s.header().map_or(0, |h| h.member_id());
-                if s.leader() != 0 {
-                    leader = s.leader();
-                }
-            }
-        }
-        ids.iter().position(|id| *id != 0 && *id == leader)
-    }
-}
-
-impl Drop for EtcdCluster {
-    fn drop(&mut self) {
-        for i in 0..self.members.len() {
-            self.kill(i);
-        }
+        self.0.client(i).await.unwrap()
     }
 }
 

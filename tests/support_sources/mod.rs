@@ -1,11 +1,12 @@
-//! Real parts for the source tests: a single-member etcd 3.4, a dnsmasq with
+//! Real parts for the source tests: a single-member etcd 3.4 (the library's
+//! `localcluster`), a dnsmasq with
 //! TXT records, and a small HTTP server playing the etcd-backup-restore
 //! sidecar. Every child is killed when its guard drops; every wait has a deadline.
 
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use etcd_readiness_exporter::localcluster::LocalCluster;
 
 /// A free TCP port on 127.0.0.1 (the OS picks it; we release it for the child).
 pub fn free_tcp_port() -> u16 {
@@ -146,51 +148,24 @@ impl Dnsmasq {
     }
 }
 
-/// A single-member etcd 3.4 on free loopback ports, data in a temp dir on tmpfs.
+/// A single-member etcd 3.4 with a metrics listener: the library's
+/// [`LocalCluster`] of one, started and answering a linearizable get.
 pub struct Etcd {
     pub client_url: String,
     pub metrics_url: String,
-    pub guard: ChildGuard,
-    _dir: tempfile::TempDir,
+    pub cluster: LocalCluster,
 }
 
 impl Etcd {
     pub async fn start() -> Etcd {
-        let base: PathBuf = if std::path::Path::new("/dev/shm").is_dir() {
-            "/dev/shm".into()
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("ere-etcd")
-            .tempdir_in(base)
-            .unwrap();
-        let (client, peer, metrics) = (free_tcp_port(), free_tcp_port(), free_tcp_port());
-        let client_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let metrics_url = format!("http://127.0.0.1:{metrics}");
-        let child = Command::new("/usr/bin/etcd")
-            .args(["--name", "m0", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &client_url])
-            .args(["--advertise-client-urls", &client_url])
-            .args(["--listen-peer-urls", &peer_url])
-            .args(["--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("m0={peer_url}")])
-            .args(["--listen-metrics-urls", &metrics_url])
-            .args(["--log-level", "error", "--logger", "zap"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start /usr/bin/etcd");
+        let cluster = LocalCluster::builder(1)
+            .metrics()
+            .start()
+            .expect("etcd (apt-get install etcd-server)");
         let etcd = Etcd {
-            client_url,
-            metrics_url,
-            guard: ChildGuard {
-                child: Some(child),
-                name: "etcd",
-            },
-            _dir: dir,
+            client_url: cluster.endpoint(0),
+            metrics_url: cluster.metrics_url(0).expect("built with metrics"),
+            cluster,
         };
         let url = etcd.client_url.clone();
         wait_until(
@@ -216,6 +191,11 @@ impl Etcd {
         )
         .await;
         etcd
+    }
+
+    /// SIGKILL the member.
+    pub fn kill(&mut self) {
+        self.cluster.kill(0);
     }
 
     pub async fn client(&self) -> etcd_client::Client {

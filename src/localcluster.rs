@@ -1,0 +1,517 @@
+//! A real etcd cluster of local processes on free 127.0.0.1 ports: the one
+//! launcher behind `demo`, the integration tests (`tests/support`) and the
+//! benchmarks. Members run the `etcd` binary with their own data directory
+//! and log under a directory that is removed on drop; every member is killed
+//! on drop too. Members can be killed, frozen (SIGSTOP), resumed and
+//! restarted on their data, and asked for Status with a deadline.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Why a cluster could not be started or a member not be controlled.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot create the cluster directory {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot pick free loopback ports: {0}")]
+    Ports(std::io::Error),
+    #[error("cannot open the log {}: {source}", path.display())]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start {} (apt-get install etcd-server): {source}", etcd.display())]
+    Spawn {
+        etcd: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot send {signal} to member {member}: {reason}")]
+    Signal {
+        member: String,
+        signal: &'static str,
+        reason: String,
+    },
+    #[error("member {member}: {reason}")]
+    Client { member: String, reason: String },
+}
+
+/// Find `name` in `PATH`.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}
+
+/// `n` distinct free loopback ports. All listeners are held until every port
+/// is chosen, so the kernel cannot hand the same port out twice (which would
+/// make one etcd member fail to bind and silently shrink the cluster).
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
+}
+
+/// The command line of one etcd member listening on `client` and `peer`
+/// URLs, in the cluster `initial` (`name=peer,...`). Callers add the cluster
+/// state, timings, TLS and output.
+pub fn etcd_member_command(
+    etcd: &Path,
+    name: &str,
+    data_dir: &Path,
+    client: &str,
+    peer: &str,
+    initial: &str,
+) -> Command {
+    let mut cmd = Command::new(etcd);
+    cmd.args(["--name", name])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen-client-urls", client])
+        .args(["--advertise-client-urls", client])
+        .args(["--listen-peer-urls", peer])
+        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--initial-cluster", initial]);
+    cmd
+}
+
+/// A minimal HTTP/1.0 GET on loopback: (status, head, body). Enough for the
+/// demo and tests that talk to our own server.
+pub async fn http_get(
+    addr: SocketAddr,
+    path: &str,
+    accept: Option<&str>,
+) -> std::io::Result<(u16, String, String)> {
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(a) = accept {
+        req.push_str(&format!("Accept: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.to_string(), body.to_string()))
+}
+
+/// Server TLS material for the members' client URLs (PEM file paths); the
+/// members then require client certificates signed by `ca`.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// One member process.
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+    /// `--listen-metrics-urls` port, when the cluster was built with metrics.
+    pub metrics_port: Option<u16>,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+    stopped: bool,
+}
+
+impl Member {
+    /// Whether the process runs (it may be frozen).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+/// How to start a [`LocalCluster`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    n: usize,
+    etcd: PathBuf,
+    heartbeat_ms: u32,
+    election_ms: u32,
+    tls: Option<ServerTls>,
+    quota: Option<u64>,
+    metrics: bool,
+}
+
+impl Builder {
+    /// The `etcd` binary to run (default: `etcd` from `PATH`).
+    pub fn etcd(mut self, etcd: impl Into<PathBuf>) -> Self {
+        self.etcd = etcd.into();
+        self
+    }
+
+    /// `--heartbeat-interval` and `--election-timeout` in milliseconds
+    /// (default 100 and 1000, etcd's defaults).
+    pub fn timings(mut self, heartbeat_ms: u32, election_ms: u32) -> Self {
+        self.heartbeat_ms = heartbeat_ms;
+        self.election_ms = election_ms;
+        self
+    }
+
+    /// Serve clients over https with client-certificate auth.
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// `--quota-backend-bytes`.
+    pub fn quota(mut self, bytes: u64) -> Self {
+        self.quota = Some(bytes);
+        self
+    }
+
+    /// Give every member a plain-HTTP `--listen-metrics-urls` listener.
+    pub fn metrics(mut self) -> Self {
+        self.metrics = true;
+        self
+    }
+
+    /// Start every member (returns once the processes are spawned; wait for
+    /// a leader with [`LocalCluster::leader`]).
+    pub fn start(self) -> Result<LocalCluster, ClusterError> {
+        let dir = unique_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| ClusterError::Dir {
+            path: dir.clone(),
+            source,
+        })?;
+        let ports = free_ports(3 * self.n).map_err(ClusterError::Ports)?;
+        let members = (1..=self.n)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_port: ports[3 * i - 3],
+                peer_port: ports[3 * i - 2],
+                metrics_port: self.metrics.then_some(ports[3 * i - 1]),
+                data_dir: dir.join(format!("m{i}.etcd")),
+                log: dir.join(format!("m{i}.log")),
+                child: None,
+                stopped: false,
+            })
+            .collect();
+        let mut c = LocalCluster {
+            dir,
+            members,
+            cfg: self,
+        };
+        for i in 0..c.members.len() {
+            c.spawn(i)?;
+        }
+        Ok(c)
+    }
+}
+
+/// A fresh directory for one cluster: under /dev/shm when it exists (etcd
+/// fsyncs; tmpfs keeps that cheap), else the temp dir.
+fn unique_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let base = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!(
+        "etcd-readiness-cluster-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A running local etcd cluster. Dropping it kills every member and removes
+/// its directory.
+#[derive(Debug)]
+pub struct LocalCluster {
+    pub dir: PathBuf,
+    pub members: Vec<Member>,
+    cfg: Builder,
+}
+
+impl LocalCluster {
+    /// A cluster of `n` members.
+    pub fn builder(n: usize) -> Builder {
+        Builder {
+            n,
+            etcd: PathBuf::from("etcd"),
+            heartbeat_ms: 100,
+            election_ms: 1000,
+            tls: None,
+            quota: None,
+            metrics: false,
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.cfg.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Member `i`'s client URL.
+    pub fn endpoint(&self, i: usize) -> String {
+        format!(
+            "{}://127.0.0.1:{}",
+            self.scheme(),
+            self.members[i].client_port
+        )
+    }
+
+    /// Member `i`'s metrics URL (`--listen-metrics-urls`), when built with
+    /// [`Builder::metrics`].
+    pub fn metrics_url(&self, i: usize) -> Option<String> {
+        self.members[i]
+            .metrics_port
+            .map(|p| format!("http://127.0.0.1:{p}"))
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        (0..self.members.len()).map(|i| self.endpoint(i)).collect()
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Start member `i` (again, on its data directory) unless it runs.
+    pub fn spawn(&mut self, i: usize) -> Result<(), ClusterError> {
+        if self.members[i].child.is_some() {
+            return Ok(());
+        }
+        let initial = self.initial_cluster();
+        let client = self.endpoint(i);
+        let m = &mut self.members[i];
+        let log_err = |source| ClusterError::Log {
+            path: m.log.clone(),
+            source,
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&m.log)
+            .map_err(log_err)?;
+        let log2 = log.try_clone().map_err(log_err)?;
+        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let mut cmd = etcd_member_command(
+            &self.cfg.etcd,
+            &m.name,
+            &m.data_dir,
+            &client,
+            &peer,
+            &initial,
+        );
+        cmd.args(["--initial-cluster-state", "new"])
+            .arg(format!("--heartbeat-interval={}", self.cfg.heartbeat_ms))
+            .arg(format!("--election-timeout={}", self.cfg.election_ms))
+            .stdin(Stdio::null())
+            .stdout(log2)
+            .stderr(log);
+        if let Some(q) = self.cfg.quota {
+            cmd.arg(format!("--quota-backend-bytes={q}"));
+        }
+        if let Some(p) = m.metrics_port {
+            cmd.arg(format!("--listen-metrics-urls=http://127.0.0.1:{p}"));
+        }
+        if let Some(t) = &self.cfg.tls {
+            cmd.arg("--client-cert-auth")
+                .arg("--trusted-ca-file")
+                .arg(&t.ca)
+                .arg("--cert-file")
+                .arg(&t.cert)
+                .arg("--key-file")
+                .arg(&t.key);
+        }
+        let child = cmd.spawn().map_err(|source| ClusterError::Spawn {
+            etcd: self.cfg.etcd.clone(),
+            source,
+        })?;
+        m.child = Some(child);
+        m.stopped = false;
+        Ok(())
+    }
+
+    /// SIGKILL member `i` and reap it (no-op when it is not running).
+    pub fn kill(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(mut c) = m.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        m.stopped = false;
+    }
+
+    fn signal(&self, i: usize, signal: &'static str) -> Result<(), ClusterError> {
+        let m = &self.members[i];
+        let err = |reason: String| ClusterError::Signal {
+            member: m.name.clone(),
+            signal,
+            reason,
+        };
+        let pid = m.pid().ok_or_else(|| err("not running".into()))?;
+        let st = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .map_err(|e| err(format!("cannot run kill (procps): {e}")))?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(err(format!("kill exited with {st}")))
+        }
+    }
+
+    /// Freeze member `i` (SIGSTOP): its ports stay open, nothing answers.
+    pub fn stop(&mut self, i: usize) -> Result<(), ClusterError> {
+        self.signal(i, "-STOP")?;
+        self.members[i].stopped = true;
+        Ok(())
+    }
+
+    /// Resume a frozen member (SIGCONT).
+    pub fn cont(&mut self, i: usize) -> Result<(), ClusterError> {
+        self.signal(i, "-CONT")?;
+        self.members[i].stopped = false;
+        Ok(())
+    }
+
+    /// Kill member `i` and start it again on its data directory.
+    pub fn restart(&mut self, i: usize) -> Result<(), ClusterError> {
+        self.kill(i);
+        self.spawn(i)
+    }
+
+    /// Member `i`'s log so far.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.members[i].log).unwrap_or_default()
+    }
+
+    /// The last lines of every member's log, for a failure message.
+    pub fn log_tails(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("--- {} ({}):\n{}", m.name, m.log.display(), tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A plain (non-TLS) client to member `i` with a 2 s request timeout.
+    pub async fn client(&self, i: usize) -> Result<etcd_client::Client, ClusterError> {
+        let connect = etcd_client::Client::connect(
+            [self.endpoint(i)],
+            Some(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(2))),
+        );
+        let err = |reason: String| ClusterError::Client {
+            member: self.members[i].name.clone(),
+            reason,
+        };
+        match tokio::time::timeout(Duration::from_secs(5), connect).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(err(e.to_string())),
+            Err(_) => Err(err("connect timed out after 5s".into())),
+        }
+    }
+
+    /// Maintenance.Status of a running, unfrozen member over plain HTTP, or
+    /// `None` (down, frozen, TLS, or no answer within 2 s).
+    pub async fn status(&self, i: usize) -> Option<etcd_client::StatusResponse> {
+        let m = &self.members[i];
+        if m.child.is_none() || m.stopped || self.cfg.tls.is_some() {
+            return None;
+        }
+        let st = async {
+            let mut c = self.client(i).await.ok()?;
+            c.status().await.ok()
+        };
+        tokio::time::timeout(Duration::from_secs(2), st)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Member `i`'s id as Status reports it.
+    pub async fn member_id(&self, i: usize) -> Result<u64, ClusterError> {
+        self.status(i)
+            .await
+            .and_then(|s| s.header().map(|h| h.member_id()))
+            .ok_or_else(|| ClusterError::Client {
+                member: self.members[i].name.clone(),
+                reason: "no Status answer".into(),
+            })
+    }
+
+    /// Index of the leader, asked of every answering member.
+    pub async fn leader(&self) -> Option<usize> {
+        let mut ids = vec![0u64; self.members.len()];
+        let mut leader = 0;
+        for (i, id) in ids.iter_mut().enumerate() {
+            if let Some(s) = self.status(i).await {
+                *id = s.header().map_or(0, |h| h.member_id());
+                if s.leader() != 0 {
+                    leader = s.leader();
+                }
+            }
+        }
+        ids.iter().position(|id| *id != 0 && *id == leader)
+    }
+
+    /// How many answering members agree on one leader.
+    pub async fn members_agreeing_on_leader(&self) -> usize {
+        let mut leaders = Vec::new();
+        for i in 0..self.members.len() {
+            if let Some(s) = self.status(i).await {
+                leaders.push(s.leader());
+            }
+        }
+        match leaders.first() {
+            Some(&l) if l != 0 => leaders.iter().filter(|x| **x == l).count(),
+            _ => 0,
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            if self.members[i].stopped {
+                let _ = self.cont(i);
+            }
+            self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
