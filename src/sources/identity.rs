@@ -37,7 +37,8 @@ pub struct Identity {
     pub member_id: u64,
     /// Empty while the member has not published its name (etcd publishes it
     /// through raft after start, so a member that never saw quorum has none),
-    /// or when MemberList failed for a newly seen member.
+    /// or when MemberList failed for a newly seen member. At most
+    /// [`MAX_NAME_BYTES`] long.
     pub name: String,
 }
 
@@ -49,6 +50,19 @@ impl Identity {
             name: self.name.clone(),
         }
     }
+}
+
+/// The longest member name exported, in bytes: a Kubernetes object name is
+/// at most 253, and a label value from outside must stay bounded.
+pub const MAX_NAME_BYTES: usize = 253;
+
+/// `name` cut to at most [`MAX_NAME_BYTES`], at a character boundary.
+fn bounded_name(name: &str) -> String {
+    let mut end = name.len().min(MAX_NAME_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
 }
 
 /// An etcd ID as etcdctl prints it: `fmt.Sprintf("%x", id)`.
@@ -131,7 +145,7 @@ impl MemberInfo {
                 .members()
                 .iter()
                 .find(|m| m.id() == member_id)
-                .map(|m| m.name().to_string())),
+                .map(|m| bounded_name(m.name()))),
             Ok(Err(e)) => {
                 tracing::debug!("MemberList failed: {e}");
                 Err(())
@@ -248,6 +262,24 @@ mod tests {
             samples(&r),
             [
                 "etcd_readiness_member_info{cluster_id=\"5f5536148f58d498\",member_id=\"abc\",name=\"\"} 1"
+            ]
+        );
+    }
+
+    #[test]
+    fn absurd_names_are_bounded_and_escaped() {
+        let long = "é".repeat(1000);
+        let cut = bounded_name(&long);
+        assert!(cut.len() <= MAX_NAME_BYTES && cut.len() >= MAX_NAME_BYTES - 1);
+        assert!(cut.chars().all(|c| c == 'é'));
+        assert_eq!(bounded_name("m1"), "m1");
+        let mut r = Registry::default();
+        let m = MemberInfo::register(&mut r);
+        m.update(CLUSTER, MEMBER, Ok(Some("a\"b\nc".into())));
+        assert_eq!(
+            samples(&r),
+            [
+                "etcd_readiness_member_info{cluster_id=\"5f5536148f58d498\",member_id=\"6d164ebc40afd3d\",name=\"a\\\"b\\nc\"} 1"
             ]
         );
     }
