@@ -17,7 +17,7 @@
 #              IT_DEADLINE_SECONDS (default 90) bounds every wait.
 #
 # What it does:
-#  1. scrapes the exporter once: `promtool check metrics` must print nothing, exit 0;
+#  1. scrapes each exporter once: `promtool check metrics` must print nothing, exit 0;
 #  2. sends a few /readyz and /livez requests (so the HTTP metrics have series);
 #  3. starts a real Prometheus on a free loopback port (temp storage, scrape every
 #     1s, job `etcd-readiness`, alerts.yaml as rule file, and with --fault-script a
