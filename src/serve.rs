@@ -28,6 +28,7 @@ use crate::sources::RoundNotifier;
 use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdSampler;
+use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::scrape::ScrapeSampler;
 
@@ -136,6 +137,7 @@ pub async fn start_with(
     let source_metrics = SourceMetrics::register(&mut registry);
     let http_metrics = HttpMetrics::register(&mut registry);
     let reload_metrics = ReloadMetrics::register(&mut registry);
+    let member_info = MemberInfo::register(&mut registry);
     notifier.supervisor().register(&mut registry);
     crate::metrics::process::register(&mut registry);
     extend(&mut registry);
@@ -160,11 +162,12 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its config.
     let mut tasks = Vec::new();
     tasks.push(engine.spawn());
-    let etcd = EtcdSampler::new(config.etcd.clone(), &catalogue);
+    let etcd =
+        EtcdSampler::new(config.etcd.clone(), &catalogue).with_member_info(member_info.clone());
     let (etcd_cfg, cat) = (config.etcd.clone(), catalogue.clone());
     tasks.push(crate::sources::spawn(
         etcd,
-        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat)),
+        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat).with_member_info(member_info.clone())),
         store.clone(),
         notifier.clone(),
         source_metrics.clone(),

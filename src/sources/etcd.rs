@@ -107,6 +107,7 @@ pub struct EtcdSampler {
     client: Option<Client>,
     last_leader: Option<u64>,
     leader_changes: u64,
+    member_info: Option<super::identity::MemberInfo>,
 }
 
 impl EtcdSampler {
@@ -119,7 +120,15 @@ impl EtcdSampler {
             client: None,
             last_leader: None,
             leader_changes: 0,
+            member_info: None,
         }
+    }
+
+    /// Also export this member's identity (`etcd_readiness_member_info`)
+    /// from each successful Status (see [`super::identity`]).
+    pub fn with_member_info(mut self, info: super::identity::MemberInfo) -> Self {
+        self.member_info = Some(info);
+        self
     }
 
     async fn client(&mut self) -> Result<Client, SampleError> {
@@ -199,6 +208,9 @@ impl Sampler for EtcdSampler {
                 return Err(e);
             }
         };
+        if let Some(info) = &self.member_info {
+            info.observe(&client, status.header(), timeout).await;
+        }
         let ids = self.ids;
         let member_id = status.header().map_or(0, |h| h.member_id());
         let leader = status.leader();

@@ -11,6 +11,7 @@ pub mod backup;
 pub mod client;
 pub mod config;
 pub mod etcd;
+pub mod identity;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;

@@ -19,7 +19,10 @@ Conventions checked (see /work/shared/REFERENCE.md, "Prometheus conventions"):
 - every rate()/irate()/increase() in the dashboard uses `[$__rate_interval]`;
 - every metric name in any expression (dashboard and alerts.yaml) is listed in
   tests/monitoring/known_metrics.txt;
-- every alert has a `severity` label and `summary` and `description` annotations.
+- every alert has a `severity` label and `summary` and `description` annotations;
+- query variables take label values of etcd_readiness_ready (`cluster_id`: of
+  etcd_readiness_member_info); a repeated row repeats over a multi-value
+  variable with All, names it in its title, and each of its queries selects by it.
 
 alerts.yaml is read with a small YAML-subset reader (`load_yaml`, also used by
 check_manifests.py): block mappings and sequences, plain and quoted scalars,
@@ -375,6 +378,46 @@ def variable_queries(dash):
     return out
 
 
+# Query variables whose values come from another metric than etcd_readiness_ready.
+VARIABLE_METRICS = {"cluster_id": "etcd_readiness_member_info"}
+
+
+def rows_with_members(dash):
+    """(row, [panels]) for each row: a collapsed row holds its panels, an
+    expanded one owns the panels that follow it up to the next row."""
+    out = []
+    for p in dash.get("panels", []):
+        if p.get("type") == "row":
+            out.append((p, list(p.get("panels") or [])))
+        elif out:
+            out[-1][1].append(p)
+    return out
+
+
+def repeat_problems(dash, variables):
+    """A repeated row repeats over a multi-value variable with All, and every
+    query in it selects by that variable (or each copy would show the same)."""
+    problems = []
+    for row, members in rows_with_members(dash):
+        var = row.get("repeat")
+        if not var:
+            continue
+        where = f"row {row.get('title')!r}"
+        v = variables.get(var)
+        if not v or v.get("type") != "query" or not v.get("multi") or not v.get("includeAll"):
+            problems.append(f"{where}: repeats over `{var}`, which is not a multi-value query variable with All")
+        if f"${var}" not in str(row.get("title", "")):
+            problems.append(f"{where}: the title of a repeated row should name ${var}")
+        if not members:
+            problems.append(f"{where}: a repeated row without panels")
+        for p in members:
+            for t in p.get("targets") or []:
+                if f"${var}" not in t.get("expr", "") and f"${{{var}}}" not in t.get("expr", ""):
+                    problems.append(f"panel {p.get('title')!r} {t.get('refId')}: in a row repeated over "
+                                    f"`{var}`, the query must select by ${var}")
+    return problems
+
+
 def check_dashboard(dash, known):
     problems = []
     if dash.get("uid") != "etcd-readiness":
@@ -401,8 +444,10 @@ def check_dashboard(dash, known):
         if selector is None:
             problems.append(f"variable `{name}`: only label_values(<selector>, <label>) queries are supported")
             continue
-        if "etcd_readiness_ready" not in metric_names(selector):
-            problems.append(f"variable `{name}` should take label values of etcd_readiness_ready")
+        wanted = VARIABLE_METRICS.get(name, "etcd_readiness_ready")
+        if wanted not in metric_names(selector):
+            problems.append(f"variable `{name}` should take label values of {wanted}")
+    problems += repeat_problems(dash, variables)
 
     ids = set()
     boxes = []
@@ -520,6 +565,9 @@ def self_test(dash, alerts_doc, known):
     def first_target(d):
         return next(p for p in all_panels(d) if p.get("targets"))["targets"][0]
 
+    def repeated_targets(d):
+        return [t for row, ps in rows_with_members(d) if row.get("repeat") for p in ps for t in p.get("targets") or []]
+
     def first_rate_target(d):
         return next(t for p in all_panels(d) for t in p.get("targets") or [] if "$__rate_interval" in t["expr"])
 
@@ -536,6 +584,13 @@ def self_test(dash, alerts_doc, known):
         "missing gridPos": lambda d: next(p for p in all_panels(d) if p.get("targets")).pop("gridPos"),
         "overlapping panels": lambda d: [p for p in all_panels(d) if p.get("targets")][1].update(
             gridPos=dict(next(p for p in all_panels(d) if p.get("targets"))["gridPos"])),
+        "repeat over an unknown variable": lambda d: next(
+            p for p in d["panels"] if p.get("repeat")).update(repeat="no_such_variable"),
+        "repeated panel not selecting by its variable": lambda d: repeated_targets(d)[0].update(
+            expr=repeated_targets(d)[0]["expr"].replace('cluster_id=~"$cluster_id"', "")),
+        "cluster variable from the wrong metric": lambda d: next(
+            v for v in d["templating"]["list"] if v["name"] == "cluster_id")["query"].update(
+            query="label_values(etcd_readiness_ready, cluster_id)"),
     }
     alert_cases = {
         "alert without severity": lambda a: a["groups"][0]["rules"][0]["labels"].pop("severity"),

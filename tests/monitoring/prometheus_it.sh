@@ -2,33 +2,62 @@
 # Real-Prometheus integration test of the dashboard and alert rules against a
 # running etcd-readiness-exporter.
 #
-# Usage (from anywhere):   tests/monitoring/prometheus_it.sh HOST:PORT
-#   HOST:PORT  the exporter's --web.listen-address as reachable from here,
-#              e.g. 127.0.0.1:9379. The exporter must be connected to a running
+# Usage (from anywhere):
+#   tests/monitoring/prometheus_it.sh [--cluster-members N [--fault-script FILE]] HOST:PORT...
+#   HOST:PORT  each exporter's --web.listen-address as reachable from here,
+#              e.g. 127.0.0.1:9379. Each exporter must be connected to a running
 #              etcd member (a fresh single-member etcd is enough); backup and owner
 #              sources need not be configured.
+#   --cluster-members N  the exporters watch the N members of one etcd cluster:
+#              check the values of the dashboard's cluster row (step 7).
+#   --fault-script FILE  with --cluster-members: FILE drift|quorum|heal makes
+#              one member's policy differ / stops enough etcd members that none
+#              is ready / undoes both; the cluster alerts must fire (step 8).
 # Environment: PROMETHEUS (default /usr/bin/prometheus), PROMTOOL (/usr/bin/promtool),
 #              IT_DEADLINE_SECONDS (default 90) bounds every wait.
 #
 # What it does:
-#  1. scrapes the exporter once: `promtool check metrics` must print nothing, exit 0;
+#  1. scrapes each exporter once: `promtool check metrics` must print nothing, exit 0;
 #  2. sends a few /readyz and /livez requests (so the HTTP metrics have series);
 #  3. starts a real Prometheus on a free loopback port (temp storage, scrape every
-#     1s, job `etcd-readiness`, alerts.yaml as rule file), waits for the target to be
-#     up and for at least 5 scrapes;
+#     1s, job `etcd-readiness`, alerts.yaml as rule file, and with --fault-script a
+#     copy of the EtcdCluster* alerts with `for: 3s` and the label for_test="short"),
+#     waits for every target to be up and for at least 5 scrapes of each;
 #  4. runs every expression from `check_dashboard.py --emit-queries` through
 #     /api/v1/query: each must parse (status success), and each dashboard query must
 #     return data, except the EXCEPTIONS below (each with its reason);
 #  5. checks that Prometheus loaded every rule with health ok, and that the alerts
 #     that must be quiet for a healthy exporter are neither pending nor firing;
-#  6. runs `promtool check rules` and `promtool test rules`.
+#  6. runs `promtool check rules` and `promtool test rules`;
+#  7. (--cluster-members N) the cluster row's queries give one cluster with N
+#     members, quorum N/2+1, N ready, N members on one policy version, N rows in
+#     the members table;
+#  8. (--fault-script) quorum: EtcdClusterReadyMembersBelowQuorum and
+#     EtcdClusterAllMembersNotReady (short copies) fire, 0 ready, members and
+#     quorum unchanged; heal: as in 7, none firing; drift: EtcdClusterPolicyDrift
+#     (short copy) fires and the policy panel shows two versions; heal again.
+# Every wait has a deadline (IT_DEADLINE_SECONDS, per phase).
 # Prometheus is killed on exit (trap), whatever happens. Exit 0 only if all pass.
 set -euo pipefail
 
-if [ $# -ne 1 ] || [[ "$1" != *:* ]]; then
-    echo "usage: $0 HOST:PORT   (the exporter's address, e.g. 127.0.0.1:9379)" >&2
+usage() {
+    echo "usage: $0 [--cluster-members N [--fault-script FILE]] HOST:PORT...   (exporters, e.g. 127.0.0.1:9379)" >&2
     exit 2
-fi
+}
+CLUSTER_MEMBERS=
+FAULT_SCRIPT=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cluster-members) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage; CLUSTER_MEMBERS=$2; shift 2 ;;
+        --fault-script) [ $# -ge 2 ] && [ -x "$2" ] || usage; FAULT_SCRIPT=$2; shift 2 ;;
+        --*) usage ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || usage
+for e in "$@"; do [[ "$e" == *:* ]] || usage; done
+if [ -n "$FAULT_SCRIPT" ] && [ -z "$CLUSTER_MEMBERS" ]; then usage; fi
+EXPORTERS=("$@")
 EXPORTER=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -39,7 +68,8 @@ DASHBOARD=$ROOT/dashboards/etcd-readiness.json
 ALERTS=$ROOT/dashboards/alerts.yaml
 ALERTS_TEST=$ROOT/dashboards/alerts.test.yaml
 
-# Dashboard queries allowed to return no data in a fresh single-member run.
+# Dashboard queries allowed to return no data in a healthy run (run.sh configures every
+# source on all three exporters; a standalone run against one exporter may not).
 # Format: <query id as printed by check_dashboard.py --emit-queries><TAB><reason>.
 # Every id here must exist (a renamed panel makes the test fail, not skip).
 EXCEPTIONS=$(cat <<'EOF'
@@ -53,8 +83,9 @@ panel:Policy reloads by result:A	reloads_total{result} may only get a series at 
 panel:Sample errors per source:A	errors_total{source,reason} gets a series at the first error; none in a healthy run
 EOF
 )
-# Alerts that must be neither pending nor firing while the exporter is scraped and healthy.
-QUIET_ALERTS="EtcdReadinessExporterDown EtcdReadinessPolicyReloadFailing EtcdOwnerCheckFailing EtcdRevisionLagHigh"
+# Alerts that must be neither pending nor firing while the exporters are scraped and healthy.
+QUIET_ALERTS="EtcdReadinessExporterDown EtcdReadinessPolicyReloadFailing EtcdOwnerCheckFailing EtcdRevisionLagHigh
+  EtcdClusterReadyMembersBelowQuorum EtcdClusterAllMembersNotReady EtcdClusterPolicyDrift"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/prometheus-it.XXXXXX")
 PROM_PID=
@@ -92,27 +123,32 @@ wait_for() {
     done
 }
 
-# --- 1. promtool check metrics on a real scrape ----------------------------------
-if ! curl -sS --max-time 5 -o "$TMP/scrape.txt" "http://$EXPORTER/metrics"; then
-    echo "FAIL: cannot scrape http://$EXPORTER/metrics" >&2
-    exit 1
-fi
-set +e
-"$PROMTOOL" check metrics <"$TMP/scrape.txt" >"$TMP/lint.txt" 2>&1
-lint_rc=$?
-set -e
-if [ "$lint_rc" -ne 0 ] || [ -s "$TMP/lint.txt" ]; then
-    fail "promtool check metrics (exit $lint_rc):"; sed 's/^/      /' "$TMP/lint.txt" >&2
-else
-    pass "promtool check metrics: no problems in $(grep -vc '^#' "$TMP/scrape.txt") samples"
-fi
+# --- 1. promtool check metrics on a real scrape of each exporter ------------------
+for EXPORTER in "${EXPORTERS[@]}"; do
+    if ! curl -sS --max-time 5 -o "$TMP/scrape.txt" "http://$EXPORTER/metrics"; then
+        echo "FAIL: cannot scrape http://$EXPORTER/metrics" >&2
+        exit 1
+    fi
+    set +e
+    "$PROMTOOL" check metrics <"$TMP/scrape.txt" >"$TMP/lint.txt" 2>&1
+    lint_rc=$?
+    set -e
+    if [ "$lint_rc" -ne 0 ] || [ -s "$TMP/lint.txt" ]; then
+        fail "promtool check metrics $EXPORTER (exit $lint_rc):"; sed 's/^/      /' "$TMP/lint.txt" >&2
+    else
+        pass "promtool check metrics $EXPORTER: no problems in $(grep -vc '^#' "$TMP/scrape.txt") samples"
+    fi
+done
 
 # --- 2. probe traffic, so the http_* series exist --------------------------------
-for _ in 1 2 3; do
-    for path in /readyz /livez; do
-        curl -s --max-time 2 -o /dev/null "http://$EXPORTER$path" || fail "GET $path did not answer"
+for EXPORTER in "${EXPORTERS[@]}"; do
+    for _ in 1 2 3; do
+        for path in /readyz /livez; do
+            curl -s --max-time 2 -o /dev/null "http://$EXPORTER$path" || fail "GET $EXPORTER$path did not answer"
+        done
     done
 done
+TARGETS=$(printf "'%s', " "${EXPORTERS[@]}")
 
 # --- 3. a real Prometheus scraping the exporter ----------------------------------
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -124,11 +160,31 @@ global:
   evaluation_interval: 1s
 rule_files:
   - $ALERTS
+$([ -n "$FAULT_SCRIPT" ] && echo "  - $TMP/short_for_rules.yml")
 scrape_configs:
   - job_name: etcd-readiness
     static_configs:
-      - targets: ['$EXPORTER']
+      - targets: [${TARGETS%, }]
 EOF
+if [ -n "$FAULT_SCRIPT" ]; then
+    # The cluster alerts as they are, but with `for: 3s`, so that the fault
+    # phase sees them fire within seconds (JSON is YAML).
+    python3 - "$ALERTS" "$TMP/short_for_rules.yml" "$HERE" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from check_dashboard import alert_rules, load_yaml
+doc = load_yaml(open(sys.argv[1]).read())[0]
+rules = []
+for _, rule in alert_rules(doc):
+    if str(rule.get("alert", "")).startswith("EtcdCluster"):
+        rule = dict(rule, labels=dict(rule.get("labels") or {}, for_test="short"))
+        rule["for"] = "3s"
+        rules.append(rule)
+if len(rules) < 3:
+    sys.exit(f"expected the 3 EtcdCluster* alerts in {sys.argv[1]}, found {len(rules)}")
+json.dump({"groups": [{"name": "etcd-readiness-cluster-short-for", "rules": rules}]}, open(sys.argv[2], "w"), indent=1)
+PY
+fi
 "$PROMETHEUS" --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/data" \
     --web.listen-address="127.0.0.1:$PORT" --log.level=warn >"$TMP/prometheus.log" 2>&1 &
 PROM_PID=$!
@@ -138,18 +194,18 @@ target_up() {
     curl -sf --max-time 2 "$PROM/api/v1/targets?state=active" | python3 -c '
 import json, sys
 ts = json.load(sys.stdin)["data"]["activeTargets"]
-sys.exit(0 if any(t["labels"].get("job") == "etcd-readiness" and t["health"] == "up" for t in ts) else 1)'
+sys.exit(0 if sum(t["labels"].get("job") == "etcd-readiness" and t["health"] == "up" for t in ts) >= int(sys.argv[1]) else 1)' "${#EXPORTERS[@]}"
 }
 enough_scrapes() {
     curl -sf --max-time 2 "$PROM/api/v1/query" \
         --data-urlencode 'query=count_over_time(up{job="etcd-readiness"}[1m]) >= 5' | python3 -c '
 import json, sys
-sys.exit(0 if json.load(sys.stdin)["data"]["result"] else 1)'
+sys.exit(0 if len(json.load(sys.stdin)["data"]["result"]) >= int(sys.argv[1]) else 1)' "${#EXPORTERS[@]}"
 }
 wait_for "prometheus to be ready on $PROM" ready
-wait_for "target $EXPORTER to be up" target_up
-wait_for "5 scrapes of $EXPORTER" enough_scrapes
-pass "prometheus 127.0.0.1:$PORT scrapes $EXPORTER (job etcd-readiness)"
+wait_for "targets ${EXPORTERS[*]} to be up" target_up
+wait_for "5 scrapes of each of ${EXPORTERS[*]}" enough_scrapes
+pass "prometheus 127.0.0.1:$PORT scrapes ${EXPORTERS[*]} (job etcd-readiness)"
 
 # --- 4. every expression parses; dashboard queries return data ------------------
 python3 "$HERE/check_dashboard.py" --rate-interval 30s --emit-queries "$DASHBOARD" "$ALERTS" >"$TMP/queries.json"
@@ -240,8 +296,38 @@ else
     fail "promtool test rules"; cat "$TMP/test.txt" >&2
 fi
 
+# --- 7. the cluster row against a real N-member cluster --------------------------
+# cluster_checks.py prints what is not (yet) as expected; poll it to a deadline.
+cluster_state() { # cluster_state STATE: wait until the cluster row and alerts show STATE
+    local state=$1
+    deadline=$((SECONDS + DEADLINE_SECONDS))
+    until python3 "$HERE/cluster_checks.py" "$PROM" "$TMP/queries.json" "$CLUSTER_MEMBERS" "$state" >"$TMP/cluster.txt" 2>&1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            cat "$TMP/cluster.txt" >&2
+            fail "cluster state $state not reached within ${DEADLINE_SECONDS}s"
+            return 1
+        fi
+        sleep 1
+    done
+    cat "$TMP/cluster.txt"
+}
+if [ -n "$CLUSTER_MEMBERS" ]; then
+    cluster_state healthy || true
+fi
+
+# --- 8. real faults: the cluster alerts fire ---------------------------------------
+fault() { # fault WHAT: run the fault script, a failure of it is a failure of the test
+    if "$FAULT_SCRIPT" "$1" >"$TMP/fault.txt" 2>&1; then echo "      fault: $1"; else fail "$FAULT_SCRIPT $1"; cat "$TMP/fault.txt" >&2; fi
+}
+if [ -n "$FAULT_SCRIPT" ] && [ "$FAILURES" -eq 0 ]; then
+    fault quorum; cluster_state quorum || true
+    fault heal; cluster_state healthy || true
+    fault drift; cluster_state drift || true
+    fault heal; cluster_state healthy || true
+fi
+
 if [ "$FAILURES" -ne 0 ]; then
     echo "prometheus_it: $FAILURES failure(s)" >&2
     exit 1
 fi
-echo "prometheus_it: all checks passed against $EXPORTER"
+echo "prometheus_it: all checks passed against ${EXPORTERS[*]}"

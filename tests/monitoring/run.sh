@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The monitoring checks of .ci/test, end to end with real parts:
 #  - offline: dashboard conventions, manifests vs real flags, promtool rules;
-#  - live: a real single-member etcd, a real dnsmasq answering the owner TXT
-#    record, a small stand-in for the backup sidecar (tests/monitoring/
+#  - live: a real 3-member etcd cluster, a real dnsmasq answering the owner
+#    TXT record, a small stand-in for the backup sidecar (tests/monitoring/
 #    fake_backup_sidecar.py, speaking its documented /metrics and /healthz),
-#    and the exporter itself (`serve`) sampling all three; then
-#    prometheus_it.sh runs a real Prometheus against the exporter.
+#    and three exporters (`serve`, one per member) sampling them; each
+#    exporter's member_info is compared with etcdctl; then prometheus_it.sh
+#    runs a real Prometheus against the three: every query, the values of the
+#    dashboard's cluster row, and the cluster alerts firing after real faults.
 # Every child is killed on exit; every wait has a deadline.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,13 +53,26 @@ wait_for() { # wait_for DESCRIPTION SECONDS COMMAND...
   done
 }
 
-CLIENT=$(free_port); PEER=$(free_port); DNS=$(free_port); BACKUP=$(free_port); WEB=$(free_port)
-
-etcd --name m1 --data-dir "$TMP/etcd" \
-  --listen-client-urls "http://127.0.0.1:$CLIENT" --advertise-client-urls "http://127.0.0.1:$CLIENT" \
-  --listen-peer-urls "http://127.0.0.1:$PEER" --initial-advertise-peer-urls "http://127.0.0.1:$PEER" \
-  --initial-cluster "m1=http://127.0.0.1:$PEER" >"$TMP/etcd.log" 2>&1 &
-PIDS+=($!)
+# A real 3-member etcd cluster and one exporter per member (as the sidecars of
+# a StatefulSet), all three with every source: one dnsmasq answering the owner
+# TXT record and one backup sidecar stand-in serve all three, as the policy
+# (policies/gardener.policy) needs them. Each exporter reads its own copy of
+# the policy, so the fault phase can change one member's policy.
+DNS=$(free_port); BACKUP=$(free_port)
+NAMES=(m1 m2 m3)
+CLIENTS=(); PEERS=(); WEBS=(); ETCD_PIDS=()
+for i in 0 1 2; do CLIENTS+=("$(free_port)"); PEERS+=("$(free_port)"); WEBS+=("$(free_port)"); done
+INITIAL="m1=http://127.0.0.1:${PEERS[0]},m2=http://127.0.0.1:${PEERS[1]},m3=http://127.0.0.1:${PEERS[2]}"
+# A member stopped by the fault phase must be continued to be killed.
+cleanup_etcd() { [ ${#ETCD_PIDS[@]} -eq 0 ] || kill -CONT "${ETCD_PIDS[@]}" 2>/dev/null || true; cleanup; }
+trap cleanup_etcd EXIT INT TERM
+for i in 0 1 2; do
+  etcd --name "${NAMES[$i]}" --data-dir "$TMP/etcd-$i" \
+    --listen-client-urls "http://127.0.0.1:${CLIENTS[$i]}" --advertise-client-urls "http://127.0.0.1:${CLIENTS[$i]}" \
+    --listen-peer-urls "http://127.0.0.1:${PEERS[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${PEERS[$i]}" \
+    --initial-cluster "$INITIAL" --initial-cluster-token "ere-monitoring-$$" >"$TMP/etcd-$i.log" 2>&1 &
+  PIDS+=($!); ETCD_PIDS+=($!)
+done
 
 /usr/sbin/dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
   --listen-address=127.0.0.1 --port="$DNS" --user=root --pid-file="$TMP/dnsmasq.pid" \
@@ -67,24 +82,31 @@ PIDS+=($!)
 python3 "$HERE/fake_backup_sidecar.py" "$BACKUP" >"$TMP/backup.log" 2>&1 &
 PIDS+=($!)
 
-"$BIN" serve --policy policies/gardener.policy \
-  --etcd.endpoint "http://127.0.0.1:$CLIENT" \
-  --backup.url "http://127.0.0.1:$BACKUP" \
-  --owner.name etcd-main.example.test --owner.id cluster-a --owner.nameserver "127.0.0.1:$DNS" \
-  --owner.interval 2s --owner.timeout 1s \
-  --web.listen-address "127.0.0.1:$WEB" >"$TMP/exporter.log" 2>&1 &
-PIDS+=($!)
+for i in 0 1 2; do
+  cp policies/gardener.policy "$TMP/policy-$i"
+  "$BIN" serve --policy "$TMP/policy-$i" \
+    --etcd.endpoint "http://127.0.0.1:${CLIENTS[$i]}" \
+    --backup.url "http://127.0.0.1:$BACKUP" \
+    --owner.name etcd-main.example.test --owner.id cluster-a --owner.nameserver "127.0.0.1:$DNS" \
+    --owner.interval 2s --owner.timeout 1s \
+    --web.listen-address "127.0.0.1:${WEBS[$i]}" >"$TMP/exporter-$i.log" 2>&1 &
+  PIDS+=($!)
+done
 
-if ! wait_for "the exporter to be ready" 60 curl -sf "http://127.0.0.1:$WEB/readyz"; then
-  curl -s "http://127.0.0.1:$WEB/readyz?verbose" || true
-  tail -20 "$TMP/exporter.log" >&2
-  exit 1
-fi
-echo "exporter ready on 127.0.0.1:$WEB (etcd, owner via dnsmasq, backup sidecar stand-in)"
+for i in 0 1 2; do
+  WEB=${WEBS[$i]}
+  if ! wait_for "exporter $i to be ready" 60 curl -sf "http://127.0.0.1:$WEB/readyz"; then
+    curl -s "http://127.0.0.1:$WEB/readyz?verbose" || true
+    tail -20 "$TMP/exporter-$i.log" "$TMP/etcd-$i.log" >&2
+    exit 1
+  fi
+done
+echo "3 exporters ready on 127.0.0.1:${WEBS[0]},${WEBS[1]},${WEBS[2]} (3-member etcd cluster, owner via dnsmasq, backup sidecar stand-in)"
 
 # ...and every metric name in known_metrics.txt is in a real scrape (with all
 # sources configured), so the dashboard and alerts cannot name a metric that
 # does not exist. Wait for one owner and one backup round first.
+WEB=${WEBS[0]}
 wait_for "owner and backup samples" 30 sh -c "curl -sf http://127.0.0.1:$WEB/metrics | grep -q 'etcd_readiness_signal_value{signal=\"owner_ok\"'"
 scrape=$(curl -sf "http://127.0.0.1:$WEB/metrics")
 while read -r name; do
@@ -92,4 +114,57 @@ while read -r name; do
   grep -q "^$name[{ ]" <<<"$scrape" || { echo "known_metrics.txt: $name is not in a real scrape" >&2; exit 1; }
 done < tests/monitoring/known_metrics.txt
 echo "ok:   every metric in known_metrics.txt is in a real scrape"
-"$HERE/prometheus_it.sh" "127.0.0.1:$WEB"
+
+# Each exporter's etcd_readiness_member_info names its member as etcd does:
+# member ID and name as `etcdctl member list -w simple` prints them, the
+# cluster ID of `etcdctl endpoint status -w json` (decimal there) in hex, and
+# both as etcd's own log prints them ("starting member X in cluster Y").
+for i in 0 1 2; do
+  ep="http://127.0.0.1:${CLIENTS[$i]}"
+  etcdctl --endpoints "$ep" member list -w simple >"$TMP/members-$i.txt"
+  etcdctl --endpoints "$ep" endpoint status -w json >"$TMP/status-$i.json"
+  wait_for "member_info on exporter $i" 30 sh -c "curl -sf http://127.0.0.1:${WEBS[$i]}/metrics | grep -q '^etcd_readiness_member_info{.*name=\"${NAMES[$i]}\"'"
+  curl -sf "http://127.0.0.1:${WEBS[$i]}/metrics" | grep '^etcd_readiness_member_info' >"$TMP/info-$i.txt" || true
+  python3 - "$TMP/members-$i.txt" "$TMP/status-$i.json" "$TMP/info-$i.txt" "${NAMES[$i]}" "$TMP/etcd-$i.log" <<'PY'
+import json, re, sys
+members_file, status_file, info_file, name, log_file = sys.argv[1:]
+header = json.load(open(status_file))[0]["Status"]["header"]
+member_hex = {}
+for line in open(members_file):
+    fields = [x.strip() for x in line.split(",")]
+    member_hex[fields[2]] = fields[0]
+lines = open(info_file).read().splitlines()
+if len(lines) != 1:
+    sys.exit(f"FAIL: expected one etcd_readiness_member_info series for {name}, got {lines}")
+labels = dict(re.findall(r'(\w+)="([^"]*)"', lines[0]))
+want = {"cluster_id": "%x" % header["cluster_id"], "member_id": member_hex[name], "name": name}
+if labels != want or not lines[0].endswith(" 1"):
+    sys.exit(f"FAIL: member_info of {name} is {lines[0]!r}, want labels {want}")
+m = re.search(r"starting member (\w+) in cluster (\w+)", open(log_file).read())
+if not m or (m.group(1), m.group(2)) != (want["member_id"], want["cluster_id"]):
+    sys.exit(f"FAIL: etcd's log of {name} names {m and m.groups()}, the exporter {want}")
+print(f"ok:   member_info of {name}: cluster_id={want['cluster_id']} member_id={want['member_id']}, as etcdctl and etcd's log print them")
+PY
+done
+
+# The fault phase of prometheus_it.sh calls this with one argument:
+#   drift   member m3 gets a different policy (one comment line more), reloaded;
+#   quorum  SIGSTOP of etcd members m2 and m3: m1 loses its leader, no member is ready;
+#   heal    SIGCONT of both, and m3's policy back as it was, reloaded.
+cat >"$TMP/fault.sh" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+case "\$1" in
+  drift)  echo "# a changed policy on m3 only" >>"$TMP/policy-2"
+          curl -sf --max-time 5 -X POST "http://127.0.0.1:${WEBS[2]}/-/reload" >/dev/null ;;
+  quorum) kill -STOP ${ETCD_PIDS[1]} ${ETCD_PIDS[2]} ;;
+  heal)   kill -CONT ${ETCD_PIDS[1]} ${ETCD_PIDS[2]}
+          cp "$ROOT/policies/gardener.policy" "$TMP/policy-2"
+          curl -sf --max-time 5 -X POST "http://127.0.0.1:${WEBS[2]}/-/reload" >/dev/null ;;
+  *) echo "usage: \$0 drift|quorum|heal" >&2; exit 2 ;;
+esac
+EOF
+chmod +x "$TMP/fault.sh"
+
+"$HERE/prometheus_it.sh" --cluster-members 3 --fault-script "$TMP/fault.sh" \
+  "127.0.0.1:${WEBS[0]}" "127.0.0.1:${WEBS[1]}" "127.0.0.1:${WEBS[2]}"
