@@ -55,6 +55,26 @@ pub enum ConfigError {
     ScrapeConfig(String),
     #[error("{0}")]
     Range(String),
+    #[error("--web.config.file: {0}")]
+    WebConfig(String),
+    #[error("--web.probe-listen-address {0:?} is not HOST:PORT ({1})")]
+    ProbeListenAddress(String, String),
+    #[error(
+        "--web.probe-listen-address {0} is the same as --web.listen-address: the probe listener needs a port of its own"
+    )]
+    ProbeSameAsMain(SocketAddr),
+}
+
+/// The `--web.*` access settings: what the main listener requires and the
+/// plain probe listener.
+#[derive(Clone, Debug, Default)]
+pub struct WebAccess {
+    /// `--web.config.file`, loaded and checked at start.
+    pub config: Option<crate::web::WebConfig>,
+    /// `--web.enable-lifecycle`.
+    pub lifecycle: bool,
+    /// `--web.probe-listen-address`.
+    pub probe_listen: Option<SocketAddr>,
 }
 
 /// Validated configuration.
@@ -63,6 +83,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Connection cap and timeouts of the HTTP server.
     pub http: crate::http::server::Limits,
+    /// TLS, auth, lifecycle and the probe listener.
+    pub web: WebAccess,
     pub telemetry_path: String,
     pub etcd: EtcdConfig,
     /// Path shown in diagnostics and /policy (`<default>` for the built-in one).
@@ -98,9 +120,11 @@ impl ServeConfig {
         check_sampling(a)?;
         let etcd = etcd_config(a)?;
         let (policy_path, policy_text) = policy_source(a)?;
+        let web = web_access(a, listen)?;
         Ok(ServeConfig {
             listen,
             http,
+            web,
             telemetry_path: a.web_telemetry_path.clone(),
             etcd,
             policy_path,
@@ -125,6 +149,34 @@ fn listen_address(a: &ServeArgs) -> Result<SocketAddr, ConfigError> {
                 ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
             })?;
     Ok(listen)
+}
+
+/// `--web.config.file` (loaded now: a broken file fails the start),
+/// `--web.enable-lifecycle` and `--web.probe-listen-address`.
+fn web_access(a: &ServeArgs, listen: SocketAddr) -> Result<WebAccess, ConfigError> {
+    let config = match &a.web_config_file {
+        None => None,
+        Some(p) => Some(
+            crate::web::WebConfig::load(p).map_err(|e| ConfigError::WebConfig(e.to_string()))?,
+        ),
+    };
+    let probe_listen = match &a.web_probe_listen_address {
+        None => None,
+        Some(s) => {
+            let addr: SocketAddr = s.parse().map_err(|e: std::net::AddrParseError| {
+                ConfigError::ProbeListenAddress(s.clone(), e.to_string())
+            })?;
+            if addr.port() != 0 && addr == listen {
+                return Err(ConfigError::ProbeSameAsMain(addr));
+            }
+            Some(addr)
+        }
+    };
+    Ok(WebAccess {
+        config,
+        lifecycle: a.web_enable_lifecycle,
+        probe_listen,
+    })
 }
 
 /// `--web.telemetry-path` must not shadow another endpoint.
