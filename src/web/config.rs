@@ -50,6 +50,9 @@ pub enum WebConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// Reads a file the configuration names: `(what, path)` → its bytes.
+pub type FileReader<'a> = &'a dyn Fn(&'static str, &Path) -> Result<Vec<u8>, WebConfigError>;
+
 /// The file as written (exporter-toolkit's keys, every one optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,7 +198,7 @@ impl WebConfig {
     pub fn from_text(
         path: &Path,
         text: &str,
-        read: &dyn Fn(&'static str, &Path) -> Result<Vec<u8>, WebConfigError>,
+        read: FileReader<'_>,
     ) -> Result<WebConfig, WebConfigError> {
         let invalid = |message: String| WebConfigError::Invalid {
             path: path.to_path_buf(),

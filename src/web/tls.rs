@@ -27,6 +27,10 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 
 use super::config::{TlsShape, WebConfigError};
 
+/// Reads a file the section names: `(what, path as written)` → its bytes.
+pub(super) type SectionReader<'a> =
+    &'a mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, WebConfigError>;
+
 pub(super) enum BuildError {
     Read(WebConfigError),
     Invalid(String),
@@ -199,7 +203,7 @@ fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String>
 pub(super) fn build(
     t: &TlsShape,
     http2: bool,
-    read: &mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, WebConfigError>,
+    read: SectionReader<'_>,
 ) -> Result<Built, BuildError> {
     let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
     let pick = |inline: &Option<String>,
@@ -274,15 +278,13 @@ pub(super) fn build(
     }
     let provider = Arc::new(provider);
 
-    let load = |s: Source,
-                what: &'static str,
-                read: &mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, WebConfigError>|
-     -> Result<Vec<u8>, BuildError> {
-        match s {
-            Source::Inline(text) => Ok(text.into_bytes()),
-            Source::File(path) => read(what, &path).map_err(BuildError::Read),
-        }
-    };
+    let load =
+        |s: Source, what: &'static str, read: SectionReader<'_>| -> Result<Vec<u8>, BuildError> {
+            match s {
+                Source::Inline(text) => Ok(text.into_bytes()),
+                Source::File(path) => read(what, &path).map_err(BuildError::Read),
+            }
+        };
     let cert_pem = load(cert, "tls_server_config.cert_file", read)?;
     let key_pem = load(key, "tls_server_config.key_file", read)?;
     let ca_pem = match ca {
