@@ -355,6 +355,21 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
     let e = exporter(&cluster.endpoint(0), &web, false).await;
     let probe = e.running.probe_addr.expect("probe listener");
     let good = format!("prometheus:{PASSWORD}");
+    // Both listeners' accept loops and the web config watcher run under the
+    // supervisor, like every other long-running task.
+    let mut tasks: Vec<String> = e
+        .running
+        .engine
+        .notifier()
+        .supervisor()
+        .tasks()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    tasks.sort();
+    for t in ["http:main", "http:probe", "web-config-watcher"] {
+        assert!(tasks.iter().any(|n| n == t), "{t} not in {tasks:?}");
+    }
 
     // The probe listener: plain HTTP, probes only, no credentials — the
     // kubelet's way (a plain GET; 200 is success).
