@@ -142,13 +142,17 @@ impl ServeConfig {
 
 /// `--web.listen-address`.
 fn listen_address(a: &ServeArgs) -> Result<SocketAddr, ConfigError> {
-    let listen: SocketAddr =
-        a.web_listen_address
-            .parse()
-            .map_err(|e: std::net::AddrParseError| {
-                ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
-            })?;
-    Ok(listen)
+    parse_listen(&a.web_listen_address)
+        .map_err(|e| ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string()))
+}
+
+/// `HOST:PORT` with an IP address, or `:PORT` for every IPv4 interface (the
+/// Prometheus exporters' spelling, e.g. `--web.listen-address=:9379`).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, std::net::AddrParseError> {
+    match s.strip_prefix(':') {
+        Some(port) if !port.contains(':') => format!("0.0.0.0:{port}").parse(),
+        _ => s.parse(),
+    }
 }
 
 /// `--web.config.file` (loaded now: a broken file fails the start),
@@ -163,9 +167,8 @@ fn web_access(a: &ServeArgs, listen: SocketAddr) -> Result<WebAccess, ConfigErro
     let probe_listen = match &a.web_probe_listen_address {
         None => None,
         Some(s) => {
-            let addr: SocketAddr = s.parse().map_err(|e: std::net::AddrParseError| {
-                ConfigError::ProbeListenAddress(s.clone(), e.to_string())
-            })?;
+            let addr = parse_listen(s)
+                .map_err(|e| ConfigError::ProbeListenAddress(s.clone(), e.to_string()))?;
             if addr.port() != 0 && addr == listen {
                 return Err(ConfigError::ProbeSameAsMain(addr));
             }
@@ -532,6 +535,36 @@ mod tests {
         }
         let c = ServeConfig::from_args(&base).unwrap();
         assert_eq!(c.http, crate::http::server::Limits::default());
+    }
+
+    #[test]
+    fn listen_addresses_take_a_bare_port_like_the_prometheus_exporters() {
+        // Regression: deploy/kubernetes's `--web.listen-address=:9379` was refused.
+        assert_eq!(
+            parse_listen(":9379").unwrap(),
+            "0.0.0.0:9379".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            parse_listen("[::1]:9380").unwrap(),
+            "[::1]:9380".parse::<SocketAddr>().unwrap()
+        );
+        assert!(parse_listen(":").is_err());
+        assert!(parse_listen("::9379").is_err());
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.web_listen_address = ":9379".into();
+        a.web_probe_listen_address = Some(":9379".into());
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(e.contains("needs a port of its own"), "{e}");
+        a.web_probe_listen_address = Some("localhost:9380".into());
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--web.probe-listen-address \"localhost:9380\""),
+            "{e}"
+        );
+        a.web_probe_listen_address = Some(":9380".into());
+        let c = ServeConfig::from_args(&a).unwrap();
+        assert_eq!(c.web.probe_listen, Some("0.0.0.0:9380".parse().unwrap()));
+        assert!(!c.web.lifecycle, "lifecycle is off by default");
     }
 
     #[test]
