@@ -638,6 +638,21 @@ fn broken_web_configs_fail_the_start_with_the_reason() {
             "missing.pem",
         ),
     ];
+    // Not a regular file: refused at once, never read (a FIFO would block).
+    let fifo = pki.path("fifo.yml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut a = etcd_readiness_exporter::config::ServeArgs::for_endpoint("http://127.0.0.1:9");
+    a.web_config_file = Some(fifo);
+    let e = etcd_readiness_exporter::config::ServeConfig::from_args(&a)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FIFO"), "{e}");
     for (text, want) in cases {
         let web = pki.path("bad.yml");
         std::fs::write(&web, text).unwrap();

@@ -262,3 +262,25 @@ pub async fn guard(State(web): State<Arc<WebState>>, req: Request, next: Next) -
 pub fn protect(router: Router, web: Arc<WebState>) -> Router {
     router.layer(middleware::from_fn_with_state(web, guard))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn state(text: &str) -> Arc<WebState> {
+        let c = WebConfig::from_text(Path::new("w.yml"), text, &|_, _| unreachable!()).unwrap();
+        WebState::new(c, WebMetrics::default())
+    }
+
+    #[test]
+    fn the_rate_limit_allows_a_burst_then_refuses() {
+        let w = state("rate_limit:\n  interval: 1h\n  burst: 2\n");
+        let c = w.current();
+        assert!(w.allow(&c));
+        assert!(w.allow(&c));
+        assert!(!w.allow(&c), "the third request within the hour");
+        let open = state("");
+        assert!((0..100).all(|_| open.allow(&open.current())));
+    }
+}
