@@ -325,6 +325,9 @@ pub async fn start_with(
             stop(rx.clone()),
         )?);
     }
+    for s in &mut servers {
+        s.started().await;
+    }
     tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,

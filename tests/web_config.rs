@@ -609,7 +609,15 @@ async fn post_reload_needs_lifecycle_and_then_reloads_the_web_config() {
     let probe = e.running.probe_addr.unwrap();
     let r = curl(vec![format!("http://{probe}/livez")]).await;
     assert_eq!(r.status, 200, "{r:?}");
+    // After shutdown both listening sockets are closed: refused, not hung.
+    let main = e.addr();
     e.running.shutdown().await;
+    for addr in [main, probe] {
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "{addr} still accepts after shutdown"
+        );
+    }
 }
 
 /// Start-up refuses a web config that cannot work, naming the problem.

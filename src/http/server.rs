@@ -382,12 +382,13 @@ impl Server {
     }
 
     /// Accept on `listener` and serve `router` until `stop` turns true (or
-    /// its sender is gone); then stop accepting, let in-flight requests
-    /// finish for at most `shutdown_timeout`, and close whatever is left.
-    /// Returns after every connection is closed.
+    /// its sender is gone); then stop accepting (dropping this reference to
+    /// the listener: the socket closes with the last one), let in-flight
+    /// requests finish for at most `shutdown_timeout`, and close whatever is
+    /// left. Returns after every connection is closed.
     pub async fn serve(
         &self,
-        listener: &TcpListener,
+        listener: Arc<TcpListener>,
         router: Router,
         transport: &Transport,
         stop: watch::Receiver<bool>,
@@ -440,6 +441,7 @@ impl Server {
                 }
             }
         }
+        drop(listener);
         let _ = graceful_tx.send(true);
         let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
             while tasks.join_next().await.is_some() {}
@@ -569,9 +571,18 @@ impl Server {
 /// A server running on its own thread and runtime ([`Server::spawn`]).
 pub struct ServerHandle {
     done: tokio::sync::oneshot::Receiver<io::Result<()>>,
+    started: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl ServerHandle {
+    /// Wait until the accept loop's task is registered with the supervisor
+    /// and running (or the thread failed to start it).
+    pub async fn started(&mut self) {
+        if let Some(rx) = self.started.take() {
+            let _ = rx.await;
+        }
+    }
+
     /// Wait until the server has closed every connection (after its
     /// shutdown future resolved: at most `shutdown_timeout` later).
     pub async fn wait(self) -> io::Result<()> {
@@ -602,6 +613,7 @@ impl Server {
         // A tokio listener belongs to the runtime that made it: move the socket.
         let listener = listener.into_std()?;
         let (tx, done) = tokio::sync::oneshot::channel();
+        let (started_tx, started) = tokio::sync::oneshot::channel();
         let supervisor = supervisor.clone();
         let task = format!("http:{name}");
         // The runtime is built and dropped on the thread: a runtime must not
@@ -622,7 +634,12 @@ impl Server {
                     }
                 };
                 let res = rt.block_on(async move {
+                    // The accept loop holds the only other strong reference
+                    // while it runs, so the socket closes as soon as it
+                    // stops accepting (new connections are refused, not
+                    // left in the backlog during the drain).
                     let listener = Arc::new(TcpListener::from_std(listener)?);
+                    let weak = Arc::downgrade(&listener);
                     let grace = self.limits.shutdown_timeout;
                     let server = Arc::new(self);
                     let (stop_tx, stop_rx) = watch::channel(false);
@@ -630,21 +647,26 @@ impl Server {
                     let accept = supervisor.spawn(task, move || {
                         let (server, listener, router, transport, stop, done) = (
                             server.clone(),
-                            listener.clone(),
+                            weak.upgrade(),
                             router.clone(),
                             transport.clone(),
                             stop_rx.clone(),
                             done_tx.clone(),
                         );
                         async move {
-                            let r = server.serve(&listener, router, &transport, stop).await;
-                            let _ = done.send(r).await;
+                            // Gone only after the shutdown: nothing to serve.
+                            if let Some(listener) = listener {
+                                let r = server.serve(listener, router, &transport, stop).await;
+                                let _ = done.send(r).await;
+                            }
                             // Returning would count as a failure and restart.
                             std::future::pending::<()>().await
                         }
                     });
+                    let _ = started_tx.send(());
                     shutdown.await;
                     let _ = stop_tx.send(true);
+                    drop(listener);
                     // The loop drains within `grace`; a loop caught in its
                     // restart backoff is not waited for much longer.
                     let r = tokio::time::timeout(grace + Duration::from_secs(2), done_rx.recv())
@@ -659,7 +681,10 @@ impl Server {
                 rt.shutdown_background();
                 let _ = tx.send(res);
             })?;
-        Ok(ServerHandle { done })
+        Ok(ServerHandle {
+            done,
+            started: Some(started),
+        })
     }
 }
 
