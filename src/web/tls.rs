@@ -532,6 +532,141 @@ mod tests {
         );
     }
 
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate
+    /// with the SANs `client.example` and 10.0.0.1, as PEM.
+    struct Pem {
+        ca: String,
+        cert: String,
+        key: String,
+        client: String,
+        client_key: String,
+    }
+
+    fn pem() -> Pem {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let leaf = |sans: Vec<String>| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(sans)
+                .unwrap()
+                .signed_by(&key, &issuer)
+                .unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (cert, key) = leaf(vec!["127.0.0.1".into()]);
+        let (client, client_key) = leaf(vec!["client.example".into(), "10.0.0.1".into()]);
+        Pem {
+            ca: ca_pem,
+            cert,
+            key,
+            client,
+            client_key,
+        }
+    }
+
+    fn server(p: &Pem, auth: &str, sans: Option<Vec<String>>) -> Result<Arc<ServerConfig>, String> {
+        let t = TlsShape {
+            cert: Some(p.cert.clone()),
+            key: Some(p.key.clone()),
+            client_ca: Some(p.ca.clone()).filter(|_| auth.contains("Verify")),
+            client_auth_type: Some(auth.to_string()),
+            client_allowed_sans: sans,
+            ..TlsShape::default()
+        };
+        match build(&t, true, &mut |_, _| unreachable!()) {
+            Ok(b) => Ok(b.config),
+            Err(BuildError::Invalid(m)) => Err(m),
+            Err(BuildError::Read(e)) => Err(e.to_string()),
+        }
+    }
+
+    /// A full handshake over an in-memory pipe; Ok when both sides finish.
+    async fn handshake(server: Arc<ServerConfig>, p: &Pem, with_cert: bool) -> Result<(), String> {
+        use rustls::ClientConfig;
+        use rustls::pki_types::ServerName;
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(certs(p.ca.as_bytes(), "ca").unwrap().remove(0))
+            .unwrap();
+        let b = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        let client = if with_cert {
+            b.with_client_auth_cert(
+                certs(p.client.as_bytes(), "client").unwrap(),
+                PrivateKeyDer::from_pem_slice(p.client_key.as_bytes()).unwrap(),
+            )
+            .unwrap()
+        } else {
+            b.with_no_client_auth()
+        };
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let accept = tokio_rustls::TlsAcceptor::from(server).accept(a);
+        let connect = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio_rustls::TlsConnector::from(Arc::new(client))
+                .connect(ServerName::try_from("127.0.0.1").unwrap(), b)
+                .await?;
+            // TLS 1.3: the server's verdict on the client certificate
+            // arrives after the client's side of the handshake.
+            s.write_all(b"x").await?;
+            let mut buf = [0u8; 1];
+            s.read(&mut buf).await
+        };
+        let serve = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = accept.await?;
+            let mut buf = [0u8; 1];
+            s.read_exact(&mut buf).await?;
+            s.write_all(b"y").await?;
+            s.flush().await
+        };
+        let (c, s) = tokio::join!(connect, serve);
+        s.map_err(|e| format!("server: {e}"))?;
+        c.map(|_| ()).map_err(|e| format!("client: {e}"))
+    }
+
+    #[tokio::test]
+    async fn each_client_auth_type_asks_what_go_would() {
+        let p = pem();
+        let cases = [
+            ("NoClientCert", false, true),
+            ("RequestClientCert", false, true),
+            ("RequestClientCert", true, true),
+            ("RequireAnyClientCert", false, false),
+            ("RequireAnyClientCert", true, true),
+            ("VerifyClientCertIfGiven", false, true),
+            ("VerifyClientCertIfGiven", true, true),
+            ("RequireAndVerifyClientCert", false, false),
+            ("RequireAndVerifyClientCert", true, true),
+        ];
+        for (auth, with_cert, ok) in cases {
+            let r = handshake(server(&p, auth, None).unwrap(), &p, with_cert).await;
+            assert_eq!(r.is_ok(), ok, "{auth}, client cert {with_cert}: {r:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn allowed_sans_admit_only_a_listed_client() {
+        let p = pem();
+        for (sans, ok) in [
+            (vec!["client.example".to_string()], true),
+            (vec!["10.0.0.1".to_string()], true),
+            (vec!["someone.else".to_string()], false),
+        ] {
+            let s = server(&p, "RequireAndVerifyClientCert", Some(sans.clone())).unwrap();
+            let r = handshake(s, &p, true).await;
+            assert_eq!(r.is_ok(), ok, "{sans:?}: {r:?}");
+        }
+        let e = server(&p, "NoClientCert", Some(vec!["x".into()])).unwrap_err();
+        assert!(e.contains("client_allowed_sans needs"), "{e}");
+    }
+
     #[test]
     fn client_auth_types_are_gos_names() {
         assert_eq!(
