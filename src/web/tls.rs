@@ -586,6 +586,24 @@ mod tests {
 
     /// A full handshake over an in-memory pipe; Ok when both sides finish.
     async fn handshake(server: Arc<ServerConfig>, p: &Pem, with_cert: bool) -> Result<(), String> {
+        handshake_with(
+            server,
+            p,
+            with_cert,
+            &[&rustls::version::TLS12, &rustls::version::TLS13],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// [`handshake`] with the client offering only `versions`; returns the
+    /// negotiated version and suite.
+    async fn handshake_with(
+        server: Arc<ServerConfig>,
+        p: &Pem,
+        with_cert: bool,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Result<(rustls::ProtocolVersion, rustls::CipherSuite), String> {
         use rustls::ClientConfig;
         use rustls::pki_types::ServerName;
         let mut roots = RootCertStore::empty();
@@ -593,7 +611,7 @@ mod tests {
             .add(certs(p.ca.as_bytes(), "ca").unwrap().remove(0))
             .unwrap();
         let b = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(versions)
             .unwrap()
             .with_root_certificates(roots);
         let client = if with_cert {
@@ -616,7 +634,12 @@ mod tests {
             // arrives after the client's side of the handshake.
             s.write_all(b"x").await?;
             let mut buf = [0u8; 1];
-            s.read(&mut buf).await
+            s.read_exact(&mut buf).await?;
+            let (_, conn) = s.get_ref();
+            Ok::<_, std::io::Error>((
+                conn.protocol_version(),
+                conn.negotiated_cipher_suite().map(|c| c.suite()),
+            ))
         };
         let serve = async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -628,7 +651,46 @@ mod tests {
         };
         let (c, s) = tokio::join!(connect, serve);
         s.map_err(|e| format!("server: {e}"))?;
-        c.map(|_| ()).map_err(|e| format!("client: {e}"))
+        match c.map_err(|e| format!("client: {e}"))? {
+            (Some(v), Some(suite)) => Ok((v, suite)),
+            other => Err(format!("no version or suite negotiated: {other:?}")),
+        }
+    }
+
+    #[tokio::test]
+    async fn versions_and_tls12_suites_are_what_the_file_says() {
+        let p = pem();
+        let tls12 = [&rustls::version::TLS12];
+        let tls13 = [&rustls::version::TLS13];
+        let shape = |min: &str, suites: Option<Vec<String>>| TlsShape {
+            cert: Some(p.cert.clone()),
+            key: Some(p.key.clone()),
+            min_version: Some(min.to_string()),
+            cipher_suites: suites,
+            ..TlsShape::default()
+        };
+        let built = |t: TlsShape| match build(&t, true, &mut |_, _| unreachable!()) {
+            Ok(b) => b.config,
+            Err(_) => panic!("a valid section"),
+        };
+        // min_version TLS13 refuses a TLS 1.2-only client.
+        let s = built(shape("TLS13", None));
+        assert!(handshake_with(s.clone(), &p, false, &tls12).await.is_err());
+        let (v, _) = handshake_with(s, &p, false, &tls13).await.unwrap();
+        assert_eq!(v, rustls::ProtocolVersion::TLSv1_3);
+        // cipher_suites picks the TLS 1.2 suite (rcgen's keys are ECDSA).
+        let only = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256".to_string();
+        let s = built(shape("TLS12", Some(vec![only.clone()])));
+        let (v, suite) = handshake_with(s, &p, false, &tls12).await.unwrap();
+        assert_eq!(v, rustls::ProtocolVersion::TLSv1_2);
+        assert_eq!(format!("{suite:?}"), only);
+        // Only RSA suites listed for an ECDSA certificate: no TLS 1.2 handshake,
+        // as with Go.
+        let s = built(shape(
+            "TLS12",
+            Some(vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_string()]),
+        ));
+        assert!(handshake_with(s, &p, false, &tls12).await.is_err());
     }
 
     #[tokio::test]
