@@ -4,7 +4,8 @@
 //! Data flows one way: [`sources`] sample etcd and its neighbours into the
 //! [`signals`] store; the [`policy`] (pure, no IO) turns readings into a
 //! [`verdict`]; the [`engine`] runs that loop and publishes the verdict, which
-//! [`http`] and [`metrics`] serve. See ARCHITECTURE.md.
+//! [`http`] and [`metrics`] serve, behind the access control of [`web`].
+//! See ARCHITECTURE.md.
 
 #![forbid(unsafe_code)]
 
@@ -23,3 +24,4 @@ pub mod reload;
 pub mod serve;
 pub mod sources;
 pub mod supervise;
+pub mod web;

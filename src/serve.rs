@@ -1,5 +1,7 @@
 //! `serve`: wires the parts. Flags → [`ServeConfig`] → policy compiled against
-//! the catalogue → store, samplers, engine, HTTP server. [`start`] returns a
+//! the catalogue → store, samplers, engine, HTTP servers (the main listener,
+//! behind `--web.config.file`'s access control, and the optional plain probe
+//! listener). [`start`] returns a
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
@@ -15,8 +17,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::{LogFormat, ServeArgs, ServeConfig};
 use crate::engine::{EngineHandle, Timing};
-use crate::http::server::{Server, ServerHandle, raise_nofile_limit};
-use crate::http::{AppState, app};
+use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
+use crate::http::{AppState, ConnectionMetrics, Lifecycle, app, probe_app};
+use crate::web::{WebMetrics, WebState};
 use prometheus_client::registry::Registry;
 
 use crate::engine::EngineMetrics;
@@ -61,28 +64,35 @@ impl crate::reload::PolicySink for EngineHandle {
 
 /// A running exporter. Dropping it stops every task it started.
 pub struct Running {
+    /// The main listener's address.
     pub addr: SocketAddr,
+    /// The plain probe listener's address, with `--web.probe-listen-address`.
+    pub probe_addr: Option<SocketAddr>,
     pub engine: EngineHandle,
     /// The policy file reloader, when `--policy` names a file.
     pub reloader: Option<Arc<Reloader>>,
+    /// The web configuration in force, with `--web.config.file`.
+    pub web: Option<Arc<WebState>>,
     _watcher: Option<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
-    server: Option<ServerHandle>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    servers: Vec<ServerHandle>,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Running {
+    /// The main listener's URL (`https://` when the web config turns TLS on).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let tls = self.web.as_ref().is_some_and(|w| w.tls_config().is_some());
+        format!("{}://{}", if tls { "https" } else { "http" }, self.addr)
     }
 
     /// Stop serving (in-flight requests get `--web.shutdown-timeout` to
     /// finish, then every connection is closed) and stop the loops.
     pub async fn shutdown(mut self) {
         if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+            let _ = tx.send(true);
         }
-        if let Some(server) = self.server.take() {
+        for server in self.servers.drain(..) {
             let _ = server.wait().await;
         }
         for t in self.tasks.drain(..) {
@@ -138,6 +148,11 @@ pub async fn start_with(
     let http_metrics = HttpMetrics::register(&mut registry);
     let reload_metrics = ReloadMetrics::register(&mut registry);
     let member_info = MemberInfo::register(&mut registry);
+    let web_metrics = config
+        .web
+        .config
+        .as_ref()
+        .map(|_| WebMetrics::register(&mut registry));
     notifier.supervisor().register(&mut registry);
     crate::metrics::process::register(&mut registry);
     extend(&mut registry);
@@ -157,6 +172,14 @@ pub async fn start_with(
         .await
         .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let probe_listener = match config.web.probe_listen {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen on --web.probe-listen-address {a}"))?,
+        ),
+        None => None,
+    };
 
     // Every long-running task is supervised (see crate::supervise): a panic
     // is logged, counted and the task is built again from its config.
@@ -237,22 +260,93 @@ pub async fn start_with(
         started: Instant::now(),
         reloader: reloader.clone(),
     };
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    // The main listener: everything, behind --web.config.file's TLS, auth
+    // and headers when it is set.
+    let web = match (config.web.config.clone(), web_metrics) {
+        (Some(c), Some(m)) => {
+            tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
+            let web = WebState::new(c, m);
+            tasks.push(crate::web::spawn_watcher(
+                web.clone(),
+                notifier.supervisor(),
+                config.policy_reload_interval,
+            ));
+            Some(web)
+        }
+        _ => None,
+    };
+    let lifecycle = Lifecycle {
+        enabled: config.web.lifecycle,
+        web: web.clone(),
+    };
+    let mut main_router = app(state.clone()).layer(axum::Extension(lifecycle));
+    let mut transport = Transport::Plain;
+    if let Some(w) = &web {
+        main_router = crate::web::protect(main_router, w.clone());
+        if w.tls_config().is_some() {
+            let w = w.clone();
+            transport = Transport::Tls(Arc::new(move || w.tls_config()));
+        }
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        while !*rx.borrow_and_update() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    let mut servers = Vec::new();
     let server = Server::new(config.http, state.http_metrics.connections());
-    let server = server.spawn(listener, app(state), async move {
-        let _ = rx.await;
-    })?;
-    tracing::info!(%addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
+    servers.push(server.spawn(
+        "main",
+        listener,
+        main_router,
+        transport,
+        notifier.supervisor(),
+        stop(rx.clone()),
+    )?);
+    // The probe listener: plain HTTP, probes only, a small cap of its own
+    // (the kubelet opens one connection per probe), its own thread, so
+    // neither TLS handshakes nor floods on the main port can delay it. Its
+    // connection counts are not exported (they would add to the main
+    // listener's families).
+    let mut probe_addr = None;
+    if let Some(pl) = probe_listener {
+        probe_addr = Some(pl.local_addr()?);
+        let limits = crate::http::server::Limits {
+            max_connections: config.http.max_connections.min(PROBE_MAX_CONNECTIONS),
+            ..config.http
+        };
+        let probe = Server::new(limits, ConnectionMetrics::default());
+        servers.push(probe.spawn(
+            "probe",
+            pl,
+            probe_app(state),
+            Transport::Plain,
+            notifier.supervisor(),
+            stop(rx.clone()),
+        )?);
+    }
+    for s in &mut servers {
+        s.started().await;
+    }
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
+        probe_addr,
         engine,
         reloader,
+        web,
         _watcher: watcher,
         tasks,
-        server: Some(server),
+        servers,
         shutdown: Some(tx),
     })
 }
+
+/// The probe listener's connection cap.
+pub const PROBE_MAX_CONNECTIONS: usize = 16;
 
 fn init_logging(args: &ServeArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)

@@ -191,6 +191,7 @@ async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
     let mut child = std::process::Command::new(bin)
         .args(["serve", "--web.listen-address", &addr.to_string()])
         .args(["--etcd.endpoint", "http://127.0.0.1:9"])
+        .arg("--web.enable-lifecycle")
         .arg("--policy")
         .arg(volume.path())
         .stdout(std::process::Stdio::null())

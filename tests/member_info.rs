@@ -10,7 +10,7 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::demo::{etcd_member_command, free_ports};
+use etcd_readiness_exporter::localcluster::{etcd_member_command, free_ports};
 use support::{EtcdCluster, Exporter};
 
 const DEADLINE: Duration = Duration::from_secs(30);

@@ -85,6 +85,29 @@ pub struct ServeArgs {
     /// connection is closed and the process exits.
     #[arg(long = "web.shutdown-timeout", env = "ERE_WEB_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub web_shutdown_timeout: Duration,
+    /// TLS, client certificates, basic auth and response headers of the main
+    /// listener, in Prometheus exporter-toolkit's web configuration format
+    /// (node_exporter's files work as they are). Re-read when it or a
+    /// certificate it names changes; a broken new file keeps the last good one.
+    #[arg(
+        long = "web.config.file",
+        env = "ERE_WEB_CONFIG_FILE",
+        value_name = "FILE"
+    )]
+    pub web_config_file: Option<PathBuf>,
+    /// Answer POST /-/reload (off: 403, as Prometheus without the flag).
+    /// File changes and SIGHUP reload either way.
+    #[arg(long = "web.enable-lifecycle", env = "ERE_WEB_ENABLE_LIFECYCLE")]
+    pub web_enable_lifecycle: bool,
+    /// Also serve /readyz, /readyz/NAME and /livez in plain HTTP, without
+    /// --web.config.file's TLS and auth, on this HOST:PORT (for the
+    /// kubelet's probes). Off by default.
+    #[arg(
+        long = "web.probe-listen-address",
+        env = "ERE_WEB_PROBE_LISTEN_ADDRESS",
+        value_name = "HOST:PORT"
+    )]
+    pub web_probe_listen_address: Option<String>,
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,

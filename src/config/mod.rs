@@ -55,6 +55,26 @@ pub enum ConfigError {
     ScrapeConfig(String),
     #[error("{0}")]
     Range(String),
+    #[error("--web.config.file: {0}")]
+    WebConfig(String),
+    #[error("--web.probe-listen-address {0:?} is not HOST:PORT ({1})")]
+    ProbeListenAddress(String, String),
+    #[error(
+        "--web.probe-listen-address {0} is the same as --web.listen-address: the probe listener needs a port of its own"
+    )]
+    ProbeSameAsMain(SocketAddr),
+}
+
+/// The `--web.*` access settings: what the main listener requires and the
+/// plain probe listener.
+#[derive(Clone, Debug, Default)]
+pub struct WebAccess {
+    /// `--web.config.file`, loaded and checked at start.
+    pub config: Option<crate::web::WebConfig>,
+    /// `--web.enable-lifecycle`.
+    pub lifecycle: bool,
+    /// `--web.probe-listen-address`.
+    pub probe_listen: Option<SocketAddr>,
 }
 
 /// Validated configuration.
@@ -63,6 +83,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Connection cap and timeouts of the HTTP server.
     pub http: crate::http::server::Limits,
+    /// TLS, auth, lifecycle and the probe listener.
+    pub web: WebAccess,
     pub telemetry_path: String,
     pub etcd: EtcdConfig,
     /// Path shown in diagnostics and /policy (`<default>` for the built-in one).
@@ -98,9 +120,11 @@ impl ServeConfig {
         check_sampling(a)?;
         let etcd = etcd_config(a)?;
         let (policy_path, policy_text) = policy_source(a)?;
+        let web = web_access(a, listen)?;
         Ok(ServeConfig {
             listen,
             http,
+            web,
             telemetry_path: a.web_telemetry_path.clone(),
             etcd,
             policy_path,
@@ -118,13 +142,44 @@ impl ServeConfig {
 
 /// `--web.listen-address`.
 fn listen_address(a: &ServeArgs) -> Result<SocketAddr, ConfigError> {
-    let listen: SocketAddr =
-        a.web_listen_address
-            .parse()
-            .map_err(|e: std::net::AddrParseError| {
-                ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string())
-            })?;
-    Ok(listen)
+    parse_listen(&a.web_listen_address)
+        .map_err(|e| ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string()))
+}
+
+/// `HOST:PORT` with an IP address, or `:PORT` for every IPv4 interface (the
+/// Prometheus exporters' spelling, e.g. `--web.listen-address=:9379`).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, std::net::AddrParseError> {
+    match s.strip_prefix(':') {
+        Some(port) if !port.contains(':') => format!("0.0.0.0:{port}").parse(),
+        _ => s.parse(),
+    }
+}
+
+/// `--web.config.file` (loaded now: a broken file fails the start),
+/// `--web.enable-lifecycle` and `--web.probe-listen-address`.
+fn web_access(a: &ServeArgs, listen: SocketAddr) -> Result<WebAccess, ConfigError> {
+    let config = match &a.web_config_file {
+        None => None,
+        Some(p) => Some(
+            crate::web::WebConfig::load(p).map_err(|e| ConfigError::WebConfig(e.to_string()))?,
+        ),
+    };
+    let probe_listen = match &a.web_probe_listen_address {
+        None => None,
+        Some(s) => {
+            let addr = parse_listen(s)
+                .map_err(|e| ConfigError::ProbeListenAddress(s.clone(), e.to_string()))?;
+            if addr.port() != 0 && addr == listen {
+                return Err(ConfigError::ProbeSameAsMain(addr));
+            }
+            Some(addr)
+        }
+    };
+    Ok(WebAccess {
+        config,
+        lifecycle: a.web_enable_lifecycle,
+        probe_listen,
+    })
 }
 
 /// `--web.telemetry-path` must not shadow another endpoint.
@@ -480,6 +535,36 @@ mod tests {
         }
         let c = ServeConfig::from_args(&base).unwrap();
         assert_eq!(c.http, crate::http::server::Limits::default());
+    }
+
+    #[test]
+    fn listen_addresses_take_a_bare_port_like_the_prometheus_exporters() {
+        // Regression: deploy/kubernetes's `--web.listen-address=:9379` was refused.
+        assert_eq!(
+            parse_listen(":9379").unwrap(),
+            "0.0.0.0:9379".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            parse_listen("[::1]:9380").unwrap(),
+            "[::1]:9380".parse::<SocketAddr>().unwrap()
+        );
+        assert!(parse_listen(":").is_err());
+        assert!(parse_listen("::9379").is_err());
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.web_listen_address = ":9379".into();
+        a.web_probe_listen_address = Some(":9379".into());
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(e.contains("needs a port of its own"), "{e}");
+        a.web_probe_listen_address = Some("localhost:9380".into());
+        let e = ServeConfig::from_args(&a).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--web.probe-listen-address \"localhost:9380\""),
+            "{e}"
+        );
+        a.web_probe_listen_address = Some(":9380".into());
+        let c = ServeConfig::from_args(&a).unwrap();
+        assert_eq!(c.web.probe_listen, Some("0.0.0.0:9380".parse().unwrap()));
+        assert!(!c.web.lifecycle, "lifecycle is off by default");
     }
 
     #[test]

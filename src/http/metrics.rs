@@ -1,7 +1,7 @@
 //! The HTTP layer's metric families: requests and their latency per handler
 //! ([`HttpMetrics`]), and the server's connection families
 //! ([`ConnectionMetrics`]: open, cap, accepted, evicted, rejected, timed out,
-//! accept errors). Registered with [`HttpMetrics::register`].
+//! accept errors, failed TLS handshakes). Registered with [`HttpMetrics::register`].
 
 use std::time::Duration;
 
@@ -105,6 +105,7 @@ pub struct ConnectionMetrics {
     rejected: Counter,
     timed_out: Family<PhaseLabels, Counter>,
     accept_errors: Counter,
+    tls_handshake_failures: Counter,
 }
 
 impl ConnectionMetrics {
@@ -145,6 +146,11 @@ impl ConnectionMetrics {
             "Failed accepts (e.g. EMFILE)",
             m.accept_errors.clone(),
         );
+        registry.register(
+            "etcd_readiness_http_tls_handshake_failures",
+            "Connections to the TLS listener closed before a request: failed handshakes (no or untrusted client certificate, protocol mismatch) and plain HTTP sent to the TLS port",
+            m.tls_handshake_failures.clone(),
+        );
         for phase in ["header", "idle"] {
             let _ = m.timed_out.get_or_create(&PhaseLabels {
                 phase: phase.to_string(),
@@ -178,6 +184,10 @@ impl ConnectionMetrics {
         self.accept_errors.inc();
     }
 
+    pub fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.inc();
+    }
+
     pub fn timed_out(&self, phase: TimeoutPhase) {
         let phase = match phase {
             TimeoutPhase::Header => "header",
@@ -207,6 +217,7 @@ mod tests {
         m.evicted();
         m.rejected();
         m.accept_error();
+        m.tls_handshake_failed();
         m.timed_out(TimeoutPhase::Header);
         let text = encode(&r, Format::Text004);
         for line in [
@@ -218,6 +229,7 @@ mod tests {
             "etcd_readiness_http_connections_timed_out_total{phase=\"header\"} 1\n",
             "etcd_readiness_http_connections_timed_out_total{phase=\"idle\"} 0\n",
             "etcd_readiness_http_accept_errors_total 1\n",
+            "etcd_readiness_http_tls_handshake_failures_total 1\n",
             "# TYPE etcd_readiness_http_connections_evicted_total counter\n",
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");

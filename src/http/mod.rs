@@ -1,6 +1,9 @@
 //! The HTTP surface (axum): `/readyz` (+ `/readyz/<check>`), `/livez`, the
 //! telemetry path, `/signals`, `/policy` and a landing page at `/`. Handlers
 //! only read what the engine published: `/readyz` never waits on etcd.
+//! [`app`] is the main listener's router (`POST /-/reload` answers only with
+//! a [`Lifecycle`] extension that enables it); [`probe_app`] the plain probe
+//! listener's, with `/readyz`, `/readyz/<check>` and `/livez` only.
 
 pub mod metrics;
 pub mod readyz;
@@ -10,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
+use axum::extract::{Extension, MatchedPath, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -38,6 +41,28 @@ pub struct AppState {
 
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
+
+/// `--web.enable-lifecycle` and what `POST /-/reload` reloads besides the
+/// policy; added to [`app`]'s router as an axum `Extension`. Without it the
+/// endpoint answers 403, as Prometheus does without the flag.
+#[derive(Clone, Debug, Default)]
+pub struct Lifecycle {
+    pub enabled: bool,
+    /// The web configuration, when `--web.config.file` is set.
+    pub web: Option<Arc<crate::web::WebState>>,
+}
+
+/// The probe listener's router: `/readyz`, `/readyz/<check>` and `/livez`,
+/// with the request metrics; everything else is 404.
+pub fn probe_app(state: AppState) -> Router {
+    Router::new()
+        .route("/readyz", get(readyz_all))
+        .route("/readyz/{name}", get(readyz_one))
+        .route("/livez", get(livez))
+        .fallback(probe_not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .with_state(state)
+}
 
 /// The router with every endpoint and the request metrics.
 pub fn app(state: AppState) -> Router {
@@ -85,11 +110,58 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
         .into_response()
 }
 
-/// `POST /-/reload`: re-read the policy file now (as Prometheus does).
-async fn reload(State(s): State<AppState>) -> Response {
-    match s.reloader {
-        Some(r) => crate::reload::reload_handler(State(r)).await,
-        None => respond(
+/// `POST /-/reload`: re-read the web configuration and the policy file now
+/// (as Prometheus does), only with `--web.enable-lifecycle`.
+async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle>>) -> Response {
+    let Some(Extension(lifecycle)) = lifecycle.filter(|l| l.enabled) else {
+        return respond(
+            StatusCode::FORBIDDEN,
+            TEXT,
+            "Lifecycle API is not enabled (start with --web.enable-lifecycle); SIGHUP and file changes still reload\n".to_string(),
+        );
+    };
+    let mut web_line = None;
+    if let Some(web) = lifecycle.web {
+        let r = tokio::task::spawn_blocking(move || web.reload_now("http", false)).await;
+        match r {
+            Ok(Ok(crate::web::WebReloadOutcome::Applied { sha256 })) => {
+                web_line = Some(format!("web config reloaded (sha256 {sha256})\n"));
+            }
+            Ok(Ok(crate::web::WebReloadOutcome::Unchanged { sha256 })) => {
+                web_line = Some(format!("web config unchanged (sha256 {sha256})\n"));
+            }
+            Ok(Err(e)) => {
+                return respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    TEXT,
+                    format!("web config reload failed: {e}\n"),
+                );
+            }
+            Err(e) => {
+                return respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    TEXT,
+                    format!("web config reload failed: {e}\n"),
+                );
+            }
+        }
+    }
+    match (s.reloader, web_line) {
+        (Some(r), None) => crate::reload::reload_handler(State(r)).await,
+        (Some(r), Some(web)) => {
+            let policy = crate::reload::reload_handler(State(r)).await;
+            let status = policy.status();
+            let body = axum::body::to_bytes(policy.into_body(), 1 << 20)
+                .await
+                .unwrap_or_default();
+            respond(
+                status,
+                TEXT,
+                format!("{web}{}", String::from_utf8_lossy(&body)),
+            )
+        }
+        (None, Some(web)) => respond(StatusCode::OK, TEXT, web),
+        (None, None) => respond(
             StatusCode::CONFLICT,
             TEXT,
             "no policy file to reload: the built-in default policy is in use (start with --policy FILE)\n".to_string(),
@@ -320,6 +392,15 @@ async fn landing(State(s): State<AppState>) -> Response {
         html_escape(&r.body)
     );
     respond(StatusCode::OK, "text/html; charset=utf-8", body)
+}
+
+async fn probe_not_found() -> Response {
+    respond(
+        StatusCode::NOT_FOUND,
+        TEXT,
+        "404 page not found; this probe listener serves /readyz, /readyz/NAME and /livez only\n"
+            .to_string(),
+    )
 }
 
 async fn not_found() -> Response {

@@ -7,11 +7,16 @@
 //! (graceful first, then a hard close). Handlers are the axum [`Router`] of
 //! [`super::app`]; this file knows nothing of what they serve.
 //!
-//! Extension points: [`Server::serve`] takes any accepted stream through
-//! [`Server::serve_io`], so a TLS acceptor (handshake inside the connection's
-//! task, under the header-read timeout) or a second listener (e.g. a plain
-//! probe listener with its own [`Server`] and cap) plug in without changing
-//! the connection handling.
+//! Every accepted stream goes through one connection path
+//! ([`Server::serve_io`] for plain streams): with [`Transport::Tls`] the TLS
+//! handshake runs inside the connection's task, under the header-read
+//! timeout and evictable like a slow head, with the rustls configuration in
+//! force at that accept (so a rotated certificate serves the next
+//! connection); a plain HTTP request to a TLS port is answered `400` and
+//! closed. A second listener (the plain probe listener) is a second
+//! [`Server`] with its own cap, thread and runtime. [`Server::spawn`] runs
+//! the accept loop as a supervised task (`http:NAME`), restarted like every
+//! other long-running task should it panic.
 
 use std::collections::HashMap;
 use std::io;
@@ -26,12 +31,31 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 use super::metrics::{ConnectionMetrics, TimeoutPhase};
+use crate::supervise::Supervisor;
+
+/// The rustls configuration for the next connection (read at each accept).
+pub type TlsConfigSource = Arc<dyn Fn() -> Option<Arc<rustls::ServerConfig>> + Send + Sync>;
+
+/// How the bytes of an accepted connection are read.
+#[derive(Clone, Default)]
+pub enum Transport {
+    /// HTTP/1 or h2c directly on the socket.
+    #[default]
+    Plain,
+    /// TLS first, with the configuration the source gives at accept time
+    /// (`None` closes the connection).
+    Tls(TlsConfigSource),
+}
+
+/// What a plain HTTP request to a TLS port gets back before the close (the
+/// words Go's server uses, so users recognise them).
+const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
 /// HTTP/2 streams a client may have open at once on one connection
 /// (`SETTINGS_MAX_CONCURRENT_STREAMS`; hyper's default is 200). Our clients
@@ -357,19 +381,22 @@ impl Server {
         self.cap
     }
 
-    /// Accept on `listener` and serve `router` until `shutdown` resolves; then
-    /// stop accepting, let in-flight requests finish for at most
-    /// `shutdown_timeout`, and close whatever is left. Returns after every
-    /// connection is closed.
+    /// Accept on `listener` and serve `router` until `stop` turns true (or
+    /// its sender is gone); then stop accepting (dropping this reference to
+    /// the listener: the socket closes with the last one), let in-flight
+    /// requests finish for at most `shutdown_timeout`, and close whatever is
+    /// left. Returns after every connection is closed.
     pub async fn serve(
-        self,
-        listener: TcpListener,
+        &self,
+        listener: Arc<TcpListener>,
         router: Router,
-        shutdown: impl std::future::Future<Output = ()>,
+        transport: &Transport,
+        stop: watch::Receiver<bool>,
     ) -> io::Result<()> {
         let (graceful_tx, graceful_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut last_warned: Option<Instant> = None;
+        let shutdown = stopped(stop);
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -388,8 +415,15 @@ impl Server {
                                 continue;
                             }
                         }
-                        let fut = self.serve_io(tcp, router.clone(), graceful_rx.clone());
-                        tasks.spawn(fut);
+                        match transport {
+                            Transport::Plain => {
+                                tasks.spawn(self.serve_io(tcp, router.clone(), graceful_rx.clone()));
+                            }
+                            Transport::Tls(source) => {
+                                let handshake = tls_handshake(tcp, source(), self.metrics.clone());
+                                tasks.spawn(self.serve_conn(handshake, router.clone(), graceful_rx.clone()));
+                            }
+                        }
                     }
                     Err(e) => {
                         self.metrics.accept_error();
@@ -425,16 +459,32 @@ impl Server {
         Ok(())
     }
 
-    /// Serve HTTP/1 or h2c on one accepted stream, under the watchdog. A TLS
-    /// acceptor would call this with its stream after the handshake.
+    /// Serve HTTP/1 or h2c on one accepted stream, under the watchdog.
     pub fn serve_io<I>(
         &self,
         io: I,
+        router: Router,
+        graceful: watch::Receiver<bool>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        self.serve_conn(async move { Some(io) }, router, graceful)
+    }
+
+    /// Serve the stream `handshake` yields (`None`: close), under the
+    /// watchdog. The connection counts against the cap from the start, and
+    /// the handshake must finish within the header-read timeout from the
+    /// accept (it is evictable meanwhile, like a slow request head).
+    pub fn serve_conn<I, H>(
+        &self,
+        handshake: H,
         router: Router,
         mut graceful: watch::Receiver<bool>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        H: std::future::Future<Output = Option<I>> + Send + 'static,
     {
         let (id, state) = self.conns.register();
         let conns = self.conns.clone();
@@ -450,6 +500,15 @@ impl Server {
                 conns: conns.clone(),
                 metrics: metrics.clone(),
             };
+            let io = tokio::select! {
+                io = handshake => io,
+                _ = state.close.notified() => None,
+                _ = tokio::time::sleep_until(conns.at(state.deadline(&limits))) => {
+                    metrics.timed_out(TimeoutPhase::Header);
+                    None
+                }
+            };
+            let Some(io) = io else { return };
             let io = Watched {
                 inner: io,
                 state: state.clone(),
@@ -512,9 +571,18 @@ impl Server {
 /// A server running on its own thread and runtime ([`Server::spawn`]).
 pub struct ServerHandle {
     done: tokio::sync::oneshot::Receiver<io::Result<()>>,
+    started: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl ServerHandle {
+    /// Wait until the accept loop's task is registered with the supervisor
+    /// and running (or the thread failed to start it).
+    pub async fn started(&mut self) {
+        if let Some(rx) = self.started.take() {
+            let _ = rx.await;
+        }
+    }
+
     /// Wait until the server has closed every connection (after its
     /// shutdown future resolved: at most `shutdown_timeout` later).
     pub async fn wait(self) -> io::Result<()> {
@@ -529,19 +597,29 @@ impl Server {
     /// runtime, so that no amount of HTTP work (floods of h2 streams,
     /// thousands of connections) delays the samplers and the evaluation loop
     /// on the main runtime: the kernel shares the CPU between the threads.
+    ///
+    /// The accept loop runs under `supervisor` as the task `http:NAME`: a
+    /// panic in it is logged, counted and shown on `/livez?verbose`, and the
+    /// loop is started again on the same listening socket.
     pub fn spawn(
         self,
+        name: &str,
         listener: TcpListener,
         router: Router,
+        transport: Transport,
+        supervisor: &Supervisor,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> io::Result<ServerHandle> {
         // A tokio listener belongs to the runtime that made it: move the socket.
         let listener = listener.into_std()?;
         let (tx, done) = tokio::sync::oneshot::channel();
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let supervisor = supervisor.clone();
+        let task = format!("http:{name}");
         // The runtime is built and dropped on the thread: a runtime must not
         // be dropped inside the caller's async context.
         std::thread::Builder::new()
-            .name("http-accept".to_string())
+            .name(format!("http-{name}"))
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
@@ -556,14 +634,101 @@ impl Server {
                     }
                 };
                 let res = rt.block_on(async move {
-                    let listener = TcpListener::from_std(listener)?;
-                    self.serve(listener, router, shutdown).await
+                    // The accept loop holds the only other strong reference
+                    // while it runs, so the socket closes as soon as it
+                    // stops accepting (new connections are refused, not
+                    // left in the backlog during the drain).
+                    let listener = Arc::new(TcpListener::from_std(listener)?);
+                    let weak = Arc::downgrade(&listener);
+                    let grace = self.limits.shutdown_timeout;
+                    let server = Arc::new(self);
+                    let (stop_tx, stop_rx) = watch::channel(false);
+                    let (done_tx, mut done_rx) = mpsc::channel::<io::Result<()>>(1);
+                    let accept = supervisor.spawn(task, move || {
+                        let (server, listener, router, transport, stop, done) = (
+                            server.clone(),
+                            weak.upgrade(),
+                            router.clone(),
+                            transport.clone(),
+                            stop_rx.clone(),
+                            done_tx.clone(),
+                        );
+                        async move {
+                            // Gone only after the shutdown: nothing to serve.
+                            if let Some(listener) = listener {
+                                let r = server.serve(listener, router, &transport, stop).await;
+                                let _ = done.send(r).await;
+                            }
+                            // Returning would count as a failure and restart.
+                            std::future::pending::<()>().await
+                        }
+                    });
+                    let _ = started_tx.send(());
+                    shutdown.await;
+                    let _ = stop_tx.send(true);
+                    drop(listener);
+                    // The loop drains within `grace`; a loop caught in its
+                    // restart backoff is not waited for much longer.
+                    let r = tokio::time::timeout(grace + Duration::from_secs(2), done_rx.recv())
+                        .await
+                        .ok()
+                        .flatten()
+                        .unwrap_or(Ok(()));
+                    accept.abort();
+                    r
                 });
                 // Connection tasks were all closed by `serve`; nothing to wait for.
                 rt.shutdown_background();
                 let _ = tx.send(res);
             })?;
-        Ok(ServerHandle { done })
+        Ok(ServerHandle {
+            done,
+            started: Some(started),
+        })
+    }
+}
+
+/// Resolves when `stop` turns true or its sender is dropped.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The TLS handshake of one accepted connection with `config`. A client
+/// whose first byte is not a TLS handshake record but an ASCII letter is
+/// speaking plain HTTP: it gets a short `400` and the close.
+async fn tls_handshake(
+    tcp: TcpStream,
+    config: Option<Arc<rustls::ServerConfig>>,
+    metrics: ConnectionMetrics,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let config = config?;
+    let mut first = [0u8; 1];
+    match tcp.peek(&mut first).await {
+        Ok(1) if first[0].is_ascii_alphabetic() => {
+            use tokio::io::AsyncWriteExt;
+            metrics.tls_handshake_failed();
+            let mut tcp = tcp;
+            let _ = tcp.write_all(PLAIN_HTTP_TO_TLS).await;
+            let _ = tcp.shutdown().await;
+            return None;
+        }
+        Ok(1) => {}
+        _ => return None,
+    }
+    match tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            metrics.tls_handshake_failed();
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
     }
 }
 

@@ -101,6 +101,8 @@ impl Exporter {
         args.web_listen_address = "127.0.0.1:0".to_string();
         args.sample_interval = Duration::from_millis(250);
         args.sample_timeout = Duration::from_millis(250);
+        // The tests reload through POST /-/reload.
+        args.web_enable_lifecycle = true;
         tweak(&mut args);
         let config = ServeConfig::from_args(&args).expect("valid config");
         let running = serve::start(config).await.expect("exporter starts");

@@ -1,0 +1,286 @@
+//! Access control on the main listener, configured by `--web.config.file`
+//! in Prometheus exporter-toolkit's format (see [`config`]): TLS with
+//! optional client certificates ([`tls`]), basic auth with bcrypt hashes
+//! ([`auth`]), extra response headers and a rate limit.
+//!
+//! [`WebState`] holds the configuration in force and swaps it atomically on
+//! a reload ([`WebState::reload_now`]: re-read the file and every
+//! certificate, key and CA it names; apply only when their combined SHA-256
+//! changed and everything loads; otherwise keep the last good configuration,
+//! log why and count it in [`WebMetrics`]). The TLS acceptor asks for the
+//! rustls configuration at each accept, so a rotated certificate serves the
+//! next connection. [`guard`] is the axum middleware of the main listener;
+//! the probe listener has none. [`watch`] re-reads on file changes, SIGHUP
+//! and periodically; `POST /-/reload` (with `--web.enable-lifecycle`) too.
+
+pub mod auth;
+pub mod config;
+pub mod metrics;
+pub mod tls;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+
+pub use auth::BasicAuth;
+pub use config::{WebConfig, WebConfigError};
+pub use metrics::{Refusal, WebMetrics};
+pub use watch::spawn_watcher;
+
+use crate::supervise::{DeadlineError, run_with_deadline};
+
+/// How long one reload (reading the file and the certificates, building
+/// the TLS configuration) may take before it counts as failed.
+pub const RELOAD_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Why a reload did not change the configuration in force.
+#[derive(Debug, thiserror::Error)]
+pub enum WebReloadError {
+    #[error("{0}; the previous web configuration stays in force")]
+    Config(#[from] WebConfigError),
+    #[error(
+        "{path}: turning TLS {} needs a restart; the previous web configuration stays in force",
+        if *.tls_now { "on" } else { "off" }
+    )]
+    TlsToggled { path: PathBuf, tls_now: bool },
+    #[error(
+        "reading {path} did not finish within {after:?}; the previous web configuration stays in force"
+    )]
+    TimedOut { path: PathBuf, after: Duration },
+    #[error("reloading {path} failed ({message}); the previous web configuration stays in force")]
+    Panicked { path: PathBuf, message: String },
+}
+
+/// The result of a reload that did not fail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebReloadOutcome {
+    Applied { sha256: String },
+    Unchanged { sha256: String },
+}
+
+/// A token bucket (`rate_limit`), full at start as Go's `rate.Limiter`.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// The web configuration in force and what enforces it.
+pub struct WebState {
+    path: PathBuf,
+    current: ArcSwap<WebConfig>,
+    /// Set when TLS is on (decided at start: switching needs a restart).
+    tls: Option<ArcSwap<rustls::ServerConfig>>,
+    auth: BasicAuth,
+    metrics: WebMetrics,
+    bucket: Mutex<Bucket>,
+    /// Serialises reloads; holds the last failure's text while failing.
+    failure: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for WebState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebState")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebState {
+    /// Put `initial` (loaded at start) in force.
+    pub fn new(initial: WebConfig, metrics: WebMetrics) -> Arc<WebState> {
+        metrics.mark_success(false);
+        let burst = initial.rate_limit.map_or(0.0, |r| f64::from(r.burst));
+        Arc::new(WebState {
+            path: initial.path.clone(),
+            tls: initial.tls.clone().map(ArcSwap::new),
+            current: ArcSwap::from_pointee(initial),
+            auth: BasicAuth::default(),
+            metrics,
+            bucket: Mutex::new(Bucket {
+                tokens: burst,
+                last: Instant::now(),
+            }),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn current(&self) -> Arc<WebConfig> {
+        self.current.load_full()
+    }
+
+    pub fn metrics(&self) -> &WebMetrics {
+        &self.metrics
+    }
+
+    pub fn auth(&self) -> &BasicAuth {
+        &self.auth
+    }
+
+    /// The rustls configuration for the next connection, when TLS is on.
+    pub fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.tls.as_ref().map(|t| t.load_full())
+    }
+
+    /// Re-read the file and the files it names; apply them when they
+    /// changed and load. Blocking (bounded by [`RELOAD_DEADLINE`]): from
+    /// async code call it through `spawn_blocking`. `automatic` triggers
+    /// (file watch, periodic re-read) log and count a failure once, not at
+    /// every repetition.
+    pub fn reload_now(
+        &self,
+        trigger: &str,
+        automatic: bool,
+    ) -> Result<WebReloadOutcome, WebReloadError> {
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let path = self.path.clone();
+        let loaded = match run_with_deadline("web-config-read", RELOAD_DEADLINE, move || {
+            WebConfig::load(&path)
+        }) {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(WebReloadError::Config(e)),
+            Err(DeadlineError::TimedOut { after }) => Err(WebReloadError::TimedOut {
+                path: self.path.clone(),
+                after,
+            }),
+            Err(e) => Err(WebReloadError::Panicked {
+                path: self.path.clone(),
+                message: e.to_string(),
+            }),
+        };
+        let loaded = loaded.and_then(|c| {
+            if c.tls_enabled() != self.tls.is_some() {
+                Err(WebReloadError::TlsToggled {
+                    path: self.path.clone(),
+                    tls_now: c.tls_enabled(),
+                })
+            } else {
+                Ok(c)
+            }
+        });
+        let new = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                let text = e.to_string();
+                if automatic && failure.as_deref() == Some(text.as_str()) {
+                    tracing::debug!(path = %self.path.display(), %trigger, error = %text, "web config still unusable");
+                } else {
+                    tracing::warn!(path = %self.path.display(), %trigger, error = %text, "web config reload failed");
+                    self.metrics.mark_failure();
+                }
+                *failure = Some(text);
+                return Err(e);
+            }
+        };
+        let old = self.current();
+        if old.sha256 == new.sha256 {
+            if failure.take().is_some() {
+                tracing::info!(path = %self.path.display(), %trigger, "web config is back to the one in force; reload error cleared");
+                self.metrics.mark_success(true);
+            }
+            return Ok(WebReloadOutcome::Unchanged { sha256: new.sha256 });
+        }
+        let sha256 = new.sha256.clone();
+        if let (Some(slot), Some(tls)) = (&self.tls, &new.tls) {
+            slot.store(tls.clone());
+        }
+        if old.rate_limit != new.rate_limit {
+            let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            b.tokens = new.rate_limit.map_or(0.0, |r| f64::from(r.burst));
+            b.last = Instant::now();
+        }
+        let summary = new.summary();
+        self.current.store(Arc::new(new));
+        self.auth.clear();
+        failure.take();
+        self.metrics.mark_success(true);
+        tracing::info!(path = %self.path.display(), %trigger, %sha256, %summary, "web config reloaded");
+        Ok(WebReloadOutcome::Applied { sha256 })
+    }
+
+    /// Take a token from the `rate_limit` bucket (always true without one).
+    fn allow(&self, config: &WebConfig) -> bool {
+        let Some(limit) = config.rate_limit else {
+            return true;
+        };
+        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(b.last).as_secs_f64() / limit.interval.as_secs_f64();
+        b.tokens = (b.tokens + refill).min(f64::from(limit.burst));
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// The main listener's middleware: rate limit (429), basic auth (401 with
+/// `WWW-Authenticate: Basic`), then the configured response headers on
+/// every answer — exporter-toolkit's order.
+pub async fn guard(State(web): State<Arc<WebState>>, req: Request, next: Next) -> Response {
+    let config = web.current();
+    let mut resp = if !web.allow(&config) {
+        web.metrics.refused(Refusal::RateLimited);
+        plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n")
+    } else if !config.users.is_empty() && !web.auth.check(&config, req.headers()).await {
+        web.metrics.refused(Refusal::Unauthorized);
+        let mut r = plain(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
+        r
+    } else {
+        next.run(req).await
+    };
+    for (name, value) in &config.headers {
+        resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    resp
+}
+
+/// `router` behind [`guard`].
+pub fn protect(router: Router, web: Arc<WebState>) -> Router {
+    router.layer(middleware::from_fn_with_state(web, guard))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn state(text: &str) -> Arc<WebState> {
+        let c = WebConfig::from_text(Path::new("w.yml"), text, &|_, _| unreachable!()).unwrap();
+        WebState::new(c, WebMetrics::default())
+    }
+
+    #[test]
+    fn the_rate_limit_allows_a_burst_then_refuses() {
+        let w = state("rate_limit:\n  interval: 1h\n  burst: 2\n");
+        let c = w.current();
+        assert!(w.allow(&c));
+        assert!(w.allow(&c));
+        assert!(!w.allow(&c), "the third request within the hour");
+        let open = state("");
+        assert!((0..100).all(|_| open.allow(&open.current())));
+    }
+}

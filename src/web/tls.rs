@@ -1,0 +1,741 @@
+//! `tls_server_config` → a rustls [`ServerConfig`] (ring provider), with
+//! exporter-toolkit's meanings: `client_auth_type` as Go's `tls.ClientAuthType`
+//! (`NoClientCert`, `RequestClientCert`, `RequireAnyClientCert` — alias
+//! `RequireClientCert` —, `VerifyClientCertIfGiven`,
+//! `RequireAndVerifyClientCert`), `client_allowed_sans` matched exactly
+//! against the client certificate's DNS, IP, e-mail and URI SANs, versions
+//! `TLS12`/`TLS13` (default TLS 1.2 to 1.3), `cipher_suites` choosing and
+//! ordering the TLS 1.2 suites (as in Go, the TLS 1.3 suites are not
+//! configurable: their names are accepted and all three stay on),
+//! `prefer_server_cipher_suites` (default true) and `curve_preferences`.
+//! What rustls does not implement is refused with a message saying so:
+//! TLS 1.0/1.1, CBC, RSA-key-exchange, 3DES and RC4 suites, curve P-521.
+
+use std::sync::Arc;
+
+use rustls::DistinguishedName;
+use rustls::RootCertStore;
+use rustls::ServerConfig;
+use rustls::SignatureScheme;
+use rustls::SupportedCipherSuite;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::{SupportedKxGroup, WebPkiSupportedAlgorithms, ring};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+
+use super::config::{TlsShape, WebConfigError};
+
+/// Reads a file the section names: `(what, path as written)` → its bytes.
+pub(super) type SectionReader<'a> =
+    &'a mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, WebConfigError>;
+
+pub(super) enum BuildError {
+    Read(WebConfigError),
+    Invalid(String),
+}
+
+impl From<String> for BuildError {
+    fn from(s: String) -> Self {
+        BuildError::Invalid(s)
+    }
+}
+
+pub(super) struct Built {
+    pub config: Arc<ServerConfig>,
+    pub client_auth: String,
+}
+
+/// Go's `tls.ClientAuthType`, by exporter-toolkit's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClientAuth {
+    No,
+    Request,
+    RequireAny,
+    VerifyIfGiven,
+    RequireAndVerify,
+}
+
+impl ClientAuth {
+    fn parse(s: Option<&str>) -> Result<Self, String> {
+        Ok(match s.unwrap_or("") {
+            "" | "NoClientCert" => ClientAuth::No,
+            "RequestClientCert" => ClientAuth::Request,
+            "RequireAnyClientCert" | "RequireClientCert" => ClientAuth::RequireAny,
+            "VerifyClientCertIfGiven" => ClientAuth::VerifyIfGiven,
+            "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerify,
+            other => {
+                return Err(format!(
+                    "invalid client_auth_type {other:?} (one of NoClientCert, RequestClientCert, \
+                     RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert)"
+                ));
+            }
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ClientAuth::No => "NoClientCert",
+            ClientAuth::Request => "RequestClientCert",
+            ClientAuth::RequireAny => "RequireAnyClientCert",
+            ClientAuth::VerifyIfGiven => "VerifyClientCertIfGiven",
+            ClientAuth::RequireAndVerify => "RequireAndVerifyClientCert",
+        }
+    }
+}
+
+/// The TLS 1.2 suites rustls (ring) implements, by Go's names.
+fn tls12_suite(name: &str) -> Option<SupportedCipherSuite> {
+    use ring::cipher_suite as cs;
+    Some(match name {
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+        | "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" => {
+            cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        }
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" | "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" => {
+            cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+        }
+        _ => return None,
+    })
+}
+
+/// Go's TLS 1.3 suite names: accepted, not configurable (as in Go).
+const TLS13_NAMES: [&str; 3] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// Suites Go knows (secure or insecure list) that rustls does not implement.
+const NOT_IN_RUSTLS: [&str; 16] = [
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+];
+
+fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, String> {
+    let mut out = Vec::new();
+    for name in names {
+        if let Some(s) = tls12_suite(name) {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        } else if TLS13_NAMES.contains(&name.as_str()) {
+            // Go ignores cipher_suites for TLS 1.3; so do we.
+        } else if NOT_IN_RUSTLS.contains(&name.as_str()) {
+            return Err(format!(
+                "cipher suite {name} is not supported: rustls implements only AEAD suites with \
+                 ECDHE key exchange (no CBC, RSA key exchange, 3DES or RC4); use \
+                 TLS_ECDHE_{{ECDSA,RSA}}_WITH_{{AES_128_GCM_SHA256,AES_256_GCM_SHA384,CHACHA20_POLY1305_SHA256}}"
+            ));
+        } else {
+            return Err(format!("unknown cipher: {name}"));
+        }
+    }
+    Ok(out)
+}
+
+fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
+    let mut out: Vec<&'static dyn SupportedKxGroup> = Vec::new();
+    for name in names {
+        let g: &'static dyn SupportedKxGroup = match name.as_str() {
+            "X25519" => ring::kx_group::X25519,
+            "CurveP256" => ring::kx_group::SECP256R1,
+            "CurveP384" => ring::kx_group::SECP384R1,
+            "CurveP521" => {
+                return Err(
+                    "curve CurveP521 is not supported by rustls; use X25519, CurveP256 or CurveP384"
+                        .to_string(),
+                );
+            }
+            other => return Err(format!("unknown curve: {other}")),
+        };
+        if !out.iter().any(|o| o.name() == g.name()) {
+            out.push(g);
+        }
+    }
+    Ok(out)
+}
+
+/// 12 for TLS 1.2, 13 for TLS 1.3.
+fn version(field: &str, v: Option<&str>, default: u8) -> Result<u8, String> {
+    match v {
+        None | Some("") => Ok(default),
+        Some("TLS12") => Ok(12),
+        Some("TLS13") => Ok(13),
+        Some(old @ ("TLS10" | "TLS11")) => Err(format!(
+            "{field} {old} is not supported: rustls implements TLS 1.2 and 1.3 only (use TLS12 or TLS13)"
+        )),
+        Some(other) => Err(format!("{field}: unknown TLS version: {other}")),
+    }
+}
+
+fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{what}: not PEM certificates ({e})"))?;
+    if certs.is_empty() {
+        return Err(format!("{what}: no PEM certificate found"));
+    }
+    Ok(certs)
+}
+
+/// Build the rustls configuration; `read(what, path)` reads the files the
+/// section names. `http2` decides the ALPN offer.
+pub(super) fn build(
+    t: &TlsShape,
+    http2: bool,
+    read: SectionReader<'_>,
+) -> Result<Built, BuildError> {
+    let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+    let pick = |inline: &Option<String>,
+                file: &Option<String>,
+                inline_key: &str,
+                file_key: &str|
+     -> Result<Option<Source>, String> {
+        match (nonempty(inline), nonempty(file)) {
+            (Some(_), Some(_)) => Err(format!("set {inline_key} or {file_key}, not both")),
+            (Some(text), None) => Ok(Some(Source::Inline(text))),
+            (None, Some(path)) => Ok(Some(Source::File(path))),
+            (None, None) => Ok(None),
+        }
+    };
+    let cert = pick(&t.cert, &t.cert_file, "cert", "cert_file")?
+        .ok_or_else(|| "missing one of cert or cert_file".to_string())?;
+    let key = pick(&t.key, &t.key_file, "key", "key_file")?
+        .ok_or_else(|| "missing one of key or key_file".to_string())?;
+    let ca = pick(
+        &t.client_ca,
+        &t.client_ca_file,
+        "client_ca",
+        "client_ca_file",
+    )?;
+    let auth = ClientAuth::parse(t.client_auth_type.as_deref())?;
+    if ca.is_some() && auth == ClientAuth::No {
+        return Err(
+            "client CA's have been configured without a Client Auth Policy \
+                    (set client_auth_type, e.g. RequireAndVerifyClientCert)"
+                .to_string()
+                .into(),
+        );
+    }
+    if matches!(
+        auth,
+        ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify
+    ) && ca.is_none()
+    {
+        return Err(format!(
+            "client_auth_type {} needs client_ca_file (or client_ca) to verify client certificates against",
+            auth.name()
+        )
+        .into());
+    }
+    let min = version("min_version", t.min_version.as_deref(), 12)?;
+    let max = version("max_version", t.max_version.as_deref(), 13)?;
+    if min > max {
+        return Err(format!("min_version TLS{min} is above max_version TLS{max}").into());
+    }
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    if min <= 12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    if max >= 13 {
+        versions.push(&rustls::version::TLS13);
+    }
+
+    let mut provider = ring::default_provider();
+    if let Some(names) = t.cipher_suites.as_ref().filter(|n| !n.is_empty()) {
+        let tls12 = cipher_suites(names)?;
+        let mut suites: Vec<SupportedCipherSuite> = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
+            .copied()
+            .collect();
+        suites.extend(tls12);
+        provider.cipher_suites = suites;
+    }
+    if let Some(names) = t.curve_preferences.as_ref().filter(|n| !n.is_empty()) {
+        provider.kx_groups = curves(names)?;
+    }
+    let provider = Arc::new(provider);
+
+    let load =
+        |s: Source, what: &'static str, read: SectionReader<'_>| -> Result<Vec<u8>, BuildError> {
+            match s {
+                Source::Inline(text) => Ok(text.into_bytes()),
+                Source::File(path) => read(what, &path).map_err(BuildError::Read),
+            }
+        };
+    let cert_pem = load(cert, "tls_server_config.cert_file", read)?;
+    let key_pem = load(key, "tls_server_config.key_file", read)?;
+    let ca_pem = match ca {
+        Some(ca) => Some(load(ca, "tls_server_config.client_ca_file", read)?),
+        None => None,
+    };
+    let chain = certs(&cert_pem, "cert_file")?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| format!("key_file: no PEM private key found ({e})"))?;
+
+    let verifier: Arc<dyn ClientCertVerifier> = match auth {
+        ClientAuth::No => WebPkiClientVerifier::no_client_auth(),
+        ClientAuth::Request | ClientAuth::RequireAny => Arc::new(AnyClientCert {
+            mandatory: auth == ClientAuth::RequireAny,
+            algorithms: provider.signature_verification_algorithms,
+        }),
+        ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify => {
+            let mut roots = RootCertStore::empty();
+            let ca_certs = certs(ca_pem.as_deref().unwrap_or_default(), "client_ca_file")?;
+            for c in ca_certs {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("client_ca_file: unusable CA certificate ({e})"))?;
+            }
+            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            let b = if auth == ClientAuth::VerifyIfGiven {
+                b.allow_unauthenticated()
+            } else {
+                b
+            };
+            b.build()
+                .map_err(|e| format!("client_ca_file: cannot verify clients with it ({e})"))?
+        }
+    };
+    let verifier = match t.client_allowed_sans.as_ref() {
+        Some(sans) if auth != ClientAuth::No => Arc::new(AllowedSans {
+            inner: verifier,
+            sans: sans.clone(),
+        }) as Arc<dyn ClientCertVerifier>,
+        Some(_) => {
+            return Err(
+                "client_allowed_sans needs a client_auth_type that asks for client \
+                        certificates (e.g. RequireAndVerifyClientCert)"
+                    .to_string()
+                    .into(),
+            );
+        }
+        None => verifier,
+    };
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("min_version/max_version/cipher_suites: {e}"))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("cert_file and key_file: {e}"))?;
+    config.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(Built {
+        config: Arc::new(config),
+        client_auth: auth.name().to_string(),
+    })
+}
+
+enum Source {
+    Inline(String),
+    File(String),
+}
+
+/// `RequestClientCert` / `RequireAnyClientCert`: ask for (or require) a
+/// certificate, check that the client holds its key, trust anything.
+#[derive(Debug)]
+struct AnyClientCert {
+    mandatory: bool,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ClientCertVerifier for AnyClientCert {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// `client_allowed_sans`: after the inner verifier, the certificate must
+/// carry one of these exactly as a DNS, IP, e-mail or URI SAN.
+#[derive(Debug)]
+struct AllowedSans {
+    inner: Arc<dyn ClientCertVerifier>,
+    sans: Vec<String>,
+}
+
+/// Every DNS, IP, e-mail and URI SAN of a DER certificate, as text.
+pub(super) fn sans_of(der: &[u8]) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+    let mut out = Vec::new();
+    if let Ok(Some(ext)) = cert.subject_alternative_name() {
+        for name in &ext.value.general_names {
+            match name {
+                GeneralName::DNSName(s) | GeneralName::RFC822Name(s) | GeneralName::URI(s) => {
+                    out.push((*s).to_string())
+                }
+                GeneralName::IPAddress(b) => match b.len() {
+                    4 => out.push(std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()),
+                    16 => {
+                        let mut a = [0u8; 16];
+                        a.copy_from_slice(b);
+                        out.push(std::net::Ipv6Addr::from(a).to_string());
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl ClientCertVerifier for AllowedSans {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let ok = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        let found = sans_of(end_entity.as_ref()).map_err(rustls::Error::General)?;
+        if found.iter().any(|s| self.sans.contains(s)) {
+            Ok(ok)
+        } else {
+            Err(rustls::Error::General(format!(
+                "could not find allowed SANs in client cert, found: {found:?}"
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_suites_rustls_lacks_are_refused_by_name() {
+        assert!(
+            version("min_version", Some("TLS11"), 12)
+                .unwrap_err()
+                .contains("TLS 1.2 and 1.3 only")
+        );
+        assert!(
+            version("min_version", Some("TLS111"), 12)
+                .unwrap_err()
+                .contains("unknown TLS version: TLS111")
+        );
+        let e = cipher_suites(&["TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA".into()]).unwrap_err();
+        assert!(e.contains("is not supported"), "{e}");
+        let e = cipher_suites(&["TLS_INVENTED_CIPHER".into()]).unwrap_err();
+        assert_eq!(e, "unknown cipher: TLS_INVENTED_CIPHER");
+        let ok = cipher_suites(&[
+            "TLS_AES_128_GCM_SHA256".into(),
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384".into(),
+        ])
+        .unwrap();
+        assert_eq!(ok.len(), 1);
+        assert!(curves(&["CurveP521".into()]).is_err());
+        assert_eq!(
+            curves(&["X25519".into(), "CurveP256".into()])
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate
+    /// with the SANs `client.example` and 10.0.0.1, as PEM.
+    struct Pem {
+        ca: String,
+        cert: String,
+        key: String,
+        client: String,
+        client_key: String,
+    }
+
+    fn pem() -> Pem {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let leaf = |sans: Vec<String>| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(sans)
+                .unwrap()
+                .signed_by(&key, &issuer)
+                .unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (cert, key) = leaf(vec!["127.0.0.1".into()]);
+        let (client, client_key) = leaf(vec!["client.example".into(), "10.0.0.1".into()]);
+        Pem {
+            ca: ca_pem,
+            cert,
+            key,
+            client,
+            client_key,
+        }
+    }
+
+    fn server(p: &Pem, auth: &str, sans: Option<Vec<String>>) -> Result<Arc<ServerConfig>, String> {
+        let t = TlsShape {
+            cert: Some(p.cert.clone()),
+            key: Some(p.key.clone()),
+            client_ca: Some(p.ca.clone()).filter(|_| auth.contains("Verify")),
+            client_auth_type: Some(auth.to_string()),
+            client_allowed_sans: sans,
+            ..TlsShape::default()
+        };
+        match build(&t, true, &mut |_, _| unreachable!()) {
+            Ok(b) => Ok(b.config),
+            Err(BuildError::Invalid(m)) => Err(m),
+            Err(BuildError::Read(e)) => Err(e.to_string()),
+        }
+    }
+
+    /// A full handshake over an in-memory pipe; Ok when both sides finish.
+    async fn handshake(server: Arc<ServerConfig>, p: &Pem, with_cert: bool) -> Result<(), String> {
+        handshake_with(
+            server,
+            p,
+            with_cert,
+            &[&rustls::version::TLS12, &rustls::version::TLS13],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// [`handshake`] with the client offering only `versions`; returns the
+    /// negotiated version and suite.
+    async fn handshake_with(
+        server: Arc<ServerConfig>,
+        p: &Pem,
+        with_cert: bool,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Result<(rustls::ProtocolVersion, rustls::CipherSuite), String> {
+        use rustls::ClientConfig;
+        use rustls::pki_types::ServerName;
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(certs(p.ca.as_bytes(), "ca").unwrap().remove(0))
+            .unwrap();
+        let b = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots);
+        let client = if with_cert {
+            b.with_client_auth_cert(
+                certs(p.client.as_bytes(), "client").unwrap(),
+                PrivateKeyDer::from_pem_slice(p.client_key.as_bytes()).unwrap(),
+            )
+            .unwrap()
+        } else {
+            b.with_no_client_auth()
+        };
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let accept = tokio_rustls::TlsAcceptor::from(server).accept(a);
+        let connect = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio_rustls::TlsConnector::from(Arc::new(client))
+                .connect(ServerName::try_from("127.0.0.1").unwrap(), b)
+                .await?;
+            // TLS 1.3: the server's verdict on the client certificate
+            // arrives after the client's side of the handshake.
+            s.write_all(b"x").await?;
+            let mut buf = [0u8; 1];
+            s.read_exact(&mut buf).await?;
+            let (_, conn) = s.get_ref();
+            Ok::<_, std::io::Error>((
+                conn.protocol_version(),
+                conn.negotiated_cipher_suite().map(|c| c.suite()),
+            ))
+        };
+        let serve = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = accept.await?;
+            let mut buf = [0u8; 1];
+            s.read_exact(&mut buf).await?;
+            s.write_all(b"y").await?;
+            s.flush().await
+        };
+        let (c, s) = tokio::join!(connect, serve);
+        s.map_err(|e| format!("server: {e}"))?;
+        match c.map_err(|e| format!("client: {e}"))? {
+            (Some(v), Some(suite)) => Ok((v, suite)),
+            other => Err(format!("no version or suite negotiated: {other:?}")),
+        }
+    }
+
+    #[tokio::test]
+    async fn versions_and_tls12_suites_are_what_the_file_says() {
+        let p = pem();
+        let tls12 = [&rustls::version::TLS12];
+        let tls13 = [&rustls::version::TLS13];
+        let shape = |min: &str, suites: Option<Vec<String>>| TlsShape {
+            cert: Some(p.cert.clone()),
+            key: Some(p.key.clone()),
+            min_version: Some(min.to_string()),
+            cipher_suites: suites,
+            ..TlsShape::default()
+        };
+        let built = |t: TlsShape| match build(&t, true, &mut |_, _| unreachable!()) {
+            Ok(b) => b.config,
+            Err(_) => panic!("a valid section"),
+        };
+        // min_version TLS13 refuses a TLS 1.2-only client.
+        let s = built(shape("TLS13", None));
+        assert!(handshake_with(s.clone(), &p, false, &tls12).await.is_err());
+        let (v, _) = handshake_with(s, &p, false, &tls13).await.unwrap();
+        assert_eq!(v, rustls::ProtocolVersion::TLSv1_3);
+        // cipher_suites picks the TLS 1.2 suite (rcgen's keys are ECDSA).
+        let only = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256".to_string();
+        let s = built(shape("TLS12", Some(vec![only.clone()])));
+        let (v, suite) = handshake_with(s, &p, false, &tls12).await.unwrap();
+        assert_eq!(v, rustls::ProtocolVersion::TLSv1_2);
+        assert_eq!(format!("{suite:?}"), only);
+        // Only RSA suites listed for an ECDSA certificate: no TLS 1.2 handshake,
+        // as with Go.
+        let s = built(shape(
+            "TLS12",
+            Some(vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_string()]),
+        ));
+        assert!(handshake_with(s, &p, false, &tls12).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn each_client_auth_type_asks_what_go_would() {
+        let p = pem();
+        let cases = [
+            ("NoClientCert", false, true),
+            ("RequestClientCert", false, true),
+            ("RequestClientCert", true, true),
+            ("RequireAnyClientCert", false, false),
+            ("RequireAnyClientCert", true, true),
+            ("VerifyClientCertIfGiven", false, true),
+            ("VerifyClientCertIfGiven", true, true),
+            ("RequireAndVerifyClientCert", false, false),
+            ("RequireAndVerifyClientCert", true, true),
+        ];
+        for (auth, with_cert, ok) in cases {
+            let r = handshake(server(&p, auth, None).unwrap(), &p, with_cert).await;
+            assert_eq!(r.is_ok(), ok, "{auth}, client cert {with_cert}: {r:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn allowed_sans_admit_only_a_listed_client() {
+        let p = pem();
+        for (sans, ok) in [
+            (vec!["client.example".to_string()], true),
+            (vec!["10.0.0.1".to_string()], true),
+            (vec!["someone.else".to_string()], false),
+        ] {
+            let s = server(&p, "RequireAndVerifyClientCert", Some(sans.clone())).unwrap();
+            let r = handshake(s, &p, true).await;
+            assert_eq!(r.is_ok(), ok, "{sans:?}: {r:?}");
+        }
+        let e = server(&p, "NoClientCert", Some(vec!["x".into()])).unwrap_err();
+        assert!(e.contains("client_allowed_sans needs"), "{e}");
+    }
+
+    #[test]
+    fn client_auth_types_are_gos_names() {
+        assert_eq!(
+            ClientAuth::parse(Some("RequireClientCert")).unwrap(),
+            ClientAuth::RequireAny
+        );
+        assert_eq!(ClientAuth::parse(None).unwrap(), ClientAuth::No);
+        assert!(ClientAuth::parse(Some("Whatever")).is_err());
+    }
+}
