@@ -597,7 +597,7 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
             "the scheme must be http or https",
         ),
         (
-            vec![&base[..], &["--prometheus.max-bytes", "1024"]].concat(),
+            [&base[..], &["--prometheus.max-bytes", "1024"]].concat(),
             "larger than --prometheus.max-bytes (1024 bytes)",
         ),
     ] {
