@@ -105,12 +105,21 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
     s
 }
 
+/// Milliseconds as a duration in the project's grammar (`0s`, not `0ms`).
+fn dur(ms: i64) -> String {
+    if ms == 0 {
+        "0s".to_string()
+    } else {
+        human(ms as f64 / 1000.0)
+    }
+}
+
 fn span_text(from_ms: i64, to_ms: i64) -> String {
     format!(
         "{} → {} ({})",
         rfc3339(from_ms),
         rfc3339(to_ms),
-        human((to_ms - from_ms) as f64 / 1000.0)
+        dur(to_ms - from_ms)
     )
 }
 
@@ -139,9 +148,9 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
         let _ = writeln!(
             out,
             "  ready {}, not ready {}, unknown {}; {} flip{} (recorded: {})",
-            human(m.ready_ms as f64 / 1000.0),
-            human(m.not_ready_ms as f64 / 1000.0),
-            human(m.unknown_ms as f64 / 1000.0),
+            dur(m.ready_ms),
+            dur(m.not_ready_ms),
+            dur(m.unknown_ms),
             m.flips,
             if m.flips == 1 { "" } else { "s" },
             m.recorded_flips
@@ -167,6 +176,9 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
             for (name, why) in i.failing.iter().zip(&i.explanations) {
                 let _ = writeln!(out, "    {name}: {why}");
             }
+        }
+        for i in m.intervals.iter().filter(|i| i.ready.is_none()) {
+            let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
         }
         for c in m.checks.iter().filter(|c| c.kind == CheckKind::Warn) {
             let _ = writeln!(
@@ -266,9 +278,9 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
             body,
             r#"<text x="{X1}" y="{:.1}" class="note" text-anchor="end">ready {} · not ready {} · no data {} · {} flips (recorded {}) · {} differences</text>"#,
             y,
-            human(m.ready_ms as f64 / 1000.0),
-            human(m.not_ready_ms as f64 / 1000.0),
-            human(m.unknown_ms as f64 / 1000.0),
+            dur(m.ready_ms),
+            dur(m.not_ready_ms),
+            dur(m.unknown_ms),
             m.flips,
             m.recorded_flips,
             m.differs_from_recorded.len()
@@ -301,17 +313,39 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
             }
             y += BAR + 3.0;
         }
-        // Where the two differ, a dark band between them.
+        // Where the two differ: a row of its own, each span saying which way.
+        let _ = writeln!(
+            body,
+            r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">differs</text>"#,
+            X0 - 8.0,
+            y + ROW - 3.0
+        );
         for d in &m.differs_from_recorded {
             let (a, b) = (x(d.from_ms), x(d.to_ms));
+            let w = (b - a).max(1.0);
+            let which = if d.ready == Some(true) {
+                "candidate ready"
+            } else {
+                "candidate not ready"
+            };
             let _ = writeln!(
                 body,
-                r#"<rect x="{a:.2}" y="{:.1}" width="{:.2}" height="3" fill="{DIFF}"><title>differs from recorded {}</title></rect>"#,
-                y - 2.0 * BAR - 6.0 + BAR,
-                (b - a).max(0.5),
+                r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{DIFF}"><title>differs from recorded {}: {which}</title></rect>"#,
                 esc(&span_text(d.from_ms, d.to_ms))
             );
+            let fits = w > 6.5 * which.len() as f64;
+            let (tx, class) = if fits {
+                (a + 3.0, "span in")
+            } else {
+                (b + 3.0, "span")
+            };
+            let _ = writeln!(
+                body,
+                r#"<text x="{tx:.2}" y="{:.1}" class="{class}">{which}</text>"#,
+                y + ROW - 3.5
+            );
         }
+        y += ROW + 3.0;
         y += 4.0;
         for (name, kind) in &h.check_names {
             let spans: Vec<&CheckSpan> = m.checks.iter().filter(|c| &c.check == name).collect();
@@ -413,7 +447,7 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
             r#"<rect x="{lx:.1}" y="38" width="12" height="12" fill="{color}"/><text x="{:.1}" y="48" class="note">{word}</text>"#,
             lx + 16.0
         );
-        lx += 26.0 + 7.0 * word.len() as f64;
+        lx += 30.0 + 6.2 * word.len() as f64;
     }
     let mut title = format!(
         "replay of {} (sha256 {})",
