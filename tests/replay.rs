@@ -393,7 +393,7 @@ async fn replay_of_a_promtool_history_finds_the_crossings_hold_downs_gaps_and_wa
             iv(1260, 1500, Some(false), &["fast"]),
         ]
     );
-    let spans: Vec<(String, String, String, i64, i64)> = m["checks"]
+    let spans: Vec<(String, String, String, bool, i64, i64)> = m["checks"]
         .as_array()
         .unwrap()
         .iter()
@@ -402,21 +402,30 @@ async fn replay_of_a_promtool_history_finds_the_crossings_hold_downs_gaps_and_wa
                 s["check"].as_str().unwrap().to_string(),
                 s["kind"].as_str().unwrap().to_string(),
                 s["state"].as_str().unwrap().to_string(),
+                s["held"].as_bool().unwrap(),
                 s["from"].as_i64().unwrap() - b,
                 s["to"].as_i64().unwrap() - b,
             )
         })
         .collect();
-    let span = |c: &str, k: &str, s: &str, f: i64, t: i64| {
-        (c.to_string(), k.to_string(), s.to_string(), f, t)
+    let span = |c: &str, k: &str, s: &str, held: bool, f: i64, t: i64| {
+        (c.to_string(), k.to_string(), s.to_string(), held, f, t)
     };
+    // `fast` is held passing through the whole short spike (samples 40-41)
+    // and the first minute of the long one (80-83).
     assert_eq!(
         spans,
         [
-            span("fast", "check", "fail", 1260, 1500),
-            span("lag", "warn", "fail", 1800, 1860),
-            span("leader", "check", "fail", 2250, 2400),
+            span("fast", "check", "pass", true, 600, 630),
+            span("fast", "check", "pass", true, 1200, 1260),
+            span("fast", "check", "fail", false, 1260, 1500),
+            span("lag", "warn", "fail", false, 1800, 1860),
+            span("leader", "check", "fail", false, 2250, 2400),
         ]
+    );
+    assert_eq!(
+        m["checks"][0]["explanation"],
+        "qget_ms < 300 is false (qget_ms = 800) (held passing by `for 1m`, 1m left)"
     );
 
     let healthy = member(&doc, "etcd-1");

@@ -84,6 +84,7 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
                     "check": c.check,
                     "kind": kind_str(c.kind),
                     "state": c.state.as_str(),
+                    "held": c.held,
                     "from": secs(c.from_ms),
                     "to": secs(c.to_ms),
                     "explanation": c.explanation,
@@ -180,7 +181,19 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
         for i in m.intervals.iter().filter(|i| i.ready.is_none()) {
             let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
         }
-        for c in m.checks.iter().filter(|c| c.kind == CheckKind::Warn) {
+        for c in m.checks.iter().filter(|c| c.held) {
+            let _ = writeln!(
+                out,
+                "  {} held passing by its hold-down {}",
+                c.check,
+                span_text(c.from_ms, c.to_ms)
+            );
+        }
+        for c in m
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Warn && !c.held)
+        {
             let _ = writeln!(
                 out,
                 "  warn {} {} {}: {}",
@@ -218,6 +231,7 @@ const NOT_READY: &str = "#c62828";
 const UNKNOWN: &str = "#b0b0b0";
 const WARN: &str = "#ef8f00";
 const DIFF: &str = "#222222";
+const HELD: &str = "#e8a09a";
 const AXIS: &str = "#333333";
 
 fn esc(s: &str) -> String {
@@ -253,6 +267,29 @@ fn tick_ms(range_ms: i64) -> i64 {
         .map(|s| s * 1000)
         .find(|s| range_ms / s <= 12)
         .unwrap_or(86_400_000 * (range_ms / 86_400_000 / 12 + 1))
+}
+
+/// Where a span's label goes: inside the span `a..b` when it fits, else
+/// after it or before it when that does not run into the neighbours (`prev`
+/// ends, `next` starts), else nowhere (the span's tooltip still has it).
+/// Returns (x, text-anchor, inside).
+fn label_at(
+    a: f64,
+    b: f64,
+    prev: f64,
+    next: f64,
+    chars: usize,
+) -> Option<(f64, &'static str, bool)> {
+    let width = 6.0 * chars as f64 + 6.0;
+    if b - a > width {
+        Some((a + 3.0, "start", true))
+    } else if b + width < next {
+        Some((b + 3.0, "start", false))
+    } else if a - width > prev {
+        Some((a - 3.0, "end", false))
+    } else {
+        None
+    }
 }
 
 /// The `--format svg` timeline.
@@ -320,9 +357,12 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
             X0 - 8.0,
             y + ROW - 3.0
         );
-        for d in &m.differs_from_recorded {
+        let diffs = &m.differs_from_recorded;
+        for (k, d) in diffs.iter().enumerate() {
             let (a, b) = (x(d.from_ms), x(d.to_ms));
             let w = (b - a).max(1.0);
+            let prev = k.checked_sub(1).map_or(X0, |p| x(diffs[p].to_ms));
+            let next = diffs.get(k + 1).map_or(W, |n| x(n.from_ms));
             let which = if d.ready == Some(true) {
                 "candidate ready"
             } else {
@@ -333,17 +373,14 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
                 r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{DIFF}"><title>differs from recorded {}: {which}</title></rect>"#,
                 esc(&span_text(d.from_ms, d.to_ms))
             );
-            let fits = w > 6.5 * which.len() as f64;
-            let (tx, class) = if fits {
-                (a + 3.0, "span in")
-            } else {
-                (b + 3.0, "span")
-            };
-            let _ = writeln!(
-                body,
-                r#"<text x="{tx:.2}" y="{:.1}" class="{class}">{which}</text>"#,
-                y + ROW - 3.5
-            );
+            if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, which.len()) {
+                let class = if inside { "span in" } else { "span" };
+                let _ = writeln!(
+                    body,
+                    r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{which}</text>"#,
+                    y + ROW - 3.5
+                );
+            }
         }
         y += ROW + 3.0;
         y += 4.0;
@@ -367,9 +404,12 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
                 y + ROW / 2.0,
                 y + ROW / 2.0
             );
-            for c in spans {
+            for (k, c) in spans.iter().enumerate() {
                 let (a, b) = (x(c.from_ms), x(c.to_ms));
+                let prev = k.checked_sub(1).map_or(X0, |p| x(spans[p].to_ms));
+                let next = spans.get(k + 1).map_or(W, |n| x(n.from_ms));
                 let color = match (c.state, c.kind) {
+                    _ if c.held => HELD,
                     (CheckState::Unknown, _) => UNKNOWN,
                     (_, CheckKind::Warn) => WARN,
                     _ => NOT_READY,
@@ -383,17 +423,20 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
                     esc(&span_text(c.from_ms, c.to_ms)),
                     esc(&c.explanation)
                 );
-                // The span's label inside it when it fits, else just after it.
-                let text = format!("{} {}", c.check, c.state.as_str());
-                let fits = w > 6.5 * text.len() as f64;
-                let tx = if fits { a + 3.0 } else { b + 3.0 };
-                let class = if fits { "span in" } else { "span" };
-                let _ = writeln!(
-                    body,
-                    r#"<text x="{tx:.2}" y="{:.1}" class="{class}">{}</text>"#,
-                    y + ROW - 3.5,
-                    esc(&text)
-                );
+                let text = if c.held {
+                    format!("{} held", c.check)
+                } else {
+                    format!("{} {}", c.check, c.state.as_str())
+                };
+                if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, text.len()) {
+                    let class = if inside && !c.held { "span in" } else { "span" };
+                    let _ = writeln!(
+                        body,
+                        r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{}</text>"#,
+                        y + ROW - 3.5,
+                        esc(&text)
+                    );
+                }
             }
             y += ROW + 3.0;
         }
@@ -439,6 +482,7 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
         (READY, "ready"),
         (NOT_READY, "not ready / check failing"),
         (WARN, "warn failing"),
+        (HELD, "held by hold-down"),
         (UNKNOWN, "unknown / no data"),
         (DIFF, "differs from recorded"),
     ] {

@@ -149,13 +149,16 @@ pub struct Interval {
     pub explanations: Vec<String>,
 }
 
-/// A stretch of time in which one check (or warn) did not pass.
+/// A stretch of time in which one check (or warn) did not pass, or passed
+/// only because its hold-down held it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckSpan {
     pub check: String,
     pub kind: CheckKind,
-    /// `fail` or `unknown`.
+    /// `fail` or `unknown`; `pass` when `held`.
     pub state: CheckState,
+    /// The expression was not true but the hold-down kept the check passing.
+    pub held: bool,
     pub from_ms: i64,
     pub to_ms: i64,
     /// The explanation at `from`.
@@ -327,10 +330,10 @@ fn replay_member(
     let mut recorded = Runs::<Option<bool>>::new();
     let mut diffs = Runs::<bool>::new();
     let mut diff_detail: Vec<(Option<bool>, Vec<String>)> = Vec::new();
-    let mut check_runs: Vec<Runs<Option<CheckState>>> =
+    let mut check_runs: Vec<Runs<Option<(CheckState, bool)>>> =
         (0..n_checks).map(|_| Runs::new()).collect();
     let mut check_detail: Vec<Vec<String>> = vec![Vec::new(); n_checks];
-    let mut states: Vec<Option<CheckState>> = vec![None; n_checks];
+    let mut states: Vec<Option<(CheckState, bool)>> = vec![None; n_checks];
     let mut prev_verdict: Option<bool> = None;
     let mut prev_recorded: Option<bool> = None;
 
@@ -360,8 +363,8 @@ fn replay_member(
             }
             let ev = evaluator.get_or_insert_with(|| Evaluator::new(policy.clone(), now));
             ev.evaluate(&readings, now);
-            for (s, (_, _, state)) in states.iter_mut().zip(ev.states()) {
-                *s = Some(state);
+            for (s, ((_, _, state), held)) in states.iter_mut().zip(ev.states().zip(ev.held())) {
+                *s = Some((state, held));
             }
             Some(ev.ready())
         } else {
@@ -404,7 +407,7 @@ fn replay_member(
         for (j, (runs, state)) in check_runs.iter_mut().zip(&states).enumerate() {
             if runs.push(t, *state) {
                 let why = match (&evaluator, state) {
-                    (Some(ev), Some(s)) if *s != CheckState::Pass => {
+                    (Some(ev), Some((s, held))) if *s != CheckState::Pass || *held => {
                         reports_at(&mut reports, ev, &readings, now, wall)[j]
                             .explanation
                             .clone()
@@ -481,11 +484,12 @@ fn replay_member(
         .zip(policy.checks())
     {
         for ((from_ms, to_ms, state), explanation) in runs.finish(end).into_iter().zip(details) {
-            if let Some(state) = state.filter(|s| *s != CheckState::Pass) {
+            if let Some((state, held)) = state.filter(|(s, held)| *s != CheckState::Pass || *held) {
                 report.checks.push(CheckSpan {
                     check: def.name.clone(),
                     kind: def.kind,
                     state,
+                    held,
                     from_ms,
                     to_ms,
                     explanation,
@@ -648,24 +652,43 @@ mod tests {
                 iv(150, 180, Some(false), &["fast"])
             ]
         );
-        let spans: Vec<(&str, CheckState, i64, i64)> = r
+        let spans: Vec<(&str, CheckState, bool, i64, i64)> = r
             .checks
             .iter()
-            .map(|s| (s.check.as_str(), s.state, s.from_ms - S, s.to_ms - S))
+            .map(|s| {
+                (
+                    s.check.as_str(),
+                    s.state,
+                    s.held,
+                    s.from_ms - S,
+                    s.to_ms - S,
+                )
+            })
             .collect();
+        // `fast` is held passing through the spike and the first 30 s of
+        // the long one.
         assert_eq!(
             spans,
             [
-                ("lag", CheckState::Fail, 90_000, 105_000),
-                ("fast", CheckState::Fail, 150_000, 180_000),
-                ("leader", CheckState::Fail, 210_000, 240_000),
+                ("fast", CheckState::Pass, true, 60_000, 75_000),
+                ("lag", CheckState::Fail, false, 90_000, 105_000),
+                ("fast", CheckState::Pass, true, 120_000, 150_000),
+                ("fast", CheckState::Fail, false, 150_000, 180_000),
+                ("leader", CheckState::Fail, false, 210_000, 240_000),
             ]
         );
-        assert_eq!(r.checks[0].kind, CheckKind::Warn);
         assert!(
-            r.checks[0].explanation.contains("apply_lag = 50"),
+            r.checks[0]
+                .explanation
+                .contains("held passing by `for 30s`, 30s left"),
             "{:?}",
             r.checks[0]
+        );
+        assert_eq!(r.checks[1].kind, CheckKind::Warn);
+        assert!(
+            r.checks[1].explanation.contains("apply_lag = 50"),
+            "{:?}",
+            r.checks[1]
         );
         assert!(r.missing_signals.is_empty());
     }
