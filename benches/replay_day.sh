@@ -66,8 +66,8 @@ prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
 prom_pid=$!
 for _ in $(seq 150); do curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null && break; sleep 0.2; done
 cmd="$bin replay --prometheus.url http://127.0.0.1:$port --policy $root/policies/default.policy \
---selector {namespace=\"prod\"} --start $start --end $end --step 15s --format json --output $dir/out.json"
-$cmd
-python3 -c "import json,sys; d=json.load(open('$dir/out.json')); print('members', len(d['members']), [(m['labels']['pod'], m['flips'], len(m['differs_from_recorded'])) for m in d['members']])"
+--selector '{namespace=\"prod\"}' --start $start --end $end --step 15s --format json --output $dir/out.json"
+bash -c "$cmd"
+python3 -c "import json,sys; d=json.load(open('$dir/out.json')); print('members', len(d['members']), 'steps', (d['end'] - d['start']) // d['step'] + 1, '(pod, flips, differences from recorded):', [(m['labels']['pod'], m['flips'], len(m['differs_from_recorded'])) for m in d['members']])"
 hyperfine --warmup 2 --runs "$runs" --export-markdown "$dir/hyperfine.md" "$cmd"
 cat "$dir/hyperfine.md"
