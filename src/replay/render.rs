@@ -172,13 +172,19 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
                     .join(", ")
             );
         }
-        for i in m.not_ready_intervals() {
+        // A stretch starting at the last step, when that step is `end`,
+        // lasts nothing: the JSON keeps it, the summary does not.
+        for i in m.not_ready_intervals().filter(|i| i.to_ms > i.from_ms) {
             let _ = writeln!(out, "  not ready {}", span_text(i.from_ms, i.to_ms));
             for (name, why) in i.failing.iter().zip(&i.explanations) {
                 let _ = writeln!(out, "    {name}: {why}");
             }
         }
-        for i in m.intervals.iter().filter(|i| i.ready.is_none()) {
+        for i in m
+            .intervals
+            .iter()
+            .filter(|i| i.ready.is_none() && i.to_ms > i.from_ms)
+        {
             let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
         }
         for c in m.checks.iter().filter(|c| c.held) {
@@ -527,4 +533,157 @@ text {{ fill: #222; }}
 "##,
         esc(&title)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> MemberReport {
+        let iv = |from_ms, to_ms, ready, failing: &[&str], why: &[&str]| Interval {
+            from_ms,
+            to_ms,
+            ready,
+            failing: failing.iter().map(|s| s.to_string()).collect(),
+            explanations: why.iter().map(|s| s.to_string()).collect(),
+        };
+        MemberReport {
+            labels: BTreeMap::from([("pod".to_string(), "etcd-0".to_string())]),
+            ready_ms: 15_000,
+            not_ready_ms: 7_500,
+            unknown_ms: 0,
+            flips: 1,
+            recorded_flips: 0,
+            intervals: vec![
+                iv(1_000_000, 1_015_000, Some(true), &[], &[]),
+                iv(
+                    1_015_000,
+                    1_022_500,
+                    Some(false),
+                    &["fast"],
+                    &["qget_ms < 1 is false (qget_ms = 2)"],
+                ),
+                iv(
+                    1_022_500,
+                    1_022_500,
+                    Some(false),
+                    &["fast"],
+                    &["qget_ms < 1 is false (qget_ms = 2)"],
+                ),
+            ],
+            recorded: vec![iv(1_000_000, 1_022_500, Some(true), &[], &[])],
+            differs_from_recorded: vec![iv(1_015_000, 1_022_500, Some(false), &["fast"], &[])],
+            checks: vec![CheckSpan {
+                check: "fast".to_string(),
+                kind: CheckKind::Check,
+                state: CheckState::Fail,
+                held: false,
+                from_ms: 1_015_000,
+                to_ms: 1_022_500,
+                explanation: "qget_ms < 1 is false (qget_ms = 2)".to_string(),
+            }],
+            missing_signals: Vec::new(),
+        }
+    }
+
+    fn header() -> Header<'static> {
+        Header {
+            policy_path: "candidate.policy",
+            policy_sha256: "0123456789abcdef",
+            check_names: vec![("fast".to_string(), CheckKind::Check)],
+            grid: Grid {
+                start_ms: 1_000_000,
+                end_ms: 1_022_500,
+                step_ms: 7_500,
+                steps: 4,
+            },
+            missing_signals: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_json_document_has_the_documented_fields_and_unix_seconds() {
+        let doc: Json = serde_json::from_str(&json(&header(), &[report()])).unwrap();
+        let keys = |v: &Json| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&doc),
+            [
+                "end",
+                "members",
+                "missing_signals",
+                "policy_sha256",
+                "start",
+                "step"
+            ]
+        );
+        assert_eq!(
+            (
+                doc["start"].clone(),
+                doc["end"].clone(),
+                doc["step"].clone()
+            ),
+            (json!(1000), json!(1022.5), json!(7.5))
+        );
+        let m = &doc["members"][0];
+        assert_eq!(
+            keys(m),
+            [
+                "checks",
+                "differs_from_recorded",
+                "flips",
+                "intervals",
+                "labels",
+                "missing_signals",
+                "not_ready_seconds",
+                "ready_seconds",
+                "recorded",
+                "recorded_flips",
+                "unknown_seconds"
+            ]
+        );
+        assert_eq!(
+            m["intervals"][1],
+            json!({"from": 1015, "to": 1022.5, "ready": false, "failing": ["fast"],
+                   "explanations": {"fast": "qget_ms < 1 is false (qget_ms = 2)"}})
+        );
+        assert_eq!(
+            m["differs_from_recorded"][0],
+            json!({"from": 1015, "to": 1022.5, "ready": false, "failing": ["fast"]})
+        );
+        assert_eq!(
+            keys(&m["checks"][0]),
+            [
+                "check",
+                "explanation",
+                "from",
+                "held",
+                "kind",
+                "state",
+                "to"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_text_summary_skips_stretches_of_no_length() {
+        let t = text(&header(), &[report()]);
+        assert_eq!(t.matches("  not ready ").count(), 1, "{t}");
+        assert!(
+            t.contains("ready 15s, not ready 7.5s, unknown 0s; 1 flip (recorded: 0)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("    fast: qget_ms < 1 is false (qget_ms = 2)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn svg_escapes_labels() {
+        let mut r = report();
+        r.labels.insert("x".to_string(), "<&\">".to_string());
+        let s = svg(&header(), &[r]);
+        assert!(s.contains("x=&quot;&lt;&amp;\\&quot;&gt;&quot;"), "{s}");
+        assert!(!s.contains("<&"));
+    }
 }
