@@ -557,6 +557,9 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
     let good = write(dir.path(), "good.policy", "check leader: leader\n");
     let bad = write(dir.path(), "bad.policy", "check leader: leadr\n");
     let closed = format!("http://127.0.0.1:{}", free_ports(1).unwrap()[0]);
+    // A server that accepts connections (the kernel's backlog) and never answers.
+    let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent_listener.local_addr().unwrap());
     for (args, message) in [
         (vec!["--policy", &bad], "unknown signal `leadr`"),
         (
@@ -576,6 +579,39 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
         (
             vec!["--prometheus.url", &closed, "--start", "-1h"],
             "did not answer",
+        ),
+        (
+            vec![
+                "--prometheus.url",
+                &silent,
+                "--start",
+                "-1h",
+                "--prometheus.timeout",
+                "1s",
+            ],
+            "operation timed out",
+        ),
+        (
+            vec![
+                "--prometheus.url",
+                &url,
+                "--start",
+                "-1h",
+                "--prometheus.timeout",
+                "0s",
+            ],
+            "--prometheus.timeout must be at least 100ms",
+        ),
+        (
+            vec![
+                "--prometheus.url",
+                &url,
+                "--start",
+                "-1h",
+                "--prometheus.max-bytes",
+                "99999999999999",
+            ],
+            "--prometheus.max-bytes 99999999999999 is out of range",
         ),
         (
             vec!["--prometheus.url", &url, "--start", "-1y"],
