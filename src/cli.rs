@@ -52,6 +52,8 @@ pub enum Command {
     Serve(Box<crate::config::ServeArgs>),
     /// Start a local 3-member etcd cluster and walk through failures, showing /readyz.
     Demo(crate::demo::DemoArgs),
+    /// Evaluate a candidate policy against the history in Prometheus (see docs/replay.md).
+    Replay(Box<crate::replay::ReplayArgs>),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -75,6 +77,7 @@ pub fn run() -> ExitCode {
         },
         Some(Command::Serve(args)) => crate::serve::run(*args),
         Some(Command::Demo(args)) => crate::demo::run(args),
+        Some(Command::Replay(args)) => crate::replay::run(*args),
         None => crate::serve::run(cli.serve),
     }
 }

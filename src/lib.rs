@@ -21,6 +21,7 @@ pub mod metrics;
 pub use etcd_readiness_policy::yaml as policy_yaml;
 pub use etcd_readiness_policy::{duration, policy, policytest, signals, verdict};
 pub mod reload;
+pub mod replay;
 pub mod serve;
 pub mod sources;
 pub mod supervise;

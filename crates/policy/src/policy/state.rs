@@ -161,6 +161,12 @@ impl Evaluator {
             .map(|(d, r)| (d.name.as_str(), d.kind, r.state))
     }
 
+    /// Per check, in policy order: whether its hold-down is keeping it
+    /// passing although its expression is not true. Allocates nothing.
+    pub fn held(&self) -> impl Iterator<Item = bool> + '_ {
+        self.checks.iter().map(|r| r.held)
+    }
+
     /// Full reports with explanations, for the verdict. `now_wall` is the wall
     /// clock at `now`, used to turn since-when into a timestamp.
     pub fn report(

@@ -1,0 +1,689 @@
+//! What `replay` prints: the human summary (`text`), the stable JSON
+//! document (`json`, described in docs/replay.md) and the SVG timeline
+//! (`svg`: one lane per member with the candidate's verdict, the recorded
+//! verdict under it, each check's not-passing spans labelled by name, and a
+//! time axis). Pure functions of the reports; no IO.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{Value as Json, json};
+
+use super::time::rfc3339;
+use super::timeline::{CheckSpan, Grid, Interval, MemberReport};
+use crate::duration::human;
+use crate::verdict::{CheckKind, CheckState};
+
+/// What was replayed, for the heading of every format.
+pub struct Header<'a> {
+    pub policy_path: &'a str,
+    pub policy_sha256: &'a str,
+    pub check_names: Vec<(String, CheckKind)>,
+    pub grid: Grid,
+    /// Signals the policy reads of which no selected member has a series.
+    pub missing_signals: Vec<String>,
+}
+
+/// Unix milliseconds as JSON seconds: an integer when whole.
+fn secs(ms: i64) -> Json {
+    if ms % 1000 == 0 {
+        json!(ms / 1000)
+    } else {
+        json!(ms as f64 / 1000.0)
+    }
+}
+
+/// `{a="b",c="d"}`, as PromQL writes a label set.
+pub fn label_set(labels: &BTreeMap<String, String>) -> String {
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+fn interval_json(i: &Interval, with_explanations: bool) -> Json {
+    let mut o = json!({
+        "from": secs(i.from_ms),
+        "to": secs(i.to_ms),
+        "ready": i.ready,
+        "failing": i.failing,
+    });
+    if with_explanations {
+        let why: serde_json::Map<String, Json> = i
+            .failing
+            .iter()
+            .zip(&i.explanations)
+            .map(|(n, e)| (n.clone(), json!(e)))
+            .collect();
+        o["explanations"] = Json::Object(why);
+    }
+    o
+}
+
+fn kind_str(k: CheckKind) -> &'static str {
+    match k {
+        CheckKind::Check => "check",
+        CheckKind::Warn => "warn",
+    }
+}
+
+/// The `--format json` document.
+pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
+    let members: Vec<Json> = members
+        .iter()
+        .map(|m| {
+            json!({
+                "labels": m.labels,
+                "ready_seconds": secs(m.ready_ms),
+                "not_ready_seconds": secs(m.not_ready_ms),
+                "unknown_seconds": secs(m.unknown_ms),
+                "flips": m.flips,
+                "recorded_flips": m.recorded_flips,
+                "intervals": m.intervals.iter().map(|i| interval_json(i, true)).collect::<Vec<_>>(),
+                "differs_from_recorded": m.differs_from_recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
+                "recorded": m.recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
+                "checks": m.checks.iter().map(|c| json!({
+                    "check": c.check,
+                    "kind": kind_str(c.kind),
+                    "state": c.state.as_str(),
+                    "held": c.held,
+                    "from": secs(c.from_ms),
+                    "to": secs(c.to_ms),
+                    "explanation": c.explanation,
+                })).collect::<Vec<_>>(),
+                "missing_signals": m.missing_signals,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "start": secs(h.grid.start_ms),
+        "end": secs(h.grid.end_ms),
+        "step": secs(h.grid.step_ms),
+        "policy_sha256": h.policy_sha256,
+        "missing_signals": h.missing_signals,
+        "members": members,
+    });
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Milliseconds as a duration in the project's grammar (`0s`, not `0ms`).
+fn dur(ms: i64) -> String {
+    if ms == 0 {
+        "0s".to_string()
+    } else {
+        human(ms as f64 / 1000.0)
+    }
+}
+
+fn span_text(from_ms: i64, to_ms: i64) -> String {
+    format!(
+        "{} → {} ({})",
+        rfc3339(from_ms),
+        rfc3339(to_ms),
+        dur(to_ms - from_ms)
+    )
+}
+
+/// The `--format text` summary.
+pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
+    let g = &h.grid;
+    let mut out = format!(
+        "replay of {} (sha256 {}) from {} to {}, step {}, {} member{}\n",
+        h.policy_path,
+        &h.policy_sha256[..h.policy_sha256.len().min(12)],
+        rfc3339(g.start_ms),
+        rfc3339(g.end_ms),
+        human(g.step_ms as f64 / 1000.0),
+        members.len(),
+        if members.len() == 1 { "" } else { "s" }
+    );
+    if !h.missing_signals.is_empty() {
+        let _ = writeln!(
+            out,
+            "warning: the policy reads signals Prometheus holds no series of: {}",
+            h.missing_signals.join(", ")
+        );
+    }
+    for m in members {
+        let _ = writeln!(out, "\n{}", label_set(&m.labels));
+        let _ = writeln!(
+            out,
+            "  ready {}, not ready {}, unknown {}; {} flip{} (recorded: {})",
+            dur(m.ready_ms),
+            dur(m.not_ready_ms),
+            dur(m.unknown_ms),
+            m.flips,
+            if m.flips == 1 { "" } else { "s" },
+            m.recorded_flips
+        );
+        let only_here: Vec<&String> = m
+            .missing_signals
+            .iter()
+            .filter(|s| !h.missing_signals.contains(s))
+            .collect();
+        if !only_here.is_empty() {
+            let _ = writeln!(
+                out,
+                "  no series in Prometheus for: {}",
+                only_here
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        // A stretch starting at the last step, when that step is `end`,
+        // lasts nothing: the JSON keeps it, the summary does not.
+        for i in m.not_ready_intervals().filter(|i| i.to_ms > i.from_ms) {
+            let _ = writeln!(out, "  not ready {}", span_text(i.from_ms, i.to_ms));
+            for (name, why) in i.failing.iter().zip(&i.explanations) {
+                let _ = writeln!(out, "    {name}: {why}");
+            }
+        }
+        for i in m
+            .intervals
+            .iter()
+            .filter(|i| i.ready.is_none() && i.to_ms > i.from_ms)
+        {
+            let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
+        }
+        for c in m.checks.iter().filter(|c| c.held) {
+            let _ = writeln!(
+                out,
+                "  {} held passing by its hold-down {}",
+                c.check,
+                span_text(c.from_ms, c.to_ms)
+            );
+        }
+        for c in m
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Warn && !c.held)
+        {
+            let _ = writeln!(
+                out,
+                "  warn {} {} {}: {}",
+                c.check,
+                c.state.as_str(),
+                span_text(c.from_ms, c.to_ms),
+                c.explanation
+            );
+        }
+        if m.differs_from_recorded.is_empty() {
+            let _ = writeln!(out, "  same verdict as recorded wherever both are known");
+        }
+        for d in &m.differs_from_recorded {
+            let (cand, rec) = if d.ready == Some(true) {
+                ("ready", "not ready")
+            } else {
+                ("not ready", "ready")
+            };
+            let _ = write!(
+                out,
+                "  differs from recorded {}: candidate {cand}, recorded {rec}",
+                span_text(d.from_ms, d.to_ms)
+            );
+            if !d.failing.is_empty() {
+                let _ = write!(out, " (failing: {})", d.failing.join(", "));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+const READY: &str = "#2e7d32";
+const NOT_READY: &str = "#c62828";
+const UNKNOWN: &str = "#b0b0b0";
+const WARN: &str = "#ef8f00";
+const DIFF: &str = "#222222";
+const HELD: &str = "#e8a09a";
+const AXIS: &str = "#333333";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn verdict_color(ready: Option<bool>) -> &'static str {
+    match ready {
+        Some(true) => READY,
+        Some(false) => NOT_READY,
+        None => UNKNOWN,
+    }
+}
+
+fn verdict_word(ready: Option<bool>) -> &'static str {
+    match ready {
+        Some(true) => "ready",
+        Some(false) => "not ready",
+        None => "no data",
+    }
+}
+
+/// Tick spacing for the time axis: the smallest that gives at most 12 ticks.
+fn tick_ms(range_ms: i64) -> i64 {
+    const STEPS: [i64; 16] = [
+        1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200,
+    ];
+    STEPS
+        .iter()
+        .map(|s| s * 1000)
+        .find(|s| range_ms / s <= 12)
+        .unwrap_or(86_400_000 * (range_ms / 86_400_000 / 12 + 1))
+}
+
+/// Where a span's label goes: inside the span `a..b` when it fits, else
+/// after it or before it when that does not run into the neighbours (`prev`
+/// ends, `next` starts), else nowhere (the span's tooltip still has it).
+/// Returns (x, text-anchor, inside).
+fn label_at(
+    a: f64,
+    b: f64,
+    prev: f64,
+    next: f64,
+    chars: usize,
+) -> Option<(f64, &'static str, bool)> {
+    let width = 6.0 * chars as f64 + 6.0;
+    if b - a > width {
+        Some((a + 3.0, "start", true))
+    } else if b + width < next {
+        Some((b + 3.0, "start", false))
+    } else if a - width > prev {
+        Some((a - 3.0, "end", false))
+    } else {
+        None
+    }
+}
+
+/// The `--format svg` timeline.
+pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
+    const W: f64 = 1200.0;
+    const X0: f64 = 210.0;
+    const X1: f64 = 1180.0;
+    const BAR: f64 = 18.0;
+    const ROW: f64 = 14.0;
+    let g = &h.grid;
+    let range = (g.end_ms - g.start_ms).max(1) as f64;
+    let x = |ms: i64| X0 + (ms - g.start_ms) as f64 / range * (X1 - X0);
+    let mut body = String::new();
+    let mut y = 70.0;
+    for m in members {
+        let _ = writeln!(
+            body,
+            r#"<text x="10" y="{:.1}" class="member">{}</text>"#,
+            y,
+            esc(&label_set(&m.labels))
+        );
+        let _ = writeln!(
+            body,
+            r#"<text x="{X1}" y="{:.1}" class="note" text-anchor="end">ready {} · not ready {} · no data {} · {} flips (recorded {}) · {} differences</text>"#,
+            y,
+            dur(m.ready_ms),
+            dur(m.not_ready_ms),
+            dur(m.unknown_ms),
+            m.flips,
+            m.recorded_flips,
+            m.differs_from_recorded.len()
+        );
+        y += 8.0;
+        for (name, list) in [("candidate", &m.intervals), ("recorded", &m.recorded)] {
+            let _ = writeln!(
+                body,
+                r#"<text x="{:.1}" y="{:.1}" class="lane" text-anchor="end">{name}</text>"#,
+                X0 - 8.0,
+                y + BAR - 5.0
+            );
+            for i in list.iter() {
+                let (a, b) = (x(i.from_ms), x(i.to_ms));
+                let mut title = format!(
+                    "{name}: {} {}",
+                    verdict_word(i.ready),
+                    span_text(i.from_ms, i.to_ms)
+                );
+                for (n, e) in i.failing.iter().zip(&i.explanations) {
+                    let _ = write!(title, "\n{n}: {e}");
+                }
+                let _ = writeln!(
+                    body,
+                    r#"<rect x="{a:.2}" y="{y:.1}" width="{:.2}" height="{BAR}" fill="{}"><title>{}</title></rect>"#,
+                    (b - a).max(0.5),
+                    verdict_color(i.ready),
+                    esc(&title)
+                );
+            }
+            y += BAR + 3.0;
+        }
+        // Where the two differ: a row of its own, each span saying which way.
+        let _ = writeln!(
+            body,
+            r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">differs</text>"#,
+            X0 - 8.0,
+            y + ROW - 3.0
+        );
+        let diffs = &m.differs_from_recorded;
+        for (k, d) in diffs.iter().enumerate() {
+            let (a, b) = (x(d.from_ms), x(d.to_ms));
+            let w = (b - a).max(1.0);
+            let prev = k.checked_sub(1).map_or(X0, |p| x(diffs[p].to_ms));
+            let next = diffs.get(k + 1).map_or(W, |n| x(n.from_ms));
+            let which = if d.ready == Some(true) {
+                "candidate ready"
+            } else {
+                "candidate not ready"
+            };
+            let _ = writeln!(
+                body,
+                r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{DIFF}"><title>differs from recorded {}: {which}</title></rect>"#,
+                esc(&span_text(d.from_ms, d.to_ms))
+            );
+            if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, which.len()) {
+                let class = if inside { "span in" } else { "span" };
+                let _ = writeln!(
+                    body,
+                    r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{which}</text>"#,
+                    y + ROW - 3.5
+                );
+            }
+        }
+        y += ROW + 3.0;
+        y += 4.0;
+        for (name, kind) in &h.check_names {
+            let spans: Vec<&CheckSpan> = m.checks.iter().filter(|c| &c.check == name).collect();
+            let label = if *kind == CheckKind::Warn {
+                format!("warn {name}")
+            } else {
+                name.clone()
+            };
+            let _ = writeln!(
+                body,
+                r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">{}</text>"#,
+                X0 - 8.0,
+                y + ROW - 3.0,
+                esc(&label)
+            );
+            let _ = writeln!(
+                body,
+                r#"<line x1="{X0}" x2="{X1}" y1="{:.1}" y2="{:.1}" class="track"/>"#,
+                y + ROW / 2.0,
+                y + ROW / 2.0
+            );
+            for (k, c) in spans.iter().enumerate() {
+                let (a, b) = (x(c.from_ms), x(c.to_ms));
+                let prev = k.checked_sub(1).map_or(X0, |p| x(spans[p].to_ms));
+                let next = spans.get(k + 1).map_or(W, |n| x(n.from_ms));
+                let color = match (c.state, c.kind) {
+                    _ if c.held => HELD,
+                    (CheckState::Unknown, _) => UNKNOWN,
+                    (_, CheckKind::Warn) => WARN,
+                    _ => NOT_READY,
+                };
+                let w = (b - a).max(1.0);
+                let _ = writeln!(
+                    body,
+                    r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{color}" opacity="0.85"><title>{} {} {}: {}</title></rect>"#,
+                    esc(&c.check),
+                    c.state.as_str(),
+                    esc(&span_text(c.from_ms, c.to_ms)),
+                    esc(&c.explanation)
+                );
+                let text = if c.held {
+                    format!("{} held", c.check)
+                } else {
+                    format!("{} {}", c.check, c.state.as_str())
+                };
+                if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, text.len()) {
+                    let class = if inside && !c.held { "span in" } else { "span" };
+                    let _ = writeln!(
+                        body,
+                        r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{}</text>"#,
+                        y + ROW - 3.5,
+                        esc(&text)
+                    );
+                }
+            }
+            y += ROW + 3.0;
+        }
+        y += 26.0;
+    }
+    // Time axis.
+    let axis_y = y - 10.0;
+    let _ = writeln!(
+        body,
+        r#"<line x1="{X0}" x2="{X1}" y1="{axis_y:.1}" y2="{axis_y:.1}" stroke="{AXIS}"/>"#
+    );
+    let tick = tick_ms(g.end_ms - g.start_ms);
+    let mut grid = String::new();
+    let mut t = (g.start_ms + tick - 1).div_euclid(tick) * tick;
+    while t <= g.end_ms {
+        let tx = x(t);
+        let label = rfc3339(t);
+        let short = if tick >= 60_000 {
+            label.get(11..16).unwrap_or(&label).to_string()
+        } else {
+            label.get(11..19).unwrap_or(&label).to_string()
+        };
+        let _ = writeln!(
+            grid,
+            r#"<line x1="{tx:.2}" x2="{tx:.2}" y1="60" y2="{:.1}" class="grid"/><text x="{tx:.2}" y="{:.1}" class="tick" text-anchor="middle">{short}</text>"#,
+            axis_y + 4.0,
+            axis_y + 17.0
+        );
+        t += tick;
+    }
+    let _ = writeln!(
+        body,
+        r#"<text x="{X0}" y="{:.1}" class="note">UTC; {} to {}, step {}</text>"#,
+        axis_y + 34.0,
+        rfc3339(g.start_ms),
+        rfc3339(g.end_ms),
+        human(g.step_ms as f64 / 1000.0)
+    );
+    let height = axis_y + 50.0;
+    let mut legend = String::new();
+    let mut lx = X0;
+    for (color, word) in [
+        (READY, "ready"),
+        (NOT_READY, "not ready / check failing"),
+        (WARN, "warn failing"),
+        (HELD, "held by hold-down"),
+        (UNKNOWN, "unknown / no data"),
+        (DIFF, "differs from recorded"),
+    ] {
+        let _ = write!(
+            legend,
+            r#"<rect x="{lx:.1}" y="38" width="12" height="12" fill="{color}"/><text x="{:.1}" y="48" class="note">{word}</text>"#,
+            lx + 16.0
+        );
+        lx += 30.0 + 6.2 * word.len() as f64;
+    }
+    let mut title = format!(
+        "replay of {} (sha256 {})",
+        h.policy_path,
+        &h.policy_sha256[..h.policy_sha256.len().min(12)]
+    );
+    if !h.missing_signals.is_empty() {
+        let _ = write!(
+            title,
+            " — no series in Prometheus for: {}",
+            h.missing_signals.join(", ")
+        );
+    }
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height:.0}" viewBox="0 0 {W} {height:.0}" font-family="DejaVu Sans, Arial, sans-serif">
+<style>
+text {{ fill: #222; }}
+.title {{ font-size: 16px; font-weight: bold; }}
+.member {{ font-size: 13px; font-weight: bold; }}
+.lane {{ font-size: 12px; }}
+.check {{ font-size: 11px; }}
+.note {{ font-size: 11px; fill: #444; }}
+.tick {{ font-size: 11px; }}
+.span {{ font-size: 10px; }}
+.span.in {{ fill: #fff; }}
+.track {{ stroke: #e4e4e4; }}
+.grid {{ stroke: #ececec; }}
+</style>
+<rect width="100%" height="100%" fill="#fff"/>
+<text x="10" y="24" class="title">{}</text>
+{legend}
+{grid}{body}</svg>
+"##,
+        esc(&title)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> MemberReport {
+        let iv = |from_ms, to_ms, ready, failing: &[&str], why: &[&str]| Interval {
+            from_ms,
+            to_ms,
+            ready,
+            failing: failing.iter().map(|s| s.to_string()).collect(),
+            explanations: why.iter().map(|s| s.to_string()).collect(),
+        };
+        MemberReport {
+            labels: BTreeMap::from([("pod".to_string(), "etcd-0".to_string())]),
+            ready_ms: 15_000,
+            not_ready_ms: 7_500,
+            unknown_ms: 0,
+            flips: 1,
+            recorded_flips: 0,
+            intervals: vec![
+                iv(1_000_000, 1_015_000, Some(true), &[], &[]),
+                iv(
+                    1_015_000,
+                    1_022_500,
+                    Some(false),
+                    &["fast"],
+                    &["qget_ms < 1 is false (qget_ms = 2)"],
+                ),
+                iv(
+                    1_022_500,
+                    1_022_500,
+                    Some(false),
+                    &["fast"],
+                    &["qget_ms < 1 is false (qget_ms = 2)"],
+                ),
+            ],
+            recorded: vec![iv(1_000_000, 1_022_500, Some(true), &[], &[])],
+            differs_from_recorded: vec![iv(1_015_000, 1_022_500, Some(false), &["fast"], &[])],
+            checks: vec![CheckSpan {
+                check: "fast".to_string(),
+                kind: CheckKind::Check,
+                state: CheckState::Fail,
+                held: false,
+                from_ms: 1_015_000,
+                to_ms: 1_022_500,
+                explanation: "qget_ms < 1 is false (qget_ms = 2)".to_string(),
+            }],
+            missing_signals: Vec::new(),
+        }
+    }
+
+    fn header() -> Header<'static> {
+        Header {
+            policy_path: "candidate.policy",
+            policy_sha256: "0123456789abcdef",
+            check_names: vec![("fast".to_string(), CheckKind::Check)],
+            grid: Grid {
+                start_ms: 1_000_000,
+                end_ms: 1_022_500,
+                step_ms: 7_500,
+                steps: 4,
+            },
+            missing_signals: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_json_document_has_the_documented_fields_and_unix_seconds() {
+        let doc: Json = serde_json::from_str(&json(&header(), &[report()])).unwrap();
+        let keys = |v: &Json| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&doc),
+            [
+                "end",
+                "members",
+                "missing_signals",
+                "policy_sha256",
+                "start",
+                "step"
+            ]
+        );
+        assert_eq!(
+            (
+                doc["start"].clone(),
+                doc["end"].clone(),
+                doc["step"].clone()
+            ),
+            (json!(1000), json!(1022.5), json!(7.5))
+        );
+        let m = &doc["members"][0];
+        assert_eq!(
+            keys(m),
+            [
+                "checks",
+                "differs_from_recorded",
+                "flips",
+                "intervals",
+                "labels",
+                "missing_signals",
+                "not_ready_seconds",
+                "ready_seconds",
+                "recorded",
+                "recorded_flips",
+                "unknown_seconds"
+            ]
+        );
+        assert_eq!(
+            m["intervals"][1],
+            json!({"from": 1015, "to": 1022.5, "ready": false, "failing": ["fast"],
+                   "explanations": {"fast": "qget_ms < 1 is false (qget_ms = 2)"}})
+        );
+        assert_eq!(
+            m["differs_from_recorded"][0],
+            json!({"from": 1015, "to": 1022.5, "ready": false, "failing": ["fast"]})
+        );
+        assert_eq!(
+            keys(&m["checks"][0]),
+            [
+                "check",
+                "explanation",
+                "from",
+                "held",
+                "kind",
+                "state",
+                "to"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_text_summary_skips_stretches_of_no_length() {
+        let t = text(&header(), &[report()]);
+        assert_eq!(t.matches("  not ready ").count(), 1, "{t}");
+        assert!(
+            t.contains("ready 15s, not ready 7.5s, unknown 0s; 1 flip (recorded: 0)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("    fast: qget_ms < 1 is false (qget_ms = 2)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn svg_escapes_labels() {
+        let mut r = report();
+        r.labels.insert("x".to_string(), "<&\">".to_string());
+        let s = svg(&header(), &[r]);
+        assert!(s.contains("x=&quot;&lt;&amp;\\&quot;&gt;&quot;"), "{s}");
+        assert!(!s.contains("<&"));
+    }
+}
