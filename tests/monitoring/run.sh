@@ -2,8 +2,8 @@
 # The monitoring checks of .ci/test, end to end with real parts:
 #  - offline: dashboard conventions, manifests vs real flags, promtool rules;
 #  - live: a real 3-member etcd cluster, a real dnsmasq answering the owner
-#    TXT record, a small stand-in for the backup sidecar (tests/monitoring/
-#    fake_backup_sidecar.py, speaking its documented /metrics and /healthz),
+#    TXT record, a small stand-in for the backup sidecar (the testkit's
+#    fake-backup-sidecar, speaking its documented /metrics and /healthz),
 #    and three exporters (`serve`, one per member) sampling them; each
 #    exporter's member_info is compared with etcdctl; then prometheus_it.sh
 #    runs a real Prometheus against the three: every query, the values of the
@@ -22,7 +22,7 @@ python3 tests/monitoring/check_manifests.py
 promtool check rules dashboards/alerts.yaml
 promtool test rules dashboards/alerts.test.yaml
 
-cargo build --quiet
+cargo build --quiet --bin etcd-readiness-exporter --bin fake-backup-sidecar
 BIN=$ROOT/target/debug/etcd-readiness-exporter
 
 # The allow-lists the checkers use must describe the real binary: every flag
@@ -79,7 +79,7 @@ done
   --txt-record=etcd-main.example.test,cluster-a >"$TMP/dnsmasq.log" 2>&1 &
 PIDS+=($!)
 
-python3 "$HERE/fake_backup_sidecar.py" "$BACKUP" >"$TMP/backup.log" 2>&1 &
+"$ROOT/target/debug/fake-backup-sidecar" "$BACKUP" >"$TMP/backup.log" 2>&1 &
 PIDS+=($!)
 
 for i in 0 1 2; do
