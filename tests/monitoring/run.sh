@@ -89,6 +89,7 @@ for i in 0 1 2; do
     --backup.url "http://127.0.0.1:$BACKUP" \
     --owner.name etcd-main.example.test --owner.id cluster-a --owner.nameserver "127.0.0.1:$DNS" \
     --owner.interval 2s --owner.timeout 1s \
+    --web.enable-lifecycle \
     --web.listen-address "127.0.0.1:${WEBS[$i]}" >"$TMP/exporter-$i.log" 2>&1 &
   PIDS+=($!)
 done
