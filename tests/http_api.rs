@@ -39,6 +39,7 @@ fn report(
         in_state_for: Duration::from_secs(12),
         since: at(1_700_000_000),
         held: false,
+        hold_left: None,
         expr: expr.to_string(),
         explanation: why.to_string(),
         signals: vec![UsedSignal {
