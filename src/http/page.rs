@@ -128,12 +128,18 @@ fn ago(now: SystemTime, t: SystemTime) -> String {
     }
 }
 
-/// `<time>` with the full time in `datetime` and a short text.
+/// `<time>` with the full time in `datetime` and `title`, the clock time
+/// alone when it is the same day as `now`, and how long ago.
 fn time_el(now: SystemTime, t: SystemTime) -> String {
+    let full = wall(t);
+    let short = if full.get(..10) == wall(now).get(..10) {
+        format!("{}Z", clock(t))
+    } else {
+        full.clone()
+    };
     format!(
-        "<time datetime=\"{}\">{}</time> <small>({})</small>",
-        wall(t).replace(' ', "T"),
-        wall(t),
+        "<time datetime=\"{}\" title=\"{full}\">{short}</time> <small>({})</small>",
+        full.replace(' ', "T"),
         ago(now, t)
     )
 }
@@ -172,7 +178,7 @@ td.x{overflow-wrap:anywhere;min-width:14em}code{font-size:.92em;overflow-wrap:an
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.9em;max-height:40em}\
 .err{color:#b71c1c}small{color:#555}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}\
-@media (max-width:700px){body{padding:.3em .5em}.tl th{width:6.5em}.hide-n{display:none}th,td{padding:.2em .3em}}";
+@media (max-width:700px){body{padding:.3em .5em}.tl th{width:6.5em}.hide-n{display:none}th,td{padding:.2em .3em}.cards thead{display:none}.cards tr{display:block;border-bottom:1px solid #ccc;padding:.3em 0}.cards th,.cards td{display:block;border:0;padding:.1em .3em}.cards td[data-l]::before{content:attr(data-l) \": \";color:#555}.cards td.x{min-width:0}}";
 
 /// Fill patterns: each state has its own texture as well as its colour.
 const PATTERNS: &str = "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>\
@@ -219,7 +225,7 @@ pub fn render_page(i: &PageInput) -> String {
         ("./policy", "/policy"),
         ("./history", "/history"),
     ] {
-        let _ = write!(out, "<a href=\"{href}\">{text}</a>");
+        let _ = write!(out, "<a href=\"{href}\">{text}</a> ");
     }
     let _ = write!(
         out,
@@ -357,7 +363,7 @@ fn checks_table(out: &mut String, i: &PageInput) {
         return;
     }
     out.push_str(
-        "<div class=\"scroll\"><table id=\"checks-table\"><thead><tr><th scope=\"col\">Check</th><th scope=\"col\">Kind</th>\
+        "<div class=\"scroll\"><table id=\"checks-table\" class=\"cards\"><thead><tr><th scope=\"col\">Check</th><th scope=\"col\">Kind</th>\
 <th scope=\"col\">State</th><th scope=\"col\">Since</th><th scope=\"col\">Hold-down left</th><th scope=\"col\">Explanation</th></tr></thead><tbody>\n",
     );
     let policy = &i.policy.policy;
@@ -390,8 +396,8 @@ fn checks_table(out: &mut String, i: &PageInput) {
         };
         let _ = write!(
             out,
-            "<tr data-check=\"{}\" data-state=\"{}\"><th scope=\"row\">{}<br><code>{}</code></th><td>{kind}</td><td>{}</td>\
-<td>{}</td><td>{hold_cell}</td><td class=\"x\">{explanation}</td></tr>\n",
+            "<tr data-check=\"{}\" data-state=\"{}\"><th scope=\"row\">{}<br><code>{}</code></th><td data-l=\"kind\">{kind}</td><td>{}</td>\
+<td data-l=\"since\">{}</td><td data-l=\"hold-down left\">{hold_cell}</td><td class=\"x\">{explanation}</td></tr>\n",
             esc(&c.name),
             state.as_str(),
             esc(&c.name),
@@ -411,7 +417,7 @@ enum SpanKind {
     NoData,
     /// Transitions were dropped to keep the buffer bounded.
     Truncated,
-    /// A run of short spans with this many changes.
+    /// A run of short spans with this many changes between them.
     Flapping(u32),
 }
 
@@ -437,17 +443,23 @@ impl SpanKind {
             SpanKind::State(s) => s.as_str().to_string(),
             SpanKind::NoData => "no data".to_string(),
             SpanKind::Truncated => "truncated".to_string(),
-            SpanKind::Flapping(n) => format!("flapping ×{n}"),
+            SpanKind::Flapping(n) => format!("flapping, {n} changes"),
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Span {
     from: SystemTime,
     to: SystemTime,
     kind: SpanKind,
+    /// For a flapping span: the states it covers, in order (at most
+    /// [`MAX_DETAIL`] listed), for its tooltip.
+    detail: String,
 }
+
+/// Most states a flapping span's tooltip lists.
+const MAX_DETAIL: usize = 8;
 
 impl Span {
     fn len(&self) -> Duration {
@@ -467,7 +479,12 @@ fn lane_spans(h: &HistorySnapshot, lane: &Lane, start: SystemTime, now: SystemTi
         }
         match raw.last_mut() {
             Some(last) if last.kind == kind && last.to >= from => last.to = to,
-            _ => raw.push(Span { from, to, kind }),
+            _ => raw.push(Span {
+                from,
+                to,
+                kind,
+                detail: String::new(),
+            }),
         }
     };
     // The state at the start of the window, and from when history is whole.
@@ -507,12 +524,23 @@ fn coalesce(raw: Vec<Span>) -> Vec<Span> {
     let flush = |out: &mut Vec<Span>, run: &mut Vec<Span>| {
         match run.len() {
             0 => {}
-            1 => out.push(run[0]),
-            n => out.push(Span {
-                from: run[0].from,
-                to: run[n - 1].to,
-                kind: SpanKind::Flapping(n as u32),
-            }),
+            1 => out.push(run[0].clone()),
+            n => {
+                let mut detail: Vec<String> = run
+                    .iter()
+                    .take(MAX_DETAIL)
+                    .map(|s| format!("{} {}", s.kind.label(), fmt_duration(s.len().as_secs_f64())))
+                    .collect();
+                if n > MAX_DETAIL {
+                    detail.push(format!("… {} more", n - MAX_DETAIL));
+                }
+                out.push(Span {
+                    from: run[0].from,
+                    to: run[n - 1].to,
+                    kind: SpanKind::Flapping(n as u32 - 1),
+                    detail: detail.join(" → "),
+                })
+            }
         }
         run.clear();
     };
@@ -590,11 +618,13 @@ the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>\n",
             let text = s.kind.label();
             let _ = write!(
                 out,
-                "<svg x=\"{x:.2}%\" width=\"{w:.2}%\" class=\"f-{}\"><title>{text}: {}–{} ({})</title><rect/><text x=\"3\" y=\"11\">{text}</text></svg>",
+                "<svg x=\"{x:.2}%\" width=\"{w:.2}%\" class=\"f-{}\"><title>{text}: {}–{} ({}){}{}</title><rect/><text x=\"3\" y=\"11\">{text}</text></svg>",
                 s.kind.class(),
                 clock(s.from),
                 clock(s.to),
                 fmt_duration(s.len().as_secs_f64()),
+                if s.detail.is_empty() { "" } else { ": " },
+                s.detail,
             );
         }
         out.push_str("</svg></td></tr>\n");
@@ -623,7 +653,7 @@ fn value_text(ty: SignalType, unit: &str, r: &Reading) -> String {
 
 fn signals_table(out: &mut String, i: &PageInput) {
     out.push_str(
-        "<h2 id=\"signals\">Signals</h2>\n<div class=\"scroll\"><table id=\"signals-table\"><thead><tr><th scope=\"col\">Signal</th>\
+        "<h2 id=\"signals\">Signals</h2>\n<div class=\"scroll\"><table id=\"signals-table\" class=\"cards\"><thead><tr><th scope=\"col\">Signal</th>\
 <th scope=\"col\">Value</th><th scope=\"col\">Known</th><th scope=\"col\">Age</th><th scope=\"col\">Source</th><th scope=\"col\">Last error</th></tr></thead><tbody>\n",
     );
     let cat = i.catalogue;
@@ -659,7 +689,7 @@ fn signals_table(out: &mut String, i: &PageInput) {
         };
         let _ = write!(
             out,
-            "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td>{}</td><td>{known}</td><td>{age}</td><td>{}</td><td class=\"x\">{error}</td></tr>\n",
+            "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td data-l=\"value\">{}</td><td>{known}</td><td data-l=\"age\">{age}</td><td data-l=\"source\">{}</td><td class=\"x\" data-l=\"last error\">{error}</td></tr>\n",
             esc(&def.name),
             esc(&cut(&def.help, MAX_TEXT)),
             esc(&def.name),
@@ -1043,6 +1073,7 @@ mod tests {
                     from: t,
                     to,
                     kind: SpanKind::State(s),
+                    detail: String::new(),
                 });
                 t = to;
                 fail = !fail;
