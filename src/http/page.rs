@@ -227,9 +227,9 @@ pub fn render_page(i: &PageInput) -> String {
     ] {
         let _ = write!(out, "<a href=\"{href}\">{text}</a> ");
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "</nav> <small id=\"upd\">refreshes every {REFRESH_SECS}s</small></header>\n"
+        "</nav> <small id=\"upd\">refreshes every {REFRESH_SECS}s</small></header>"
     );
     out.push_str(&render_live(i));
     let _ = write!(
@@ -259,9 +259,9 @@ fn banner_word(i: &PageInput) -> (&'static str, &'static str) {
 /// policy metadata. Served alone at `/?part=live`.
 pub fn render_live(i: &PageInput) -> String {
     let mut out = String::with_capacity(24 * 1024);
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<div id=\"live\" data-sha=\"{}\">\n",
+        "<div id=\"live\" data-sha=\"{}\">",
         esc(i.policy.policy.sha256())
     );
     banner(&mut out, i);
@@ -340,9 +340,9 @@ This member is <b>{word}</b>"
             );
         }
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
-        " <small>· evaluated {} ago</small></section>\n",
+        " <small>· evaluated {} ago</small></section>",
         fmt_duration(i.verdict_age.as_secs_f64())
     );
 }
@@ -394,10 +394,10 @@ fn checks_table(out: &mut String, i: &PageInput) {
         } else {
             esc(&cut(&c.explanation, MAX_TEXT))
         };
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<tr data-check=\"{}\" data-state=\"{}\"><th scope=\"row\">{}<br><code>{}</code></th><td data-l=\"kind\">{kind}</td><td>{}</td>\
-<td data-l=\"since\">{}</td><td data-l=\"hold-down left\">{hold_cell}</td><td class=\"x\">{explanation}</td></tr>\n",
+<td data-l=\"since\">{}</td><td data-l=\"hold-down left\">{hold_cell}</td><td class=\"x\">{explanation}</td></tr>",
             esc(&c.name),
             state.as_str(),
             esc(&c.name),
@@ -566,10 +566,10 @@ fn timeline(out: &mut String, i: &PageInput) {
     let h = i.history;
     out.push_str("<h2 id=\"timeline\">Last 15 minutes</h2>\n");
     if let Some(du) = h.dropped_until.filter(|du| *du > start) {
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<p class=\"note\" id=\"truncated\">History truncated: {} older transitions were dropped to keep \
-the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>\n",
+the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
             h.dropped,
             clock(du)
         );
@@ -687,9 +687,9 @@ fn signals_table(out: &mut String, i: &PageInput) {
             }
             _ => "—".to_string(),
         };
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td data-l=\"value\">{}</td><td>{known}</td><td data-l=\"age\">{age}</td><td data-l=\"source\">{}</td><td class=\"x\" data-l=\"last error\">{error}</td></tr>\n",
+            "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td data-l=\"value\">{}</td><td>{known}</td><td data-l=\"age\">{age}</td><td data-l=\"source\">{}</td><td class=\"x\" data-l=\"last error\">{error}</td></tr>",
             esc(&def.name),
             esc(&cut(&def.help, MAX_TEXT)),
             esc(&def.name),
