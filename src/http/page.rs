@@ -443,7 +443,9 @@ impl SpanKind {
             SpanKind::State(s) => s.as_str().to_string(),
             SpanKind::NoData => "no data".to_string(),
             SpanKind::Truncated => "truncated".to_string(),
-            SpanKind::Flapping(n) => format!("flapping, {n} changes"),
+            SpanKind::Flapping(n) => {
+                format!("flapping, {n} change{}", if n == 1 { "" } else { "s" })
+            }
         }
     }
 }
