@@ -20,6 +20,8 @@
 #   curl                                    curl               tests (monitoring script), image test
 #   python3                                 python3            tests, image test (checkers, free ports)
 #   /bin/kill (not the shell builtin)       procps             tests (SIGSTOP/SIGCONT of etcd members)
+#   /usr/bin/chromium                       chromium           tests (status page in headless Chromium)
+#   a sans-serif font (DejaVu Sans)         fonts-dejavu-core  tests (status page screenshots have text)
 #   buildah                                 buildah            image build and test
 #   objcopy, readelf                        binutils           image build (split debug info, loader)
 #   CA bundle                               ca-certificates    image build
@@ -55,6 +57,10 @@ _ere_missing() {
       # The tests run `kill -STOP` as a program; `command -v kill` would find
       # the shell builtin, so look for the file.
       [ -x /usr/bin/kill ] || [ -x /bin/kill ] || _ere_miss procps "/usr/bin/kill (the kill program, not the builtin)"
+      # tests/status_page.rs runs `chromium` headless; screenshots need a font.
+      [ -x /usr/bin/chromium ] || _ere_miss chromium "/usr/bin/chromium (headless browser for tests/status_page.rs)"
+      [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] ||
+        _ere_miss fonts-dejavu-core "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf (a font for the screenshots)"
       ;;
     image)
       _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"

@@ -39,6 +39,7 @@ fn report(
         in_state_for: Duration::from_secs(12),
         since: at(1_700_000_000),
         held: false,
+        hold_left: None,
         expr: expr.to_string(),
         explanation: why.to_string(),
         signals: vec![UsedSignal {
@@ -320,4 +321,62 @@ async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_live
     let (code, _, body) = get(&st, "/livez?verbose", None).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body.starts_with("[-]evaluation failed"), "{body}");
+}
+
+/// The status page and `/history` render what the engine published (the
+/// verdict, the history, the readings of its last evaluation), never the
+/// signal store: a sample recorded after the last evaluation shows on
+/// `/signals` (which reads the store) but not on the page until the engine
+/// evaluates again.
+#[tokio::test]
+async fn the_status_page_renders_what_the_engine_published_not_the_store() {
+    use etcd_readiness_exporter::signals::{Source, Value};
+    let (st, engine) = state();
+    let learner = engine.catalogue().id("learner");
+    engine
+        .store()
+        .record_ok(learner, Value::Bool(false), Instant::now());
+    engine
+        .notifier()
+        .round_finished(&Source::Etcd, Duration::from_secs(1));
+    engine.evaluate_now();
+    engine
+        .store()
+        .record_ok(learner, Value::Bool(true), Instant::now());
+    let row = |page: &str| {
+        let at = page.find("data-signal=\"learner\"").expect("learner row");
+        let rest = &page[at..];
+        rest[..rest.find("</tr>").unwrap()].to_string()
+    };
+    let (code, ct, page) = get(&st, "/", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ct, "text/html; charset=utf-8");
+    assert!(
+        row(&page).contains("data-l=\"value\">false<"),
+        "{}",
+        row(&page)
+    );
+    let (_, _, signals) = get(&st, "/signals", None).await;
+    let v: serde_json::Value = serde_json::from_str(&signals).unwrap();
+    let s = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "learner")
+        .unwrap();
+    assert_eq!(s["value"], true, "/signals reads the store");
+    engine.evaluate_now();
+    let (_, _, live) = get(&st, "/?part=live", None).await;
+    assert!(live.starts_with("<div id=\"live\""), "{live:.100}");
+    assert!(!live.contains("<html"), "the fragment is not a whole page");
+    assert!(
+        row(&live).contains("data-l=\"value\">true<"),
+        "{}",
+        row(&live)
+    );
+    let (code, ct, history) = get(&st, "/history", None).await;
+    assert_eq!((code, ct.as_str()), (StatusCode::OK, "application/json"));
+    let h: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(h["transitions"][0]["state"], "not_ready", "{h}");
+    assert_eq!(h["capacity"], 4096);
 }

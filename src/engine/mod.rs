@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::task::JoinHandle;
 
+pub mod history;
 pub mod metrics;
 
 use crate::policy::{Evaluator, Policy};
@@ -66,6 +67,7 @@ struct Shared {
     published: ArcSwap<Published>,
     policy: ArcSwap<PolicyStatus>,
     eval: Mutex<EvalState>,
+    history: history::History,
 }
 
 /// Cloneable handle to the engine, shared by the HTTP layer, the policy
@@ -114,6 +116,7 @@ impl EngineHandle {
             notifier,
             metrics,
             timing,
+            history: history::History::new(now, SystemTime::now()),
         };
         EngineHandle {
             shared: Arc::new(shared),
@@ -176,6 +179,12 @@ impl EngineHandle {
 
     pub fn catalogue(&self) -> &Arc<Catalogue> {
         &self.shared.catalogue
+    }
+
+    /// Transitions and the readings of the latest evaluation, as published
+    /// (the status page and `/history`).
+    pub fn history(&self) -> &history::History {
+        &self.shared.history
     }
 
     pub fn notifier(&self) -> &RoundNotifier {
@@ -256,6 +265,7 @@ impl EngineHandle {
             log_transitions(st, &verdict, &sh.metrics);
         }
         sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
+        sh.history.observe(&verdict, &st.readings, now, wall);
         sh.published.store(Arc::new(Published { verdict, at: now }));
     }
 }

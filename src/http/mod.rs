@@ -1,11 +1,13 @@
 //! The HTTP surface (axum): `/readyz` (+ `/readyz/<check>`), `/livez`, the
-//! telemetry path, `/signals`, `/policy` and a landing page at `/`. Handlers
-//! only read what the engine published: `/readyz` never waits on etcd.
+//! telemetry path, `/signals`, `/policy`, `/history` and the status page at
+//! `/`. Handlers only read what the engine published: `/readyz` never waits
+//! on etcd, and the page and `/history` never lock the signal store.
 //! [`app`] is the main listener's router (`POST /-/reload` answers only with
 //! a [`Lifecycle`] extension that enables it); [`probe_app`] the plain probe
 //! listener's, with `/readyz`, `/readyz/<check>` and `/livez` only.
 
 pub mod metrics;
+pub mod page;
 pub mod readyz;
 pub mod server;
 
@@ -68,7 +70,8 @@ pub fn probe_app(state: AppState) -> Router {
 pub fn app(state: AppState) -> Router {
     let telemetry = state.telemetry_path.clone();
     Router::new()
-        .route("/", get(landing))
+        .route("/", get(status_page))
+        .route("/history", get(history))
         .route("/readyz", get(readyz_all))
         .route("/readyz/{name}", get(readyz_one))
         .route("/livez", get(livez))
@@ -364,34 +367,44 @@ async fn policy(State(s): State<AppState>) -> Response {
     )
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// The status page, or with `?part=live` only its changing part (what the
+/// page's script swaps in). Renders from what the engine published.
+async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let live = q.as_deref().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "part" && v == "live")
+    });
+    let published = s.engine.verdict();
+    let history = s.engine.history().snapshot();
+    let readings = s.engine.history().readings();
+    let policy = s.engine.policy_status();
+    let input = page::PageInput {
+        verdict: &published.verdict,
+        verdict_age: published.at.elapsed(),
+        stale: stale(&s.engine),
+        history: &history,
+        readings: &readings,
+        readings_age: readings.at.elapsed(),
+        catalogue: s.engine.catalogue(),
+        policy: &policy,
+        telemetry_path: &s.telemetry_path,
+        now: std::time::SystemTime::now(),
+    };
+    let body = if live {
+        page::render_live(&input)
+    } else {
+        page::render_page(&input)
+    };
+    respond(StatusCode::OK, "text/html; charset=utf-8", body)
 }
 
-async fn landing(State(s): State<AppState>) -> Response {
-    let published = s.engine.verdict();
-    let r = readyz::render_all(
-        &published.verdict,
-        stale(&s.engine),
-        &ReadyzQuery {
-            verbose: true,
-            ..Default::default()
-        },
-    );
-    let state = if r.status == StatusCode::OK {
-        "ready"
-    } else {
-        "NOT ready"
-    };
-    let tp = html_escape(&s.telemetry_path);
-    let body = format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>etcd-readiness-exporter</title></head>\n<body>\n<h1>etcd-readiness-exporter</h1>\n<p>This member is <b>{state}</b>.</p>\n<pre>{}</pre>\n<ul>\n<li><a href=\"/readyz?verbose\">/readyz?verbose</a></li>\n<li><a href=\"/readyz?format=json\">/readyz?format=json</a></li>\n<li><a href=\"/livez?verbose\">/livez?verbose</a></li>\n<li><a href=\"{tp}\">{tp}</a></li>\n<li><a href=\"/signals\">/signals</a></li>\n<li><a href=\"/policy\">/policy</a></li>\n</ul>\n</body></html>\n",
-        html_escape(&r.body)
-    );
-    respond(StatusCode::OK, "text/html; charset=utf-8", body)
+/// The transition history (the page's timeline) as JSON.
+async fn history(State(s): State<AppState>) -> Response {
+    let h = s.engine.history().snapshot();
+    respond(
+        StatusCode::OK,
+        JSON,
+        serde_json::to_string(&page::history_json(&h)).unwrap_or_default() + "\n",
+    )
 }
 
 async fn probe_not_found() -> Response {

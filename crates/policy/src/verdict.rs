@@ -57,6 +57,12 @@ pub struct CheckReport {
     pub since: SystemTime,
     /// The expression is not true but the hold-down (`for`) keeps the check passing.
     pub held: bool,
+    /// While `held`: how much of the hold-down is left before the check fails.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_secs"
+    )]
+    pub hold_left: Option<Duration>,
     /// The policy text of the check's expression.
     pub expr: String,
     /// Empty when passing (and not held); otherwise the failing terms with values,
@@ -97,6 +103,13 @@ impl Verdict {
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+fn ser_opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_secs(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 fn ser_unix<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

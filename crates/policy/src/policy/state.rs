@@ -188,15 +188,17 @@ impl Evaluator {
             .zip(&self.checks)
             .map(|(def, rt)| {
                 let in_state_for = now.saturating_duration_since(rt.since);
+                let hold_left = rt.held.then(|| {
+                    def.hold.unwrap_or_default().saturating_sub(
+                        rt.not_true_since
+                            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
+                    )
+                });
                 let explanation = if rt.raw == Tri::True {
                     String::new()
                 } else {
                     let why = policy.explain_with(def.root, readings, &vals);
-                    if rt.held {
-                        let left = def.hold.unwrap_or_default().saturating_sub(
-                            rt.not_true_since
-                                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
-                        );
+                    if let Some(left) = hold_left {
                         format!(
                             "{why} (held passing by `for {}`, {} left)",
                             super::eval::fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
@@ -213,6 +215,7 @@ impl Evaluator {
                     in_state_for,
                     since: now_wall.checked_sub(in_state_for).unwrap_or(now_wall),
                     held: rt.held,
+                    hold_left,
                     expr: def.expr_text.clone(),
                     explanation,
                     signals: def

@@ -1,0 +1,1129 @@
+//! The status page at `/` and the `/history` JSON: pure functions of what
+//! the engine published (the verdict, the [`HistorySnapshot`], the readings
+//! of the latest evaluation, the policy status) and the catalogue, so the
+//! exact HTML is snapshot-tested without a server and a request never locks
+//! the signal store or waits on etcd.
+//!
+//! The page is server-rendered HTML readable without JavaScript: a verdict
+//! banner, the checks, a 15-minute timeline (inline SVG, one lane for
+//! readiness and one per check, every span labelled in text and patterned,
+//! so colour is never the only signal), the signals, the policy in force and
+//! links to the machine endpoints. The part that changes (`<div id=live>`)
+//! is also served alone at `/?part=live`; a small inline script swaps it in
+//! every [`REFRESH_SECS`] seconds, and without JavaScript a `<noscript>` meta
+//! refresh reloads the page.
+//!
+//! Size: every lane has at most [`MAX_SPANS_PER_LANE`] spans whatever the
+//! flapping rate (runs of spans shorter than [`MIN_SPAN`] become one
+//! "flapping" span), explanations and errors are cut at [`MAX_TEXT`] bytes,
+//! so the page is bounded by [`page_budget`]; `page::tests` hold it.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use crate::engine::PolicyStatus;
+use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
+use crate::policy::eval::{describe_unknown, fmt_duration, fmt_num};
+use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
+use crate::verdict::{CheckKind, CheckState, Verdict, unix_seconds};
+
+/// The timeline's width in time.
+pub const WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Spans shorter than this, two or more in a row, are drawn as one
+/// "flapping" span with the number of changes.
+pub const MIN_SPAN: Duration = Duration::from_secs(30);
+/// At most this many spans per lane: every other span is at least
+/// [`MIN_SPAN`] long, so 2 × 15 min / 30 s + 1 = 61.
+pub const MAX_SPANS_PER_LANE: usize = 2 * (WINDOW.as_secs() / MIN_SPAN.as_secs()) as usize + 1;
+/// Longest explanation, error or reason shown, in bytes.
+pub const MAX_TEXT: usize = 1_000;
+/// Seconds between refreshes (script or meta refresh).
+pub const REFRESH_SECS: u32 = 5;
+
+/// The size budget of the page in bytes: a fixed part (head, CSS, script,
+/// banner, links, axis), a part per lane (readiness + checks, each with its
+/// worst-case timeline and table row), a part per configured signal, and
+/// the policy text once escaped. `page::tests` render the worst cases and
+/// hold the page to it; for the default policy and the built-in catalogue
+/// that is 128 KiB at most, whatever the history and the error texts
+/// (docs/status-page.md).
+/// [`page_budget`] for the default policy and the built-in catalogue.
+pub const DEFAULT_BUDGET: usize = 128 * 1024;
+
+pub fn page_budget(checks: usize, signals: usize, policy_text_escaped: usize) -> usize {
+    const FIXED: usize = 8 * 1024;
+    const PER_LANE: usize = 11 * 1024;
+    const PER_SIGNAL: usize = 1_600;
+    FIXED + PER_LANE * (checks + 1) + PER_SIGNAL * signals + policy_text_escaped
+}
+
+/// Everything one rendering reads, as the engine published it.
+pub struct PageInput<'a> {
+    pub verdict: &'a Verdict,
+    /// How long ago the verdict was published.
+    pub verdict_age: Duration,
+    /// The verdict is older than the engine should let it get.
+    pub stale: Option<Duration>,
+    pub history: &'a HistorySnapshot,
+    pub readings: &'a PublishedReadings,
+    /// How long ago the readings were taken (added to every signal's age).
+    pub readings_age: Duration,
+    pub catalogue: &'a Catalogue,
+    pub policy: &'a PolicyStatus,
+    pub telemetry_path: &'a str,
+    /// The wall clock at the request: the right edge of the timeline.
+    pub now: SystemTime,
+}
+
+/// Escape text for HTML element content and quoted attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, with a marker.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
+/// A wall-clock time as `2026-11-30 08:54:01Z`.
+fn wall(t: SystemTime) -> String {
+    match jiff::Timestamp::try_from(t) {
+        Ok(ts) => ts.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
+/// A wall-clock time as `08:54:01`.
+fn clock(t: SystemTime) -> String {
+    match jiff::Timestamp::try_from(t) {
+        Ok(ts) => ts.strftime("%H:%M:%S").to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
+fn ago(now: SystemTime, t: SystemTime) -> String {
+    match now.duration_since(t) {
+        Ok(d) => format!("{} ago", fmt_duration(d.as_secs_f64())),
+        Err(_) => "just now".to_string(),
+    }
+}
+
+/// `<time>` with the full time in `datetime` and `title`, the clock time
+/// alone when it is the same day as `now`, and how long ago.
+fn time_el(now: SystemTime, t: SystemTime) -> String {
+    let full = wall(t);
+    let short = if full.get(..10) == wall(now).get(..10) {
+        format!("{}Z", clock(t))
+    } else {
+        full.clone()
+    };
+    format!(
+        "<time datetime=\"{}\" title=\"{full}\">{short}</time> <small>({})</small>",
+        full.replace(' ', "T"),
+        ago(now, t)
+    )
+}
+
+/// A relative link from the page (kept relative so the page works behind
+/// `kubectl proxy` or any path prefix).
+fn rel(path: &str) -> String {
+    format!("./{}", path.trim_start_matches('/'))
+}
+
+const CSS: &str = "\
+*{box-sizing:border-box}\
+body{font:14px/1.4 system-ui,-apple-system,\"Segoe UI\",Roboto,\"DejaVu Sans\",sans-serif;margin:0 auto;padding:.5em 1em 2em;max-width:1400px;color:#1b1b1b;background:#fff}\
+h1{font-size:1.3em;margin:.3em 0}h2{font-size:1.1em;margin:1.2em 0 .4em;border-bottom:1px solid #ddd}\
+nav{font-size:.9em}nav a{margin-right:.9em;white-space:nowrap}\
+.banner{padding:.6em 1em;border-radius:6px;border:2px solid;font-size:1.15em}\
+.banner b{font-size:1.3em;letter-spacing:.03em}\
+.b-ready{background:#e3f4e1;border-color:#2e7d32}.b-notready{background:#fde3e1;border-color:#c62828}\
+.b-starting{background:#e3ecfa;border-color:#1f5fbf}\
+.scroll{overflow-x:auto}\
+table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #eee}\
+thead th{background:#f5f5f5;font-weight:600;white-space:nowrap}\
+td.x{overflow-wrap:anywhere;min-width:14em}code{font-size:.92em;overflow-wrap:anywhere}\
+.st{display:inline-block;padding:0 .45em;border-radius:3px;font-weight:600;white-space:nowrap;border:1px solid #999}\
+.st-pass,.st-ready{background:#c8e6c9}.st-fail,.st-notready{background:#ffcdd2}.st-unknown{background:#e1d5f0}\
+.st-held{background:#ffe0a3}.st-starting{background:#cfe0fb}\
+.tl th{width:11em;max-width:40vw;overflow-wrap:anywhere;font-weight:normal}.tl td{padding:2px 0}\
+.tl svg{display:block;width:100%;height:22px;background:#fafafa}\
+.lane rect{width:100%;height:100%;stroke:#fff;stroke-width:1}\
+.lane text{font-size:11px;dominant-baseline:middle;fill:#111}\
+.f-ready,.f-pass{fill:url(#p-ok)}.f-not_ready,.f-fail{fill:url(#p-fail)}.f-unknown{fill:url(#p-unk)}\
+.f-held{fill:url(#p-held)}.f-starting{fill:url(#p-start)}.f-flap{fill:url(#p-flap)}\
+.f-nodata,.f-removed{fill:#eee}.f-trunc{fill:url(#p-trunc)}\
+.axis{display:flex;justify-content:space-between;font-size:.8em;color:#555}\
+.note{background:#fff6d6;border-left:4px solid #e0a800;padding:.3em .6em}\
+pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.9em;max-height:40em}\
+.err{color:#b71c1c}small{color:#555}\
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}\
+@media (max-width:700px){body{padding:.3em .5em}.tl th{width:6.5em}.hide-n{display:none}th,td{padding:.2em .3em}.cards thead{display:none}.cards tr{display:block;border-bottom:1px solid #ccc;padding:.3em 0}.cards th,.cards td{display:block;border:0;padding:.1em .3em}.cards td[data-l]::before{content:attr(data-l) \": \";color:#555}.cards td.x{min-width:0}}";
+
+/// Fill patterns: each state has its own texture as well as its colour.
+const PATTERNS: &str = "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>\
+<pattern id=\"p-ok\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#81c784\"/></pattern>\
+<pattern id=\"p-fail\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ef9a9a\"/><path d=\"M0 8L8 0\" stroke=\"#c62828\" stroke-width=\"2\"/></pattern>\
+<pattern id=\"p-unk\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\"><rect width=\"6\" height=\"6\" fill=\"#d1c4e9\"/><circle cx=\"3\" cy=\"3\" r=\"1.2\" fill=\"#5e35b1\"/></pattern>\
+<pattern id=\"p-held\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffcc80\"/><path d=\"M0 4H8\" stroke=\"#ef6c00\" stroke-width=\"1.5\"/></pattern>\
+<pattern id=\"p-start\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#90caf9\"/></pattern>\
+<pattern id=\"p-flap\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffab91\"/><path d=\"M0 8L8 0M0 0L8 8\" stroke=\"#bf360c\" stroke-width=\"1.2\"/></pattern>\
+<pattern id=\"p-trunc\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#eee\"/><path d=\"M0 0L8 8\" stroke=\"#bbb\"/></pattern>\
+</defs></svg>";
+
+/// Swaps `#live` for `?part=live` every few seconds; a changed policy
+/// (sha256) reloads the whole page for the new text.
+const SCRIPT: &str = "(function(){var l=document.getElementById('live'),u=document.getElementById('upd');\
+if(!l||!window.fetch)return;u.textContent='live: refreshed every 5s';\
+setInterval(function(){fetch('?part=live',{cache:'no-store'}).then(function(r){if(!r.ok)throw r.status;return r.text()})\
+.then(function(t){var d=document.createElement('div');d.innerHTML=t;var n=d.firstElementChild;if(!n||n.id!=='live')return;\
+if(n.getAttribute('data-sha')!==l.getAttribute('data-sha')){location.reload();return}\
+l.replaceWith(n);l=n;u.textContent='live: updated '+new Date().toLocaleTimeString()})\
+.catch(function(e){u.textContent='live: update failed ('+e+'), retrying'})},5000)})();";
+
+/// The whole page.
+pub fn render_page(i: &PageInput) -> String {
+    let mut out = String::with_capacity(32 * 1024);
+    let verdict_word = banner_word(i);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>{} · etcd-readiness-exporter</title>\
+<noscript><meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\"></noscript>\
+<style>{CSS}</style></head>\n<body>\n{PATTERNS}\n\
+<header><h1>etcd-readiness-exporter</h1><nav aria-label=\"machine endpoints\">",
+        verdict_word.0
+    );
+    let tp = esc(&rel(i.telemetry_path));
+    for (href, text) in [
+        ("./readyz?verbose", "/readyz?verbose"),
+        ("./readyz?format=json", "/readyz?format=json"),
+        ("./livez?verbose", "/livez?verbose"),
+        (tp.as_str(), tp.trim_start_matches('.')),
+        ("./signals", "/signals"),
+        ("./policy", "/policy"),
+        ("./history", "/history"),
+    ] {
+        let _ = write!(out, "<a href=\"{href}\">{text}</a> ");
+    }
+    let _ = writeln!(
+        out,
+        "</nav> <small id=\"upd\">refreshes every {REFRESH_SECS}s</small></header>"
+    );
+    out.push_str(&render_live(i));
+    let _ = write!(
+        out,
+        "\n<h2>Policy text</h2>\n<pre id=\"policy-text\">{}</pre>\n\
+<script>{SCRIPT}</script>\n</body></html>\n",
+        esc(i.policy.policy.source())
+    );
+    out
+}
+
+/// (`READY`, class) for the banner.
+fn banner_word(i: &PageInput) -> (&'static str, &'static str) {
+    let v = i.verdict;
+    if i.stale.is_some() {
+        ("NOT READY", "notready")
+    } else if v.ready {
+        ("READY", "ready")
+    } else if v.reason.is_some() && v.checks.is_empty() {
+        ("STARTING", "starting")
+    } else {
+        ("NOT READY", "notready")
+    }
+}
+
+/// The part of the page that changes: banner, checks, timeline, signals,
+/// policy metadata. Served alone at `/?part=live`.
+pub fn render_live(i: &PageInput) -> String {
+    let mut out = String::with_capacity(24 * 1024);
+    let _ = writeln!(
+        out,
+        "<div id=\"live\" data-sha=\"{}\">",
+        esc(i.policy.policy.sha256())
+    );
+    banner(&mut out, i);
+    checks_table(&mut out, i);
+    timeline(&mut out, i);
+    signals_table(&mut out, i);
+    policy_meta(&mut out, i);
+    out.push_str("</div>");
+    out
+}
+
+fn banner(out: &mut String, i: &PageInput) {
+    let (word, class) = banner_word(i);
+    let v = i.verdict;
+    // Since when, from the history, when it agrees with the verdict shown.
+    let shown = match class {
+        "ready" => LaneState::Ready,
+        "starting" => LaneState::Starting,
+        _ => LaneState::NotReady,
+    };
+    let since = i
+        .history
+        .current
+        .iter()
+        .find(|(l, s, _)| *l == Lane::Readiness && *s == shown)
+        .map(|(_, _, at)| *at);
+    let _ = write!(
+        out,
+        "<section class=\"banner b-{class}\" role=\"status\" aria-live=\"polite\" id=\"verdict\" data-verdict=\"{class}\">\
+This member is <b>{word}</b>"
+    );
+    if let Some(s) = since {
+        let _ = write!(out, " since {}", time_el(i.now, s));
+    }
+    out.push_str("<br>");
+    if let Some(age) = i.stale {
+        let _ = write!(
+            out,
+            "<span class=\"err\">verdict is stale: the last evaluation was {} ago (evaluator wedged)</span>",
+            fmt_duration(age.as_secs_f64())
+        );
+    } else if let Some(r) = &v.reason {
+        let _ = write!(out, "{}", esc(&cut(r, MAX_TEXT)));
+    } else {
+        let failing: Vec<&str> = v
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Check && c.state != CheckState::Pass)
+            .map(|c| c.name.as_str())
+            .collect();
+        let warns = v
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Warn && c.state != CheckState::Pass)
+            .count();
+        let checks = v
+            .checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Check)
+            .count();
+        if failing.is_empty() {
+            let _ = write!(out, "all {checks} checks pass");
+        } else {
+            let _ = write!(
+                out,
+                "{} of {checks} checks not passing: {}",
+                failing.len(),
+                esc(&cut(&failing.join(", "), MAX_TEXT))
+            );
+        }
+        if warns > 0 {
+            let _ = write!(
+                out,
+                "; {warns} warning{} raised",
+                if warns == 1 { "" } else { "s" }
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        " <small>· evaluated {} ago</small></section>",
+        fmt_duration(i.verdict_age.as_secs_f64())
+    );
+}
+
+fn state_badge(s: LaneState) -> String {
+    let class = match s {
+        LaneState::NotReady => "notready",
+        other => other.as_str(),
+    };
+    format!("<span class=\"st st-{class}\">{}</span>", s.as_str())
+}
+
+fn checks_table(out: &mut String, i: &PageInput) {
+    let v = i.verdict;
+    out.push_str("<h2 id=\"checks\">Checks</h2>\n");
+    if v.checks.is_empty() {
+        out.push_str("<p>No check has been evaluated yet.</p>\n");
+        return;
+    }
+    out.push_str(
+        "<div class=\"scroll\"><table id=\"checks-table\" class=\"cards\"><thead><tr><th scope=\"col\">Check</th><th scope=\"col\">Kind</th>\
+<th scope=\"col\">State</th><th scope=\"col\">Since</th><th scope=\"col\">Hold-down left</th><th scope=\"col\">Explanation</th></tr></thead><tbody>\n",
+    );
+    let policy = &i.policy.policy;
+    for c in &v.checks {
+        let kind = match c.kind {
+            CheckKind::Check => "check",
+            CheckKind::Warn => "warn",
+        };
+        let state = match c.state {
+            CheckState::Pass if c.held => LaneState::Held,
+            CheckState::Pass => LaneState::Pass,
+            CheckState::Fail => LaneState::Fail,
+            CheckState::Unknown => LaneState::Unknown,
+        };
+        let hold = policy.check(&c.name).and_then(|d| d.hold);
+        let hold_cell = match (c.hold_left, hold) {
+            (Some(left), Some(h)) => format!(
+                "{} of {}",
+                fmt_duration(left.as_secs_f64()),
+                fmt_duration(h.as_secs_f64())
+            ),
+            (Some(left), None) => fmt_duration(left.as_secs_f64()),
+            (None, Some(h)) => format!("— <small>(for {})</small>", fmt_duration(h.as_secs_f64())),
+            (None, None) => "—".to_string(),
+        };
+        let explanation = if c.explanation.is_empty() {
+            "<small>passing</small>".to_string()
+        } else {
+            esc(&cut(&c.explanation, MAX_TEXT))
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-check=\"{}\" data-state=\"{}\"><th scope=\"row\">{}<br><code>{}</code></th><td data-l=\"kind\">{kind}</td><td>{}</td>\
+<td data-l=\"since\">{}</td><td data-l=\"hold-down left\">{hold_cell}</td><td class=\"x\">{explanation}</td></tr>",
+            esc(&c.name),
+            state.as_str(),
+            esc(&c.name),
+            esc(&cut(&c.expr, MAX_TEXT)),
+            state_badge(state),
+            time_el(i.now, c.since),
+        );
+    }
+    out.push_str("</tbody></table></div>\n");
+}
+
+/// What a span of a lane shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpanKind {
+    State(LaneState),
+    /// Before recording started or before the lane existed.
+    NoData,
+    /// Transitions were dropped to keep the buffer bounded.
+    Truncated,
+    /// A run of short spans with this many changes between them.
+    Flapping(u32),
+}
+
+impl SpanKind {
+    fn class(self) -> &'static str {
+        match self {
+            SpanKind::State(LaneState::Ready) => "ready",
+            SpanKind::State(LaneState::NotReady) => "not_ready",
+            SpanKind::State(LaneState::Starting) => "starting",
+            SpanKind::State(LaneState::Pass) => "pass",
+            SpanKind::State(LaneState::Held) => "held",
+            SpanKind::State(LaneState::Fail) => "fail",
+            SpanKind::State(LaneState::Unknown) => "unknown",
+            SpanKind::State(LaneState::Removed) => "removed",
+            SpanKind::NoData => "nodata",
+            SpanKind::Truncated => "trunc",
+            SpanKind::Flapping(_) => "flap",
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            SpanKind::State(s) => s.as_str().to_string(),
+            SpanKind::NoData => "no data".to_string(),
+            SpanKind::Truncated => "truncated".to_string(),
+            SpanKind::Flapping(n) => {
+                format!("flapping, {n} change{}", if n == 1 { "" } else { "s" })
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Span {
+    from: SystemTime,
+    to: SystemTime,
+    kind: SpanKind,
+    /// For a flapping span: the states it covers, in order (at most
+    /// [`MAX_DETAIL`] listed), for its tooltip.
+    detail: String,
+}
+
+/// Most states a flapping span's tooltip lists.
+const MAX_DETAIL: usize = 8;
+
+impl Span {
+    fn len(&self) -> Duration {
+        self.to.duration_since(self.from).unwrap_or_default()
+    }
+}
+
+/// The spans of one lane over `[start, now]`, coalesced so that there are
+/// at most [`MAX_SPANS_PER_LANE`].
+fn lane_spans(h: &HistorySnapshot, lane: &Lane, start: SystemTime, now: SystemTime) -> Vec<Span> {
+    let mut raw: Vec<Span> = Vec::new();
+    let push = |raw: &mut Vec<Span>, from: SystemTime, to: SystemTime, kind: SpanKind| {
+        let from = from.max(start);
+        let to = to.min(now);
+        if to <= from {
+            return;
+        }
+        match raw.last_mut() {
+            Some(last) if last.kind == kind && last.to >= from => last.to = to,
+            _ => raw.push(Span {
+                from,
+                to,
+                kind,
+                detail: String::new(),
+            }),
+        }
+    };
+    // The state at the start of the window, and from when history is whole.
+    let mut cursor = h.started.min(now);
+    let mut state = SpanKind::NoData;
+    push(&mut raw, start, cursor, SpanKind::NoData);
+    if let Some(du) = h.dropped_until {
+        push(&mut raw, cursor, du, SpanKind::Truncated);
+        cursor = cursor.max(du);
+        state = h
+            .base
+            .iter()
+            .find(|(l, _)| l == lane)
+            .map_or(SpanKind::NoData, |(_, s)| SpanKind::State(*s));
+    }
+    for t in h.transitions.iter().filter(|t| t.lane == *lane) {
+        if t.at > cursor {
+            push(&mut raw, cursor, t.at, state);
+            cursor = t.at;
+        }
+        state = SpanKind::State(t.to);
+    }
+    push(&mut raw, cursor, now, state);
+    for s in &mut raw {
+        if s.kind == SpanKind::State(LaneState::Removed) {
+            s.kind = SpanKind::NoData;
+        }
+    }
+    coalesce(raw)
+}
+
+/// Runs of two or more spans shorter than [`MIN_SPAN`] become one flapping
+/// span counting the changes in it.
+fn coalesce(raw: Vec<Span>) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::with_capacity(raw.len().min(MAX_SPANS_PER_LANE));
+    let mut run: Vec<Span> = Vec::new();
+    let flush = |out: &mut Vec<Span>, run: &mut Vec<Span>| {
+        match run.len() {
+            0 => {}
+            1 => out.push(run[0].clone()),
+            n => {
+                let mut detail: Vec<String> = run
+                    .iter()
+                    .take(MAX_DETAIL)
+                    .map(|s| format!("{} {}", s.kind.label(), fmt_duration(s.len().as_secs_f64())))
+                    .collect();
+                if n > MAX_DETAIL {
+                    detail.push(format!("… {} more", n - MAX_DETAIL));
+                }
+                out.push(Span {
+                    from: run[0].from,
+                    to: run[n - 1].to,
+                    kind: SpanKind::Flapping(n as u32 - 1),
+                    detail: detail.join(" → "),
+                })
+            }
+        }
+        run.clear();
+    };
+    for s in raw {
+        if s.len() < MIN_SPAN {
+            run.push(s);
+        } else {
+            flush(&mut out, &mut run);
+            out.push(s);
+        }
+    }
+    flush(&mut out, &mut run);
+    out
+}
+
+fn pct(d: Duration) -> f64 {
+    d.as_secs_f64() / WINDOW.as_secs_f64() * 100.0
+}
+
+fn timeline(out: &mut String, i: &PageInput) {
+    let now = i.now;
+    let start = now.checked_sub(WINDOW).unwrap_or(SystemTime::UNIX_EPOCH);
+    let h = i.history;
+    out.push_str("<h2 id=\"timeline\">Last 15 minutes</h2>\n");
+    if let Some(du) = h.dropped_until.filter(|du| *du > start) {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\" id=\"truncated\">History truncated: {} older transitions were dropped to keep \
+the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
+            h.dropped,
+            clock(du)
+        );
+    }
+    let mut lanes: Vec<(Lane, &str)> = vec![(Lane::Readiness, "readiness")];
+    for c in &i.verdict.checks {
+        let lane = h
+            .current
+            .iter()
+            .find(|(l, _, _)| matches!(l, Lane::Check(n) if **n == *c.name))
+            .map_or_else(
+                || Lane::Check(c.name.as_str().into()),
+                |(l, _, _)| l.clone(),
+            );
+        lanes.push((
+            lane,
+            match c.kind {
+                CheckKind::Check => "check",
+                CheckKind::Warn => "warn",
+            },
+        ));
+    }
+    out.push_str("<div class=\"scroll\"><table class=\"tl\" id=\"timeline-table\"><tbody>\n");
+    for (lane, kind) in &lanes {
+        let spans = lane_spans(h, lane, start, now);
+        let name = esc(lane.name());
+        let label = if *lane == Lane::Readiness {
+            "<b>readiness</b>".to_string()
+        } else {
+            format!("{name} <small>{kind}</small>")
+        };
+        let _ = write!(
+            out,
+            "<tr data-lane=\"{}\"><th scope=\"row\">{label}</th><td><svg class=\"lane\" role=\"img\" aria-label=\"{name}: {} spans over the last 15 minutes\">",
+            if *lane == Lane::Readiness {
+                "readiness".to_string()
+            } else {
+                format!("check:{name}")
+            },
+            spans.len()
+        );
+        for s in &spans {
+            let from = s.from.duration_since(start).unwrap_or_default();
+            let x = pct(from);
+            let w = pct(s.len()).max(0.25);
+            let text = s.kind.label();
+            let _ = write!(
+                out,
+                "<svg x=\"{x:.2}%\" width=\"{w:.2}%\" class=\"f-{}\"><title>{text}: {}–{} ({}){}{}</title><rect/><text x=\"3\" y=\"11\">{text}</text></svg>",
+                s.kind.class(),
+                clock(s.from),
+                clock(s.to),
+                fmt_duration(s.len().as_secs_f64()),
+                if s.detail.is_empty() { "" } else { ": " },
+                s.detail,
+            );
+        }
+        out.push_str("</svg></td></tr>\n");
+    }
+    let _ = write!(
+        out,
+        "<tr><th></th><td><div class=\"axis\"><span>{} (−15m)</span><span class=\"hide-n\">{} (−10m)</span>\
+<span class=\"hide-n\">{} (−5m)</span><span>{} (now)</span></div></td></tr>\n</tbody></table></div>\n",
+        clock(start),
+        clock(start + WINDOW / 3),
+        clock(start + 2 * WINDOW / 3),
+        clock(now)
+    );
+}
+
+/// The value of a signal with its unit, as the page shows it.
+fn value_text(ty: SignalType, unit: &str, r: &Reading) -> String {
+    match r.value {
+        None => "—".to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Num(n)) if ty == SignalType::Duration || unit == "s" => fmt_duration(n),
+        Some(Value::Num(n)) if unit.is_empty() => fmt_num(n),
+        Some(Value::Num(n)) => format!("{} {unit}", fmt_num(n)),
+    }
+}
+
+fn signals_table(out: &mut String, i: &PageInput) {
+    out.push_str(
+        "<h2 id=\"signals\">Signals</h2>\n<div class=\"scroll\"><table id=\"signals-table\" class=\"cards\"><thead><tr><th scope=\"col\">Signal</th>\
+<th scope=\"col\">Value</th><th scope=\"col\">Known</th><th scope=\"col\">Age</th><th scope=\"col\">Source</th><th scope=\"col\">Last error</th></tr></thead><tbody>\n",
+    );
+    let cat = i.catalogue;
+    for (id, def) in cat.iter() {
+        if !cat.is_enabled(id) {
+            continue;
+        }
+        let r = i
+            .readings
+            .readings
+            .get(id.index())
+            .unwrap_or(&Reading::NEVER);
+        let known = match &r.unknown {
+            _ if r.value.is_some() => "<span class=\"st st-pass\">known</span>".to_string(),
+            // The error itself is in the last column.
+            Unknown::Failed { ago, .. } => format!(
+                "<span class=\"st st-unknown\">unknown</span> <small>last sample failed {} ago</small>",
+                fmt_duration(ago.as_secs_f64())
+            ),
+            _ => format!(
+                "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
+                esc(&cut(&describe_unknown(r), MAX_TEXT))
+            ),
+        };
+        let age = r.last_good_age.map_or("—".to_string(), |a| {
+            fmt_duration((a + i.readings_age).as_secs_f64())
+        });
+        let error = match &r.unknown {
+            Unknown::Failed { error, .. } => {
+                format!("<span class=\"err\">{}</span>", esc(&cut(error, MAX_TEXT)))
+            }
+            _ => "—".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td data-l=\"value\">{}</td><td>{known}</td><td data-l=\"age\">{age}</td><td data-l=\"source\">{}</td><td class=\"x\" data-l=\"last error\">{error}</td></tr>",
+            esc(&def.name),
+            esc(&cut(&def.help, MAX_TEXT)),
+            esc(&def.name),
+            esc(&value_text(def.ty, def.unit, r)),
+            esc(&def.source.label()),
+        );
+    }
+    out.push_str("</tbody></table></div>\n");
+}
+
+fn policy_meta(out: &mut String, i: &PageInput) {
+    let p = &i.policy;
+    let _ = write!(
+        out,
+        "<h2 id=\"policy\">Policy in force</h2>\n<dl><dt>file</dt><dd><code>{}</code></dd><dt>sha256</dt><dd><code>{}</code></dd>\
+<dt>loaded at</dt><dd>{}</dd><dt>summary</dt><dd>{}</dd><dt>last reload error</dt><dd>{}</dd></dl>\n",
+        esc(p.policy.path()),
+        esc(p.policy.sha256()),
+        time_el(i.now, p.loaded_at),
+        esc(&p.policy.summary()),
+        match &p.last_reload_error {
+            None => "none".to_string(),
+            Some(e) => format!(
+                "<pre class=\"err\" id=\"reload-error\">{}</pre>",
+                esc(&cut(e, 4 * MAX_TEXT))
+            ),
+        }
+    );
+}
+
+/// `/history` as JSON: the ring buffer with its bound and what was dropped.
+pub fn history_json(h: &HistorySnapshot) -> serde_json::Value {
+    fn lane(l: &Lane) -> (&'static str, &str) {
+        match l {
+            Lane::Readiness => ("readiness", l.name()),
+            Lane::Check(_) => ("check", l.name()),
+        }
+    }
+    json!({
+        "capacity": CAPACITY,
+        "started_at": unix_seconds(h.started),
+        "dropped": h.dropped,
+        "dropped_until": h.dropped_until.map(unix_seconds),
+        "base": h.base.iter().map(|(l, s)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s})
+        }).collect::<Vec<_>>(),
+        "current": h.current.iter().map(|(l, s, since)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s, "since": unix_seconds(*since)})
+        }).collect::<Vec<_>>(),
+        "transitions": h.transitions.iter().map(|t| {
+            let (kind, name) = lane(&t.lane);
+            json!({"at": unix_seconds(t.at), "kind": kind, "name": name, "state": t.to})
+        }).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DEFAULT_POLICY;
+    use crate::engine::history::History;
+    use crate::policy::Policy;
+    use crate::verdict::{CheckReport, UsedSignal};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn at(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + s)
+    }
+
+    fn report(name: &str, kind: CheckKind, state: CheckState, why: &str) -> CheckReport {
+        CheckReport {
+            name: name.into(),
+            kind,
+            state,
+            in_state_for: Duration::from_secs(60),
+            since: at(840),
+            held: false,
+            hold_left: None,
+            expr: format!("{name}_expr"),
+            explanation: why.into(),
+            signals: vec![UsedSignal {
+                name: "leader".into(),
+                value: None,
+            }],
+        }
+    }
+
+    /// The default policy's checks, with `failing` not passing.
+    fn verdict_of(policy: &Policy, failing: &[&str], why: &str) -> Verdict {
+        let checks: Vec<CheckReport> = policy
+            .checks()
+            .iter()
+            .map(|c| {
+                let st = if failing.contains(&c.name.as_str()) {
+                    CheckState::Fail
+                } else {
+                    CheckState::Pass
+                };
+                let mut r = report(
+                    &c.name,
+                    c.kind,
+                    st,
+                    if st == CheckState::Pass { "" } else { why },
+                );
+                r.expr = c.expr_text.clone();
+                r
+            })
+            .collect();
+        Verdict {
+            ready: Verdict::ready_from(&checks),
+            reason: None,
+            evaluated_at: at(900),
+            checks,
+        }
+    }
+
+    struct Fixture {
+        catalogue: Catalogue,
+        policy: PolicyStatus,
+        history: History,
+        verdict: Verdict,
+    }
+
+    fn fixture(policy_text: &str) -> Fixture {
+        let catalogue = Catalogue::builtin();
+        let policy = Arc::new(Policy::compile("/etc/ere/policy", policy_text, &catalogue).unwrap());
+        let history = History::new(Instant::now(), at(0));
+        let verdict = verdict_of(&policy, &[], "");
+        Fixture {
+            catalogue,
+            policy: PolicyStatus {
+                policy,
+                loaded_at: at(10),
+                last_reload_error: None,
+            },
+            history,
+            verdict,
+        }
+    }
+
+    fn render(f: &Fixture, readings: &[Reading], live: bool) -> String {
+        let h = f.history.snapshot();
+        let r = PublishedReadings {
+            at: Instant::now(),
+            wall: at(900),
+            readings: readings.to_vec(),
+        };
+        let input = PageInput {
+            verdict: &f.verdict,
+            verdict_age: Duration::from_millis(120),
+            stale: None,
+            history: &h,
+            readings: &r,
+            readings_age: Duration::from_millis(120),
+            catalogue: &f.catalogue,
+            policy: &f.policy,
+            telemetry_path: "/metrics",
+            now: at(900),
+        };
+        if live {
+            render_live(&input)
+        } else {
+            render_page(&input)
+        }
+    }
+
+    /// A fixed run: starting, ready at 5 s, `linearizable_read` fails from
+    /// 600 s to 700 s (unknown for the first 20 s), readiness follows.
+    fn scripted(f: &Fixture) -> Vec<Reading> {
+        let p = &f.policy.policy;
+        let now = Instant::now();
+        f.history
+            .observe(&Verdict::starting(at(0)), &[], now, at(0));
+        f.history.observe(&verdict_of(p, &[], ""), &[], now, at(5));
+        let mut v = verdict_of(p, &["linearizable_read"], "qget_ms is unknown");
+        v.checks[1].state = CheckState::Unknown;
+        f.history.observe(&v, &[], now, at(600));
+        f.history.observe(
+            &verdict_of(
+                p,
+                &["linearizable_read"],
+                "qget_ms < 1000 is false (qget_ms = 1432)",
+            ),
+            &[],
+            now,
+            at(620),
+        );
+        f.history
+            .observe(&verdict_of(p, &[], ""), &[], now, at(700));
+        f.history.observe(
+            &verdict_of(p, &["serializable_read"], "x"),
+            &[],
+            now,
+            at(840),
+        );
+        let mut readings = vec![Reading::NEVER; f.catalogue.len()];
+        readings[f.catalogue.id("leader").index()] = Reading::known(Value::Bool(true));
+        readings[f.catalogue.id("qget_ms").index()] = Reading::known(Value::Num(12.5));
+        readings[f.catalogue.id("sget_ms").index()] = Reading::failed(
+            "Range: deadline exceeded <after 250ms>",
+            Duration::from_secs(1),
+        );
+        readings
+    }
+
+    #[test]
+    fn snapshot_of_a_fixed_verdict_and_history() {
+        let mut f = fixture(DEFAULT_POLICY);
+        let readings = scripted(&f);
+        f.verdict = verdict_of(
+            &f.policy.policy,
+            &["serializable_read"],
+            "sget_ms < 1000 is unknown (sget_ms: last sample failed 1s ago: Range: deadline exceeded <after 250ms>)",
+        );
+        f.policy.last_reload_error =
+            Some("policy:3:7: unknown signal `ledaer` <did you mean `leader`?>".into());
+        let page = render(&f, &readings, false);
+        eprintln!("fixed page: {} bytes", page.len());
+        insta::assert_snapshot!("status_page_full", page);
+        insta::assert_snapshot!("status_page_live", render(&f, &readings, true));
+    }
+
+    #[test]
+    fn policy_text_reload_errors_and_explanations_are_escaped() {
+        let text = format!("{DEFAULT_POLICY}\n# </pre><script>alert('x')</script> & \"q\"\n");
+        let mut f = fixture(&text);
+        f.verdict = verdict_of(
+            &f.policy.policy,
+            &["leader"],
+            "<img src=x onerror=alert(1)>",
+        );
+        f.policy.last_reload_error = Some("</pre><script>bad()</script>".into());
+        let page = render(&f, &[], false);
+        assert!(!page.contains("<script>alert"), "policy text not escaped");
+        assert!(!page.contains("<script>bad"), "reload error not escaped");
+        assert!(!page.contains("<img"), "explanation not escaped");
+        assert!(page.contains(
+            "&lt;/pre&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        ));
+        assert_eq!(
+            page.matches("<script>").count(),
+            1,
+            "only the page's own script"
+        );
+    }
+
+    /// Worst case for a lane: a long span (exactly MIN_SPAN) then a single
+    /// short one, over and over: nothing coalesces, the most spans there can be.
+    fn worst_history(f: &Fixture) {
+        let p = &f.policy.policy;
+        let names: Vec<&str> = p.checks().iter().map(|c| c.name.as_str()).collect();
+        let now = Instant::now();
+        let mut t = 0;
+        let mut fail = false;
+        while t < 900 {
+            let failing: &[&str] = if fail { &names } else { &[] };
+            let why = "x".repeat(5000);
+            f.history
+                .observe(&verdict_of(p, failing, &why), &[], now, at(t));
+            t += if fail { 1 } else { MIN_SPAN.as_secs() };
+            fail = !fail;
+        }
+    }
+
+    fn lane_span_counts(page: &str) -> Vec<usize> {
+        page.split("<tr data-lane=")
+            .skip(1)
+            .map(|lane| {
+                lane.split("</svg></td>")
+                    .next()
+                    .unwrap()
+                    .matches("<svg x=")
+                    .count()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_page_holds_its_budget_for_the_default_policy_whatever_the_history() {
+        let mut f = fixture(DEFAULT_POLICY);
+        worst_history(&f);
+        f.verdict = verdict_of(
+            &f.policy.policy,
+            &f.policy
+                .policy
+                .checks()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>(),
+            &"y".repeat(5000),
+        );
+        f.policy.last_reload_error = Some("e".repeat(100_000));
+        let readings: Vec<Reading> = (0..f.catalogue.len())
+            .map(|_| Reading::failed(&"z".repeat(100_000), Duration::from_secs(1)))
+            .collect();
+        let page = render(&f, &readings, false);
+        let counts = lane_span_counts(&page);
+        assert_eq!(counts.len(), f.policy.policy.checks().len() + 1);
+        // Every lane is at the worst case: the bound is reached, not beyond.
+        assert!(
+            counts
+                .iter()
+                .all(|n| *n > MAX_SPANS_PER_LANE * 3 / 4 && *n <= MAX_SPANS_PER_LANE),
+            "{counts:?}"
+        );
+        let budget = page_budget(
+            f.policy.policy.checks().len(),
+            f.catalogue.len(),
+            esc(f.policy.policy.source()).len(),
+        );
+        assert!(page.len() <= budget, "{} > {budget}", page.len());
+        assert!(
+            page.len() <= DEFAULT_BUDGET,
+            "{} > {DEFAULT_BUDGET}",
+            page.len()
+        );
+        eprintln!(
+            "worst-case default page: {} bytes (budget {budget})",
+            page.len()
+        );
+    }
+
+    #[test]
+    fn the_page_holds_its_budget_for_the_largest_policy() {
+        let mut text = String::new();
+        for i in 0..crate::policy::limits::MAX_CHECKS {
+            let _ = writeln!(
+                text,
+                "check c_{i:03}_{}: leader && qget_ms < 1000",
+                "n".repeat(40)
+            );
+        }
+        while text.len() + 80 < crate::policy::limits::MAX_POLICY_BYTES {
+            text.push_str(
+                "# <<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<\n",
+            );
+        }
+        let f = fixture(&text);
+        worst_history(&f);
+        let page = render(&f, &[], false);
+        let counts = lane_span_counts(&page);
+        assert_eq!(counts.len(), crate::policy::limits::MAX_CHECKS + 1);
+        assert!(
+            counts.iter().all(|n| *n <= MAX_SPANS_PER_LANE),
+            "{counts:?}"
+        );
+        let budget = page_budget(
+            f.policy.policy.checks().len(),
+            f.catalogue.len(),
+            esc(f.policy.policy.source()).len(),
+        );
+        assert!(page.len() <= budget, "{} > {budget}", page.len());
+        eprintln!(
+            "worst-case largest page: {} bytes (budget {budget})",
+            page.len()
+        );
+    }
+
+    #[test]
+    fn coalescing_bounds_the_spans_whatever_the_pattern() {
+        let start = at(0);
+        let now = at(900);
+        for step_ms in [1u64, 7, 250, 999, 1000, 14_999, 29_999, 30_000, 31_000] {
+            let mut raw = Vec::new();
+            let mut t = start;
+            let mut fail = false;
+            while t < now {
+                let to = (t
+                    + Duration::from_millis(step_ms)
+                    + if fail { Duration::ZERO } else { MIN_SPAN })
+                .min(now);
+                let s = if fail {
+                    LaneState::Fail
+                } else {
+                    LaneState::Pass
+                };
+                raw.push(Span {
+                    from: t,
+                    to,
+                    kind: SpanKind::State(s),
+                    detail: String::new(),
+                });
+                t = to;
+                fail = !fail;
+            }
+            let out = coalesce(raw);
+            assert!(
+                out.len() <= MAX_SPANS_PER_LANE,
+                "step {step_ms}: {}",
+                out.len()
+            );
+            // The spans still tile the window.
+            assert_eq!(out.first().unwrap().from, start);
+            assert_eq!(out.last().unwrap().to, now);
+            assert!(out.windows(2).all(|w| w[0].to == w[1].from));
+        }
+    }
+
+    #[test]
+    fn a_truncated_history_is_said_and_lanes_resume_from_their_base_state() {
+        let mut f = fixture(DEFAULT_POLICY);
+        f.history = History::with_capacity(4, Instant::now(), at(0));
+        let p = f.policy.policy.clone();
+        let now = Instant::now();
+        for i in 0..10u64 {
+            let failing: &[&str] = if i % 2 == 1 { &["leader"] } else { &[] };
+            f.verdict = verdict_of(&p, failing, "leader is false");
+            f.history.observe(&f.verdict, &[], now, at(100 + 10 * i));
+        }
+        let snap = f.history.snapshot();
+        assert_eq!(snap.transitions.len(), 4);
+        assert!(snap.dropped > 0);
+        let lane = Lane::Check("leader".into());
+        let spans = lane_spans(&snap, &lane, at(0), at(900));
+        assert_eq!(spans[0].kind, SpanKind::Truncated);
+        assert_eq!(spans[0].from, at(0));
+        assert_eq!(spans[0].to, snap.dropped_until.unwrap());
+        // From there on the lane is drawn from its base state, then the kept transitions.
+        let last = spans.last().unwrap();
+        assert_eq!(
+            (last.kind, last.from, last.to),
+            (SpanKind::State(LaneState::Fail), at(190), at(900))
+        );
+        let page = render(&f, &[], false);
+        assert!(
+            page.contains("id=\"truncated\""),
+            "the page says the history is truncated"
+        );
+        assert!(page.contains(&format!("were dropped to keep the buffer at {CAPACITY}")));
+        assert!(page.contains(">truncated</text>"));
+    }
+}
