@@ -321,7 +321,7 @@ def run(args):
             log = open(os.path.join(workdir, f"exporter{k + 1}.log"), "ab")
             exporters.append(subprocess.Popen(
                 [exporter, "--etcd.endpoint", cluster.url(k),
-                 "--web.listen-address", f"127.0.0.1:{ports[k]}"],
+                 "--web.listen-address", f"127.0.0.1:{ports[k]}"] + args.exporter_arg,
                 stdout=log, stderr=log))
         wait(lambda: all(http("GET", f"http://127.0.0.1:{p}/readyz")[0] == 200 for p in ports),
              60, "every exporter ready")
@@ -505,6 +505,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exporter", default=os.path.join(ROOT, "target/release/etcd-readiness-exporter"))
     ap.add_argument("--json", help="also write the raw figures here")
+    ap.add_argument("--exporter-arg", action="append", default=[],
+                    help="extra exporter flag (for experiments; the recorded runs use none)")
     args = ap.parse_args()
     out = run(args)
     report(out)

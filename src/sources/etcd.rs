@@ -12,12 +12,18 @@
 //!   [`EtcdConfig::retry`]; when it opens again, Status and the reads run at
 //!   once instead of at their next turn.
 //! - **status**: `Maintenance.Status`, answered locally by the member, every
-//!   [`EtcdConfig::fast`] (a tenth of `--sample.interval`).
+//!   [`EtcdConfig::fast`] (a tenth of `--sample.interval`). While it is in
+//!   flight its signals keep their last answer for [`EtcdConfig::trust`]
+//!   (two fast periods); a Status pending longer makes them unknown ("the
+//!   last answer is outdated"), so a frozen member is seen in about
+//!   `fast/2 + trust`, not after the call's timeout.
 //! - **reads**: a linearizable single-key, keys-only Range every
 //!   [`EtcdConfig::fast`], and a serializable one every `--sample.interval`
 //!   (every `fast` while it fails or is slow). While a read is in flight the
-//!   store carries it as pending ([`SignalStore::record_pending`]): a read
-//!   pending for 1 s proves `qget_ms < 1000` false before its timeout.
+//!   store carries it as pending ([`SignalStore::record_pending`]): the last
+//!   answer counts for [`EtcdConfig::trust`], then the reading is unknown,
+//!   and a read pending for 1 s proves `qget_ms < 1000` false before its
+//!   timeout.
 //!
 //! Every call is bounded twice: by the client's own request timeout and by a
 //! `tokio::time::timeout` around it. A loss of the connection bumps an epoch;
@@ -67,6 +73,14 @@ impl EtcdConfig {
     /// interval (100 ms by default), at least 10 ms.
     pub fn fast(&self) -> Duration {
         (self.interval / 10).max(MIN_FAST)
+    }
+
+    /// How long the last answer of Status or a read stays trusted while a
+    /// newer call is pending: two fast periods (200 ms by default). A call
+    /// pending longer makes its signals unknown ("the last answer is
+    /// outdated") until it answers or times out.
+    pub fn trust(&self) -> Duration {
+        self.fast().saturating_mul(2)
     }
 
     /// How often a lost connection is tried again: [`fast`](Self::fast), at
@@ -328,9 +342,21 @@ impl Shared {
     async fn status_loop(&self) {
         let fast = self.config.fast();
         let mut leader_changes = LeaderChanges::default();
+        let trust = self.config.trust();
+        let pending: Vec<SignalId> = self
+            .ids
+            .status_ids()
+            .into_iter()
+            .chain([self.ids.etcd_up])
+            .collect();
         loop {
             let epoch = self.epoch();
             let started = Instant::now();
+            self.record_in(epoch, |store| {
+                for id in &pending {
+                    store.record_pending(*id, started, None, trust, "Status");
+                }
+            });
             let result = self.status().await;
             let took = started.elapsed();
             let recorded = self.record_in(epoch, |store| match &result {
@@ -361,6 +387,7 @@ impl Shared {
     async fn read_loop(&self) {
         let cfg = &self.config;
         let fast = cfg.fast();
+        let trust = cfg.trust();
         let mut next_sget = Instant::now();
         loop {
             let epoch = self.epoch();
@@ -370,9 +397,9 @@ impl Shared {
             // (unless the connection was lost meanwhile: a loss ends them).
             let ids = self.ids;
             self.record_in(epoch, |store| {
-                store.record_pending(ids.qget_ms, started, 1000.0, "read");
+                store.record_pending(ids.qget_ms, started, Some(1000.0), trust, "read");
                 if with_sget {
-                    store.record_pending(ids.sget_ms, started, 1000.0, "read");
+                    store.record_pending(ids.sget_ms, started, Some(1000.0), trust, "read");
                 }
             });
             let (q, s) = tokio::join!(self.read(false), async {

@@ -407,3 +407,40 @@ fn a_pending_bound_is_exact_under_every_comparison_and_kept_by_monotone_arithmet
         assert_eq!(state(&ev, "c"), want, "{src} with a read pending ≥ {bound}");
     }
 }
+
+#[test]
+fn an_outdated_last_answer_is_unknown_until_the_bound_decides() {
+    use etcd_readiness_policy::signals::Unknown;
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check linearizable_read: qget_ms < 1000"), w.t0);
+    let id = w.c.id("qget_ms");
+    let outdated = |ms: u64| {
+        Reading {
+            value: None,
+            unknown: Unknown::Outdated {
+                waited: Duration::from_millis(ms),
+                trust: Duration::from_millis(200),
+                what: "read",
+            },
+            last_good_age: Some(Duration::from_millis(ms + 100)),
+            pending: None,
+        }
+        .with_pending(ms as f64, Duration::from_millis(ms), "read")
+    };
+    w.r[id.index()] = outdated(300);
+    ev.evaluate(&w.r, w.at(0.0));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Unknown);
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms unknown: the last answer is outdated: a read has been pending for 300ms, longer than 200ms"
+    );
+    w.r[id.index()] = outdated(1000);
+    ev.evaluate(&w.r, w.at(0.7));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Fail);
+    let rep = ev.report(&w.r, w.at(0.7), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms ≥ 1000: read pending for 1s)"
+    );
+}

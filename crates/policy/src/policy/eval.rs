@@ -273,30 +273,26 @@ impl Policy {
             return;
         };
         let item = match node.op {
-            Op::Signal(s) => Some(match readings.get(s.index()) {
-                Some(
-                    r @ Reading {
-                        pending: Some(p), ..
-                    },
-                ) => {
-                    let mut t = format!(
-                        "{} {}: {} pending for {}",
-                        self.signal_name(s),
-                        fmt_val(signal_val(Some(r), node.ty), node.ty),
-                        p.what,
-                        fmt_duration(p.waited.as_secs_f64())
-                    );
-                    if let Some(last) = signal_val(Some(r), node.ty).num() {
-                        let _ = write!(t, ", last {}", fmt_val(Val::N(Some(last)), node.ty));
+            Op::Signal(s) => {
+                let r = readings.get(s.index());
+                let v = signal_val(r, node.ty);
+                Some(match (v, r.and_then(|r| r.pending)) {
+                    (Val::AtLeast { last, .. }, Some(p)) => {
+                        let mut t = format!(
+                            "{} {}: {} pending for {}",
+                            self.signal_name(s),
+                            fmt_val(v, node.ty),
+                            p.what,
+                            fmt_duration(p.waited.as_secs_f64())
+                        );
+                        if let Some(last) = last {
+                            let _ = write!(t, ", last {}", fmt_val(Val::N(Some(last)), node.ty));
+                        }
+                        t
                     }
-                    t
-                }
-                r => format!(
-                    "{} = {}",
-                    self.signal_name(s),
-                    fmt_val(signal_val(r, node.ty), node.ty)
-                ),
-            }),
+                    _ => format!("{} = {}", self.signal_name(s), fmt_val(v, node.ty)),
+                })
+            }
             Op::Age(_) | Op::Let(_) => Some(format!(
                 "{} = {}",
                 super::check::collapse_ws(node.span.text(&self.source)),
@@ -572,16 +568,13 @@ fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
         }),
         SignalType::Number | SignalType::Duration,
     ) = (r, ty)
-        && p.at_least.is_finite()
+        && let Some(bound) = p.at_least.filter(|b| b.is_finite())
     {
         let last = match r.and_then(|r| r.value) {
             Some(Value::Num(n)) => finite(n),
             _ => None,
         };
-        return Val::AtLeast {
-            last,
-            bound: p.at_least,
-        };
+        return Val::AtLeast { last, bound };
     }
     match (r.and_then(|r| r.value), ty) {
         (Some(Value::Bool(b)), SignalType::Bool) => Val::B(Tri::from_bool(b)),
@@ -596,7 +589,9 @@ fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
 /// (and, with a measurement in flight, `; read pending for 0.3s`).
 pub fn describe_unknown(r: &Reading) -> String {
     let mut s = describe_unknown_only(r);
-    if let Some(p) = &r.pending {
+    if let Some(p) = &r.pending
+        && !matches!(r.unknown, Unknown::Outdated { .. })
+    {
         let _ = write!(
             s,
             "; {} pending for {}",
@@ -614,6 +609,15 @@ fn describe_unknown_only(r: &Reading) -> String {
         Unknown::Failed { error, ago } => format!(
             "last sample failed {} ago: {error}",
             fmt_duration(ago.as_secs_f64())
+        ),
+        Unknown::Outdated {
+            waited,
+            trust,
+            what,
+        } => format!(
+            "the last answer is outdated: a {what} has been pending for {}, longer than {}",
+            fmt_duration(waited.as_secs_f64()),
+            fmt_duration(trust.as_secs_f64())
         ),
         Unknown::Stale { age, bound } => format!(
             "last good sample is {} old (stale after {})",

@@ -47,13 +47,20 @@ pub enum Unknown {
     Failed { error: Arc<str>, ago: Duration },
     /// The last good sample is `age` old, beyond the signal's `bound`.
     Stale { age: Duration, bound: Duration },
+    /// A newer measurement has been pending for `waited`, longer than the
+    /// source trusts its last answer (`trust`): that answer is outdated.
+    Outdated {
+        waited: Duration,
+        trust: Duration,
+        what: &'static str,
+    },
 }
 
-/// A measurement in flight: its result will be at least `at_least` (in the
-/// signal's unit), because it has been pending for `waited`.
+/// A measurement in flight for `waited`: for a latency, its result will be
+/// at least `at_least` (in the signal's unit); `None` for other signals.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pending {
-    pub at_least: f64,
+    pub at_least: Option<f64>,
     pub waited: Duration,
     /// What is pending, in words ("read").
     pub what: &'static str,
@@ -109,7 +116,7 @@ impl Reading {
     /// will be at least `at_least`.
     pub fn with_pending(mut self, at_least: f64, waited: Duration, what: &'static str) -> Reading {
         self.pending = Some(Pending {
-            at_least,
+            at_least: Some(at_least),
             waited,
             what,
         });
@@ -141,7 +148,8 @@ struct Slot {
 #[derive(Clone, Copy, Debug)]
 struct PendingSince {
     since: Instant,
-    per_second: f64,
+    per_second: Option<f64>,
+    trust: Duration,
     what: &'static str,
 }
 
@@ -213,26 +221,28 @@ impl SignalStore {
         slot.pending = None;
     }
 
-    /// A measurement of `id` (a latency) was started at `since` and has not
-    /// answered yet: until the next `record_ok`/`record_err`, readings carry
-    /// a lower bound of (time waited × `per_second`), floored to a whole
-    /// unit so it never overstates. `per_second` is the signal's units per
-    /// second (1000 for a value in ms); a non-finite or negative one is
-    /// ignored (no bound).
+    /// A new measurement of `id` was started at `since` and has not answered
+    /// yet. Until the next `record_ok`/`record_err`:
+    /// - for a latency (`per_second` = the signal's units per second, 1000
+    ///   for a value in ms), readings carry a lower bound of (time waited ×
+    ///   `per_second`), floored to a whole unit so it never overstates; a
+    ///   non-finite or negative `per_second` gives no bound;
+    /// - once it has waited longer than `trust`, the last answer is
+    ///   outdated: the reading is unknown ([`Unknown::Outdated`]).
     pub fn record_pending(
         &self,
         id: SignalId,
         since: Instant,
-        per_second: f64,
+        per_second: Option<f64>,
+        trust: Duration,
         what: &'static str,
     ) {
-        if !per_second.is_finite() || per_second < 0.0 {
-            return;
-        }
+        let per_second = per_second.filter(|p| p.is_finite() && *p >= 0.0);
         let mut slots = self.lock_slots();
         slots[id.index()].pending = Some(PendingSince {
             since,
             per_second,
+            trust,
             what,
         });
     }
@@ -289,14 +299,23 @@ fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
     let mut r = reading_without_pending(slot, bound, now);
     if let Some(p) = slot.pending {
         let waited = now.saturating_duration_since(p.since);
-        let at_least = (waited.as_secs_f64() * p.per_second).floor();
-        if at_least.is_finite() {
-            r.pending = Some(Pending {
-                at_least,
+        let at_least = p
+            .per_second
+            .map(|ps| (waited.as_secs_f64() * ps).floor())
+            .filter(|b| b.is_finite());
+        if waited > p.trust && r.value.is_some() {
+            r.value = None;
+            r.unknown = Unknown::Outdated {
                 waited,
+                trust: p.trust,
                 what: p.what,
-            });
+            };
         }
+        r.pending = Some(Pending {
+            at_least,
+            waited,
+            what: p.what,
+        });
     }
     r
 }
@@ -426,29 +445,56 @@ mod tests {
         let id = c.id("qget_ms");
         let t0 = Instant::now();
         s.record_ok(id, Value::Num(3.0), t0);
-        s.record_pending(id, t0, 1000.0, "read");
+        s.record_pending(id, t0, Some(1000.0), Duration::from_secs(2), "read");
         assert!(s.any_pending());
         let r = s.reading(id, t0 + Duration::from_millis(1500));
         // The last answer stays the value; the bound rides along, floored.
         assert_eq!(r.value, Some(Value::Num(3.0)));
         let p = r.pending.expect("pending");
-        assert_eq!(p.at_least, 1500.0);
+        assert_eq!(p.at_least, Some(1500.0));
         assert_eq!(p.waited, Duration::from_millis(1500));
         assert_eq!(p.what, "read");
         let r = s.reading(id, t0 + Duration::from_micros(999_999));
-        assert_eq!(r.pending.map(|p| p.at_least), Some(999.0));
+        assert_eq!(r.pending.and_then(|p| p.at_least), Some(999.0));
+        // Waited longer than the last answer is trusted: outdated, unknown.
+        let r = s.reading(id, t0 + Duration::from_millis(2001));
+        assert_eq!(r.value, None);
+        assert_eq!(
+            r.unknown,
+            Unknown::Outdated {
+                waited: Duration::from_millis(2001),
+                trust: Duration::from_secs(2),
+                what: "read"
+            }
+        );
+        assert_eq!(r.pending.and_then(|p| p.at_least), Some(2001.0));
         // A result (good or failed) ends it.
         s.record_ok(id, Value::Num(1200.0), t0 + Duration::from_millis(1200));
         assert!(!s.any_pending());
         assert_eq!(s.reading(id, t0 + Duration::from_secs(2)).pending, None);
-        s.record_pending(id, t0, 1000.0, "read");
+        s.record_pending(id, t0, Some(1000.0), Duration::from_secs(2), "read");
         s.record_err(id, Arc::from("timed out"), t0 + Duration::from_secs(3));
         assert_eq!(s.reading(id, t0 + Duration::from_secs(4)).pending, None);
-        // Absurd scales are ignored, never a panic.
+        // Absurd scales give no bound, never a panic; a failed last sample
+        // keeps its own reason.
         for bad in [f64::NAN, f64::INFINITY, -1.0] {
-            s.record_pending(id, t0, bad, "read");
-            assert!(!s.any_pending());
+            s.record_pending(id, t0, Some(bad), Duration::ZERO, "read");
+            let r = s.reading(id, t0 + Duration::from_secs(9));
+            assert_eq!(r.pending.map(|p| p.at_least), Some(None));
+            assert!(matches!(r.unknown, Unknown::Failed { .. }), "{r:?}");
         }
+        // A bool (no bound) is outdated the same way.
+        let leader = c.id("leader");
+        s.record_ok(leader, Value::Bool(true), t0);
+        s.record_pending(leader, t0, None, Duration::from_millis(200), "Status");
+        let r = s.reading(leader, t0 + Duration::from_millis(200));
+        assert_eq!(r.value, Some(Value::Bool(true)));
+        let r = s.reading(leader, t0 + Duration::from_millis(201));
+        assert_eq!(r.value, None);
+        assert!(
+            matches!(r.unknown, Unknown::Outdated { what: "Status", .. }),
+            "{r:?}"
+        );
     }
 
     #[test]
