@@ -14,7 +14,7 @@
 //! - **status**: `Maintenance.Status`, answered locally by the member, every
 //!   [`EtcdConfig::fast`] (a tenth of `--sample.interval`). While it is in
 //!   flight its signals keep their last answer for [`EtcdConfig::trust`]
-//!   (two fast periods); a Status pending longer makes them unknown ("the
+//!   (one fast period); a Status pending longer makes them unknown ("the
 //!   last answer is outdated"), so a frozen member is seen in about
 //!   `fast/2 + trust`, not after the call's timeout.
 //! - **reads**: a linearizable single-key, keys-only Range every
@@ -76,11 +76,12 @@ impl EtcdConfig {
     }
 
     /// How long the last answer of Status or a read stays trusted while a
-    /// newer call is pending: two fast periods (200 ms by default). A call
-    /// pending longer makes its signals unknown ("the last answer is
-    /// outdated") until it answers or times out.
+    /// newer call is pending: one fast period (100 ms by default; a healthy
+    /// member answers both in a few ms). A call pending longer makes its
+    /// signals unknown ("the last answer is outdated") until it answers or
+    /// times out.
     pub fn trust(&self) -> Duration {
-        self.fast().saturating_mul(2)
+        self.fast()
     }
 
     /// How often a lost connection is tried again: [`fast`](Self::fast), at
