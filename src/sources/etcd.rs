@@ -31,7 +31,6 @@
 //! overwrite the loss.
 
 use std::error::Error as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -180,7 +179,6 @@ pub fn spawn(
             metrics: metrics.clone(),
             client: tokio::sync::Mutex::new(None),
             epoch: Mutex::new(0),
-            connected: AtomicBool::new(false),
             wake_status: Notify::new(),
             wake_reads: Notify::new(),
         });
@@ -200,8 +198,6 @@ struct Shared {
     /// the epoch is still the one its call started in (checked and recorded
     /// under this lock, so a loss cannot interleave).
     epoch: Mutex<u64>,
-    /// The watch stream is open.
-    connected: AtomicBool,
     wake_status: Notify,
     wake_reads: Notify,
 }
@@ -294,7 +290,6 @@ impl Shared {
         loop {
             match self.open_watch().await {
                 Ok(mut stream) => {
-                    self.connected.store(true, Ordering::SeqCst);
                     if was_lost {
                         tracing::info!(endpoint = %cfg.endpoint, "connection to etcd is back");
                     }
@@ -308,7 +303,6 @@ impl Shared {
                             Err(e) => break classify("watch stream", &e, cfg.timeout).message,
                         }
                     };
-                    self.connected.store(false, Ordering::SeqCst);
                     was_lost = true;
                     self.lost(&why);
                 }
