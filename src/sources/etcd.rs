@@ -66,6 +66,10 @@ pub struct EtcdConfig {
 const MIN_FAST: Duration = Duration::from_millis(10);
 /// The longest time between two attempts to re-open a lost connection.
 const MAX_RETRY: Duration = Duration::from_millis(100);
+/// The shortest trust period: below it, a loaded machine's scheduling delay
+/// alone (a debug build under an HTTP flood took 26 ms for one read) would
+/// outdate healthy answers.
+const MIN_TRUST: Duration = Duration::from_millis(100);
 
 impl EtcdConfig {
     /// The period of Status and the linearizable read: a tenth of the
@@ -75,12 +79,12 @@ impl EtcdConfig {
     }
 
     /// How long the last answer of Status or a read stays trusted while a
-    /// newer call is pending: one fast period (100 ms by default; a healthy
-    /// member answers both in a few ms). A call pending longer makes its
-    /// signals unknown ("the last answer is outdated") until it answers or
-    /// times out.
+    /// newer call is pending: one fast period, at least 100 ms (100 ms by
+    /// default; a healthy member answers both in a few ms). A call pending
+    /// longer makes its signals unknown ("the last answer is outdated")
+    /// until it answers or times out.
     pub fn trust(&self) -> Duration {
-        self.fast()
+        self.fast().max(MIN_TRUST)
     }
 
     /// How often a lost connection is tried again: [`fast`](Self::fast), at
