@@ -30,7 +30,6 @@ use crate::signals::{Catalogue, SignalStore};
 use crate::sources::RoundNotifier;
 use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
-use crate::sources::etcd::EtcdSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::scrape::ScrapeSampler;
@@ -185,15 +184,13 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its config.
     let mut tasks = Vec::new();
     tasks.push(engine.spawn());
-    let etcd =
-        EtcdSampler::new(config.etcd.clone(), &catalogue).with_member_info(member_info.clone());
-    let (etcd_cfg, cat) = (config.etcd.clone(), catalogue.clone());
-    tasks.push(crate::sources::spawn(
-        etcd,
-        move || Ok(EtcdSampler::new(etcd_cfg.clone(), &cat).with_member_info(member_info.clone())),
+    tasks.push(crate::sources::etcd::spawn(
+        config.etcd.clone(),
+        &catalogue,
         store.clone(),
         notifier.clone(),
         source_metrics.clone(),
+        Some(member_info),
     ));
     if let (Some(b), Some(cfg)) = (backup, config.backup.clone()) {
         let cat = catalogue.clone();

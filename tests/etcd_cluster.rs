@@ -105,8 +105,11 @@ async fn frozen_member_readyz_answers_not_ready_and_livez_stays_ok() {
     assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
     cluster.stop(0);
     // Each GET has a 5s deadline in the helper: /readyz never waits on etcd.
+    // First the pending calls outdate the last answers, then they time out.
     let r = e
-        .wait_for("/readyz?verbose", 503, Duration::from_secs(10))
+        .wait_until("/readyz?verbose", Duration::from_secs(10), |r| {
+            r.status == 503 && r.body.contains("timed out")
+        })
         .await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("timed out"), "{}", r.body);

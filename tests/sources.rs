@@ -12,11 +12,13 @@ use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Unknown, Value};
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{Config, configure_catalogue};
-use etcd_readiness_exporter::sources::etcd::{EtcdConfig, EtcdSampler};
+use etcd_readiness_exporter::sources::etcd::{self as etcd_source, EtcdConfig};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
+use etcd_readiness_exporter::sources::{RoundNotifier, SourceMetrics};
 use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
+use prometheus_client::registry::Registry;
 use support_sources::{Dnsmasq, Etcd, Sidecar, Silent, read_revision, write_until_revision};
 
 /// The known value of a signal, or a panic showing why it is unknown.
@@ -72,10 +74,26 @@ fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
-/// The etcd signals as `serve` samples them: the real [`EtcdSampler`] on
-/// `etcd`, one round. Returns the member's revision it recorded.
-async fn sample_etcd(etcd: &Etcd, cat: &Catalogue, store: &SignalStore) -> i64 {
-    let mut sampler = EtcdSampler::new(
+/// The etcd source running as `serve` runs it (`sources::etcd::spawn`) on
+/// `etcd`, writing into `store`; aborted when dropped.
+struct EtcdSource(tokio::task::JoinHandle<()>);
+
+impl Drop for EtcdSource {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Start the etcd source on `store` and wait (bounded) until it has recorded
+/// a revision of at least `at_least` and a quorum-read latency. Returns the
+/// running source and the revision.
+async fn sample_etcd(
+    etcd: &Etcd,
+    cat: &Catalogue,
+    store: &Arc<SignalStore>,
+    at_least: i64,
+) -> (EtcdSource, i64) {
+    let task = etcd_source::spawn(
         EtcdConfig {
             endpoint: etcd.client_url.clone(),
             tls: None,
@@ -84,9 +102,28 @@ async fn sample_etcd(etcd: &Etcd, cat: &Catalogue, store: &SignalStore) -> i64 {
             timeout: Duration::from_secs(2),
         },
         cat,
+        store.clone(),
+        RoundNotifier::new(),
+        SourceMetrics::register(&mut Registry::default()),
+        None,
     );
-    sampler.sample(store).await.unwrap();
-    num(cat, store, "revision") as i64
+    let source = EtcdSource(task);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = Instant::now();
+        let rev = store.reading(cat.id("revision"), now).value;
+        let qget = store.reading(cat.id("qget_ms"), now).value;
+        if let (Some(Value::Num(rev)), Some(Value::Num(_))) = (rev, qget)
+            && rev as i64 >= at_least
+        {
+            return (source, rev as i64);
+        }
+        assert!(
+            now < deadline,
+            "the etcd source recorded no revision >= {at_least}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `owner_ok` as `serve` samples it: the real [`OwnerSampler`] asking a real
@@ -116,7 +153,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         Dnsmasq::start(&[("owner.example.test", "cluster-a")])
     );
     let cat = Catalogue::builtin();
-    let store = SignalStore::new(&cat);
+    let store = Arc::new(SignalStore::new(&cat));
     let mut client = etcd.client().await;
 
     // The sidecar has not snapshotted yet: its gauges are all 0.
@@ -154,8 +191,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         s.full_timestamp = taken;
     });
     write_until_revision(&client, served + 5001).await;
-    let rev = sample_etcd(&etcd, &cat, &store).await;
-    assert!(rev > served + 5000, "revision {rev}");
+    let (_etcd_source, rev) = sample_etcd(&etcd, &cat, &store, served + 5001).await;
     sample_owner(&dns, &cat, &store).await;
     assert!(boolean(&cat, &store, "owner_ok"));
 
@@ -201,7 +237,8 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 
     // The same facts through /snapshot/latest.
     let store2 = SignalStore::new(&cat);
-    sample_etcd(&etcd, &cat, &store2).await;
+    let store2 = Arc::new(store2);
+    let (_etcd_source2, _) = sample_etcd(&etcd, &cat, &store2, rev).await;
     let mut latest = BackupSampler::new(
         BackupConfig {
             mode: BackupMode::SnapshotLatest,

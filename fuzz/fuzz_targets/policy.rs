@@ -44,6 +44,7 @@ fn readings(catalogue: &Catalogue, seed: &mut u64) -> Vec<Reading> {
                         bound: Duration::from_secs(3),
                     },
                     last_good_age: Some(Duration::from_secs(*seed % 1_000)),
+                    pending: None,
                 },
                 _ => Reading::known(match def.ty {
                     SignalType::Bool => Value::Bool(k.is_multiple_of(2)),

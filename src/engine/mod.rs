@@ -1,6 +1,6 @@
 //! The engine: the evaluation loop. It owns the [`Evaluator`], re-evaluates
-//! after every sample round and on a short tick (so hold-down timers expire on
-//! time), builds the [`Verdict`] and publishes it with arc-swap. Readers (HTTP,
+//! whenever a sample lands and on a short tick (so hold-down timers expire on
+//! time, and a pending read's bound is seen when it crosses a threshold), builds the [`Verdict`] and publishes it with arc-swap. Readers (HTTP,
 //! metrics) only ever load the published verdict: nothing they do waits on a
 //! source. Readiness and check transitions are logged here, once each.
 
@@ -21,6 +21,12 @@ pub use metrics::EngineMetrics;
 
 /// How often the engine re-evaluates without a new sample round.
 pub const TICK: Duration = Duration::from_millis(250);
+
+/// How often it re-evaluates while a measurement is in flight, so that a
+/// pending read's growing lower bound is seen soon after it crosses a
+/// threshold (`qget_ms < 1000` fails at 1000 ms pending, not at the next
+/// [`TICK`]).
+pub const PENDING_TICK: Duration = Duration::from_millis(20);
 
 /// A verdict with the instant it was published.
 #[derive(Debug)]
@@ -123,7 +129,9 @@ impl EngineHandle {
         }
     }
 
-    /// Run the evaluation loop, after every sample round and every [`TICK`],
+    /// Run the evaluation loop, whenever a sample lands (or the etcd
+    /// connection is lost) and every [`TICK`] ([`PENDING_TICK`] while a
+    /// measurement is in flight),
     /// as the supervised task `engine` (a panic restarts the loop; the
     /// evaluator's state survives it, see [`EngineHandle::evaluate_now`]).
     pub fn spawn(&self) -> JoinHandle<()> {
@@ -132,12 +140,15 @@ impl EngineHandle {
         supervisor.spawn("engine", move || {
             let me = me.clone();
             async move {
-                let mut tick = tokio::time::interval(TICK);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
+                    let wait = if me.shared.store.any_pending() {
+                        PENDING_TICK
+                    } else {
+                        TICK
+                    };
                     tokio::select! {
                         _ = me.shared.notifier.notified() => {}
-                        _ = tick.tick() => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                     me.evaluate_now();
                 }

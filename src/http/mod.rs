@@ -340,6 +340,12 @@ async fn signals(State(s): State<AppState>) -> Response {
                 "age_seconds": i.reading.last_good_age.map(|a| (a.as_secs_f64() * 1000.0).round() / 1000.0),
                 "last_good_at": i.last_good_wall.map(unix),
                 "last_error": i.last_error.as_deref(),
+                // A measurement in flight: its result will be at least this.
+                "pending": i.reading.pending.map(|p| json!({
+                    "what": p.what,
+                    "at_least": p.at_least,
+                    "seconds": (p.waited.as_secs_f64() * 1000.0).round() / 1000.0,
+                })),
             })
         })
         .collect();

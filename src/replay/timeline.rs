@@ -210,6 +210,8 @@ fn unknown(error: &str) -> Reading {
             ago: Duration::ZERO,
         },
         last_good_age: None,
+        // Prometheus holds answers only: nothing was in flight in a replay.
+        pending: None,
     }
 }
 

@@ -1,17 +1,47 @@
-//! The etcd source: one gRPC client for this one member. Each round asks
-//! `Maintenance.Status`, then does one linearizable and one serializable
-//! single-key, keys-only Range. Nothing here writes to etcd: no round costs a
-//! raft proposal (alarms are read from `Status.errors`, not `Maintenance.Alarm`,
-//! which goes through raft in etcd 3.4). Every call is bounded twice: by the
-//! client's own request timeout and by a `tokio::time::timeout` around it.
+//! The etcd source: one gRPC client for this one member, and three loops on
+//! one supervised task (`sampler:etcd`) that keep its signals current
+//! without writing to etcd (no call costs a raft proposal; alarms are read
+//! from `Status.errors`, not `Maintenance.Alarm`, which goes through raft in
+//! etcd 3.4):
+//!
+//! - **connection**: a Watch stream on the probe key (served by the member
+//!   itself, no raft), whose only job is to break. When the member's
+//!   connection drops the stream ends, and every etcd signal becomes
+//!   unknown at once ("connection to etcd lost: …"), without waiting for a
+//!   sampling round. While it is down the stream is re-opened every
+//!   [`EtcdConfig::retry`]; when it opens again, Status and the reads run at
+//!   once instead of at their next turn.
+//! - **status**: `Maintenance.Status`, answered locally by the member, every
+//!   [`EtcdConfig::fast`] (a tenth of `--sample.interval`). While it is in
+//!   flight its signals keep their last answer for [`EtcdConfig::trust`]
+//!   (one fast period); a Status pending longer makes them unknown ("the
+//!   last answer is outdated"), so a frozen member is seen in about
+//!   `fast/2 + trust`, not after the call's timeout.
+//! - **reads**: a linearizable single-key, keys-only Range every
+//!   [`EtcdConfig::fast`], and a serializable one every `--sample.interval`
+//!   (every `fast` while it fails or is slow). While a read is in flight the
+//!   store carries it as pending ([`SignalStore::record_pending`]): the last
+//!   answer counts for [`EtcdConfig::trust`], then the reading is unknown,
+//!   and a read pending for 1 s proves `qget_ms < 1000` false before its
+//!   timeout.
+//!
+//! Every call is bounded twice: by the client's own request timeout and by a
+//! `tokio::time::timeout` around it. A loss of the connection bumps an epoch;
+//! results of calls started before it are dropped, so a late answer cannot
+//! overwrite the loss.
 
 use std::error::Error as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
+use etcd_client::{
+    Certificate, Client, ConnectOptions, GetOptions, Identity, StatusResponse, TlsOptions,
+};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
-use super::{Reason, SampleError, Sampler};
+use super::identity::MemberInfo;
+use super::{Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound};
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// PEM material for mTLS to etcd.
@@ -30,6 +60,40 @@ pub struct EtcdConfig {
     pub probe_key: String,
     pub interval: Duration,
     pub timeout: Duration,
+}
+
+/// The shortest period of any loop: a tiny `--sample.interval` must not
+/// spin.
+const MIN_FAST: Duration = Duration::from_millis(10);
+/// The longest time between two attempts to re-open a lost connection.
+const MAX_RETRY: Duration = Duration::from_millis(100);
+/// The shortest trust period: below it, a loaded machine's scheduling delay
+/// alone (a debug build under an HTTP flood took 26 ms for one read) would
+/// outdate healthy answers.
+const MIN_TRUST: Duration = Duration::from_millis(100);
+
+impl EtcdConfig {
+    /// The period of Status and the linearizable read: a tenth of the
+    /// interval (100 ms by default), at least 10 ms.
+    pub fn fast(&self) -> Duration {
+        (self.interval / 10).max(MIN_FAST)
+    }
+
+    /// How long the last answer of Status or a read stays trusted while a
+    /// newer call is pending: one fast period, at least 100 ms (100 ms by
+    /// default; a healthy member answers both in a few ms). A call pending
+    /// longer makes its signals unknown ("the last answer is outdated")
+    /// until it answers or times out.
+    pub fn trust(&self) -> Duration {
+        self.fast().max(MIN_TRUST)
+    }
+
+    /// How often a lost connection is tried again: [`fast`](Self::fast), at
+    /// most 100 ms. Attempts write nothing to the store; only the first
+    /// success does something (an immediate Status and reads).
+    pub fn retry(&self) -> Duration {
+        self.fast().min(MAX_RETRY)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -100,203 +164,390 @@ impl Ids {
     }
 }
 
-/// Samples one etcd member.
-pub struct EtcdSampler {
+/// Run the etcd source on its own supervised task (`sampler:etcd`); a panic
+/// restarts it with a fresh client. Runs until the handle is aborted.
+pub fn spawn(
     config: EtcdConfig,
-    ids: Ids,
-    client: Option<Client>,
-    last_leader: Option<u64>,
-    leader_changes: u64,
-    member_info: Option<super::identity::MemberInfo>,
+    catalogue: &Catalogue,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+    member_info: Option<MemberInfo>,
+) -> JoinHandle<()> {
+    let ids = Ids::new(catalogue);
+    let supervisor = notifier.supervisor().clone();
+    supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
+        let sh = Arc::new(Shared {
+            config: config.clone(),
+            ids,
+            store: store.clone(),
+            notifier: notifier.clone(),
+            metrics: metrics.clone(),
+            client: tokio::sync::Mutex::new(None),
+            epoch: Mutex::new(0),
+            wake_status: Notify::new(),
+            wake_reads: Notify::new(),
+            member_info: member_info.clone(),
+        });
+        async move { sh.run().await }
+    })
 }
 
-impl EtcdSampler {
-    /// Connecting happens lazily, in the first round.
-    pub fn new(config: EtcdConfig, catalogue: &Catalogue) -> Self {
-        let ids = Ids::new(catalogue);
-        EtcdSampler {
-            config,
-            ids,
-            client: None,
-            last_leader: None,
-            leader_changes: 0,
-            member_info: None,
+/// What the three loops share.
+struct Shared {
+    config: EtcdConfig,
+    ids: Ids,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// Bumped by every loss of the connection; a result is recorded only if
+    /// the epoch is still the one its call started in (checked and recorded
+    /// under this lock, so a loss cannot interleave).
+    epoch: Mutex<u64>,
+    wake_status: Notify,
+    wake_reads: Notify,
+    /// `etcd_readiness_member_info`, updated from successful Status answers.
+    member_info: Option<MemberInfo>,
+}
+
+const LABEL: &str = "etcd";
+
+impl Shared {
+    async fn run(self: Arc<Self>) {
+        let fast = self.config.fast();
+        let fast_bound = staleness_bound(fast, self.config.timeout);
+        for id in self.ids.all() {
+            self.store.set_staleness(id, fast_bound);
         }
+        self.store.set_staleness(
+            self.ids.sget_ms,
+            staleness_bound(self.config.interval, self.config.timeout),
+        );
+        tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
     }
 
-    /// Also export this member's identity (`etcd_readiness_member_info`)
-    /// from each successful Status (see [`super::identity`]).
-    pub fn with_member_info(mut self, info: super::identity::MemberInfo) -> Self {
-        self.member_info = Some(info);
-        self
+    fn epoch(&self) -> u64 {
+        *self.epoch.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn client(&mut self) -> Result<Client, SampleError> {
-        if let Some(c) = &self.client {
+    /// Run `record` if no loss happened since `epoch`.
+    fn record_in(&self, epoch: u64, record: impl FnOnce(&SignalStore)) -> bool {
+        let cur = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        if *cur != epoch {
+            return false;
+        }
+        record(&self.store);
+        true
+    }
+
+    fn round_finished(&self) {
+        self.notifier
+            .round_finished(&Source::Etcd, self.config.interval);
+    }
+
+    async fn client(&self) -> Result<Client, SampleError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = &*slot {
             return Ok(c.clone());
         }
+        let cfg = &self.config;
         let mut opts = ConnectOptions::new()
-            .with_timeout(self.config.timeout)
-            .with_connect_timeout(self.config.timeout);
-        if let Some(tls) = &self.config.tls {
+            .with_timeout(cfg.timeout)
+            .with_connect_timeout(cfg.timeout);
+        if let Some(tls) = &cfg.tls {
             let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
             if let Some((cert, key)) = &tls.identity {
                 t = t.identity(Identity::from_pem(cert, key));
             }
             opts = opts.with_tls(t);
         }
-        let endpoint = self.config.endpoint.clone();
-        let ep = endpoint.clone();
-        let client = bounded(self.config.timeout, &ep, "connect", async move {
+        let endpoint = cfg.endpoint.clone();
+        let client = bounded(cfg.timeout, &cfg.endpoint, "connect", async move {
             Client::connect([endpoint], Some(opts)).await
         })
         .await?;
-        self.client = Some(client.clone());
+        // Keep the client even after errors: tonic reconnects by itself, and
+        // a fresh client would not help a member that does not answer.
+        *slot = Some(client.clone());
         Ok(client)
     }
 
-    fn record_status_err(&self, store: &SignalStore, e: &SampleError, at: Instant) {
-        let msg: Arc<str> = Arc::from(e.message.as_str());
-        for id in self.ids.status_ids() {
-            store.record_err(id, msg.clone(), at);
-        }
-        let reads: Arc<str> = Arc::from(format!("not attempted: Status failed: {}", e.message));
-        store.record_err(self.ids.qget_ms, reads.clone(), at);
-        store.record_err(self.ids.sget_ms, reads, at);
-        // The member did not answer: that is known, not unknown.
-        store.record_ok(self.ids.etcd_up, Value::Bool(false), at);
-    }
-}
-
-impl Sampler for EtcdSampler {
-    fn source(&self) -> Source {
-        Source::Etcd
-    }
-
-    fn interval(&self) -> Duration {
-        self.config.interval
-    }
-
-    fn timeout(&self) -> Duration {
-        self.config.timeout
-    }
-
-    fn signals(&self) -> Vec<SignalId> {
-        self.ids.all()
-    }
-
-    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+    /// The connection broke: every signal is unknown now, with `why`.
+    fn lost(&self, why: &str) {
         let at = Instant::now();
-        let timeout = self.config.timeout;
-        let mut client = match self.client().await {
-            Ok(c) => c,
-            Err(e) => {
-                self.record_status_err(store, &e, at);
-                return Err(e);
-            }
-        };
-
-        let mut c = client.clone();
-        let status = match bounded(timeout, &self.config.endpoint, "Status", async move {
-            c.status().await
-        })
-        .await
         {
-            Ok(s) => s,
-            Err(e) => {
-                self.record_status_err(store, &e, at);
-                return Err(e);
+            let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            *epoch += 1;
+            let msg: Arc<str> = Arc::from(format!("connection to etcd lost: {why}"));
+            for id in self.ids.all() {
+                self.store.record_err(id, msg.clone(), at);
             }
-        };
-        if let Some(info) = &self.member_info {
-            info.observe(&client, status.header(), timeout).await;
+            // The member cannot be reached: that is known, not unknown.
+            self.store
+                .record_ok(self.ids.etcd_up, Value::Bool(false), at);
         }
-        let ids = self.ids;
-        let member_id = status.header().map_or(0, |h| h.member_id());
-        let leader = status.leader();
-        let ok = |id, v| store.record_ok(id, v, at);
-        ok(ids.etcd_up, Value::Bool(true));
-        ok(ids.leader, Value::Bool(leader != 0));
-        ok(
-            ids.is_leader,
-            Value::Bool(leader != 0 && leader == member_id),
-        );
-        ok(ids.learner, Value::Bool(status.is_learner()));
-        if let Some(h) = status.header() {
-            ok(ids.revision, Value::Num(h.revision() as f64));
-        }
-        ok(ids.raft_term, Value::Num(status.raft_term() as f64));
-        ok(ids.raft_index, Value::Num(status.raft_index() as f64));
-        ok(
-            ids.applied_index,
-            Value::Num(status.raft_applied_index() as f64),
-        );
-        ok(
-            ids.apply_lag,
-            Value::Num(
-                status
-                    .raft_index()
-                    .saturating_sub(status.raft_applied_index()) as f64,
-            ),
-        );
-        ok(ids.db_size_bytes, Value::Num(status.db_size() as f64));
-        ok(
-            ids.db_in_use_bytes,
-            Value::Num(status.raft_used_db_size() as f64),
-        );
-        // Status.errors lists raised alarms as e.g. "memberID:123 alarm:NOSPACE".
-        let errors = status.errors();
-        ok(
-            ids.alarm_nospace,
-            Value::Bool(errors.iter().any(|e| e.contains("NOSPACE"))),
-        );
-        ok(
-            ids.alarm_corrupt,
-            Value::Bool(errors.iter().any(|e| e.contains("CORRUPT"))),
-        );
-        if leader != 0 {
-            if self.last_leader.is_some_and(|l| l != leader) {
-                self.leader_changes += 1;
-            }
-            self.last_leader = Some(leader);
-        }
-        ok(ids.leader_changes, Value::Num(self.leader_changes as f64));
+        self.metrics.error(LABEL, Reason::Connect);
+        tracing::info!(endpoint = %self.config.endpoint, "connection to etcd lost: {why}");
+        self.round_finished();
+    }
 
-        let key = self.config.probe_key.clone();
-        let mut first_err = None;
-        for (id, serializable) in [(ids.qget_ms, false), (ids.sget_ms, true)] {
-            let mut opts = GetOptions::new().with_keys_only().with_limit(1);
-            if serializable {
-                opts = opts.with_serializable();
-            }
-            let what = if serializable {
-                "serializable read"
-            } else {
-                "linearizable read"
-            };
-            let started = Instant::now();
-            let k = key.clone();
-            let mut c = client.clone();
-            match bounded(timeout, &self.config.endpoint, what, async move {
-                c.get(k, Some(opts)).await
-            })
-            .await
-            {
-                Ok(_) => ok(id, Value::Num(started.elapsed().as_secs_f64() * 1000.0)),
-                Err(e) => {
-                    store.record_err(id, Arc::from(e.message.as_str()), at);
-                    first_err.get_or_insert(e);
+    /// Keep a Watch stream open; its end is the event "connection lost".
+    async fn connection_loop(&self) {
+        let cfg = &self.config;
+        let mut was_lost = false;
+        loop {
+            match self.open_watch().await {
+                Ok(mut stream) => {
+                    if was_lost {
+                        tracing::info!(endpoint = %cfg.endpoint, "connection to etcd is back");
+                    }
+                    // Sample at once: the member answers again.
+                    self.wake_status.notify_one();
+                    self.wake_reads.notify_one();
+                    let why = loop {
+                        match stream.message().await {
+                            Ok(Some(_)) => continue,
+                            Ok(None) => break "the member closed the watch stream".to_string(),
+                            Err(e) => break classify("watch stream", &e, cfg.timeout).message,
+                        }
+                    };
+                    was_lost = true;
+                    self.lost(&why);
+                }
+                Err(_) => {
+                    // Status and the reads report their own failures; this
+                    // loop only notices when the member answers again.
+                    tokio::time::sleep(cfg.retry()).await;
                 }
             }
         }
-        // Keep the client even after errors: tonic reconnects by itself, and a
-        // fresh client would not help a member that does not answer.
-        let _ = &mut client;
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(()),
+    }
+
+    /// Open a watch on the probe key and wait for etcd's "created" answer.
+    async fn open_watch(&self) -> Result<etcd_client::WatchStream, SampleError> {
+        let cfg = &self.config;
+        let mut c = self.client().await?;
+        let key = cfg.probe_key.clone();
+        self.metrics.request(LABEL, "watch");
+        let mut stream = bounded(cfg.timeout, &cfg.endpoint, "watch", async move {
+            c.watch(key, None).await
+        })
+        .await?;
+        match bounded(cfg.timeout, &cfg.endpoint, "watch", stream.message()).await? {
+            Some(r) if r.created() => Ok(stream),
+            _ => Err(SampleError::new(
+                Reason::Rpc,
+                "watch: the member did not create the watch",
+            )),
         }
     }
+
+    async fn status_loop(&self) {
+        let fast = self.config.fast();
+        let mut leader_changes = LeaderChanges::default();
+        let trust = self.config.trust();
+        let pending: Vec<SignalId> = self
+            .ids
+            .status_ids()
+            .into_iter()
+            .chain([self.ids.etcd_up])
+            .collect();
+        loop {
+            let epoch = self.epoch();
+            let started = Instant::now();
+            self.record_in(epoch, |store| {
+                for id in &pending {
+                    store.record_pending(*id, started, None, trust, "Status");
+                }
+            });
+            let result = self.status().await;
+            let took = started.elapsed();
+            let recorded = self.record_in(epoch, |store| match &result {
+                Ok(st) => record_status(&self.ids, store, st, &mut leader_changes, started),
+                Err(e) => record_status_err(&self.ids, store, e, started),
+            });
+            self.metrics.observe(LABEL, took, result.as_ref().err());
+            if recorded {
+                self.round_finished();
+            }
+            if let (Some(info), Ok(st)) = (&self.member_info, &result)
+                && let Ok(client) = self.client().await
+            {
+                info.observe(&client, st.header(), self.config.timeout)
+                    .await;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(fast) => {}
+                _ = self.wake_status.notified() => {}
+            }
+        }
+    }
+
+    async fn status(&self) -> Result<StatusResponse, SampleError> {
+        let cfg = &self.config;
+        let mut c = self.client().await?;
+        self.metrics.request(LABEL, "status");
+        bounded(cfg.timeout, &cfg.endpoint, "Status", async move {
+            c.status().await
+        })
+        .await
+    }
+
+    async fn read_loop(&self) {
+        let cfg = &self.config;
+        let fast = cfg.fast();
+        let trust = cfg.trust();
+        let mut next_sget = Instant::now();
+        loop {
+            let epoch = self.epoch();
+            let with_sget = Instant::now() >= next_sget;
+            let started = Instant::now();
+            // In flight from now: the store shows them as pending reads
+            // (unless the connection was lost meanwhile: a loss ends them).
+            let ids = self.ids;
+            self.record_in(epoch, |store| {
+                store.record_pending(ids.qget_ms, started, Some(1000.0), trust, "read");
+                if with_sget {
+                    store.record_pending(ids.sget_ms, started, Some(1000.0), trust, "read");
+                }
+            });
+            let (q, s) = tokio::join!(self.read(false), async {
+                if with_sget {
+                    Some(self.read(true).await)
+                } else {
+                    None
+                }
+            });
+            let took = started.elapsed();
+            let err = q
+                .as_ref()
+                .err()
+                .or(s.as_ref().and_then(|s| s.as_ref().err()));
+            let recorded = self.record_in(epoch, |store| {
+                for (id, r) in [(ids.qget_ms, Some(&q)), (ids.sget_ms, s.as_ref())] {
+                    match r {
+                        Some(Ok(ms)) => store.record_ok(id, Value::Num(*ms), started),
+                        Some(Err(e)) => {
+                            store.record_err(id, Arc::from(e.message.as_str()), started)
+                        }
+                        None => {}
+                    }
+                }
+            });
+            self.metrics.observe(LABEL, took, err);
+            if recorded {
+                self.round_finished();
+            }
+            if let Some(s) = &s {
+                // The serializable read again in a full interval when it was
+                // good and quick; at the fast pace while it fails or is slow.
+                let good = s.as_ref().is_ok_and(|ms| *ms < fast.as_secs_f64() * 1000.0);
+                next_sget = started + if good { cfg.interval } else { fast };
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(fast) => {}
+                _ = self.wake_reads.notified() => { next_sget = Instant::now(); }
+            }
+        }
+    }
+
+    /// One keys-only, limit-1 Range of the probe key; its latency in ms.
+    async fn read(&self, serializable: bool) -> Result<f64, SampleError> {
+        let cfg = &self.config;
+        let mut opts = GetOptions::new().with_keys_only().with_limit(1);
+        if serializable {
+            opts = opts.with_serializable();
+        }
+        let what = if serializable {
+            "serializable read"
+        } else {
+            "linearizable read"
+        };
+        let mut c = self.client().await?;
+        let key = cfg.probe_key.clone();
+        self.metrics.request(LABEL, "range");
+        let started = Instant::now();
+        bounded(cfg.timeout, &cfg.endpoint, what, async move {
+            c.get(key, Some(opts)).await
+        })
+        .await?;
+        Ok(started.elapsed().as_secs_f64() * 1000.0)
+    }
+}
+
+/// Counts changes of the leader's ID between Status answers.
+#[derive(Default)]
+struct LeaderChanges {
+    last: Option<u64>,
+    count: u64,
+}
+
+fn record_status(
+    ids: &Ids,
+    store: &SignalStore,
+    status: &StatusResponse,
+    changes: &mut LeaderChanges,
+    at: Instant,
+) {
+    let member_id = status.header().map_or(0, |h| h.member_id());
+    let leader = status.leader();
+    let ok = |id, v| store.record_ok(id, v, at);
+    ok(ids.etcd_up, Value::Bool(true));
+    ok(ids.leader, Value::Bool(leader != 0));
+    ok(
+        ids.is_leader,
+        Value::Bool(leader != 0 && leader == member_id),
+    );
+    ok(ids.learner, Value::Bool(status.is_learner()));
+    if let Some(h) = status.header() {
+        ok(ids.revision, Value::Num(h.revision() as f64));
+    }
+    ok(ids.raft_term, Value::Num(status.raft_term() as f64));
+    ok(ids.raft_index, Value::Num(status.raft_index() as f64));
+    ok(
+        ids.applied_index,
+        Value::Num(status.raft_applied_index() as f64),
+    );
+    ok(
+        ids.apply_lag,
+        Value::Num(
+            status
+                .raft_index()
+                .saturating_sub(status.raft_applied_index()) as f64,
+        ),
+    );
+    ok(ids.db_size_bytes, Value::Num(status.db_size() as f64));
+    ok(
+        ids.db_in_use_bytes,
+        Value::Num(status.raft_used_db_size() as f64),
+    );
+    // Status.errors lists raised alarms as e.g. "memberID:123 alarm:NOSPACE".
+    let errors = status.errors();
+    ok(
+        ids.alarm_nospace,
+        Value::Bool(errors.iter().any(|e| e.contains("NOSPACE"))),
+    );
+    ok(
+        ids.alarm_corrupt,
+        Value::Bool(errors.iter().any(|e| e.contains("CORRUPT"))),
+    );
+    if leader != 0 {
+        if changes.last.is_some_and(|l| l != leader) {
+            changes.count += 1;
+        }
+        changes.last = Some(leader);
+    }
+    ok(ids.leader_changes, Value::Num(changes.count as f64));
+}
+
+fn record_status_err(ids: &Ids, store: &SignalStore, e: &SampleError, at: Instant) {
+    let msg: Arc<str> = Arc::from(e.message.as_str());
+    for id in ids.status_ids() {
+        store.record_err(id, msg.clone(), at);
+    }
+    // The member did not answer: that is known, not unknown.
+    store.record_ok(ids.etcd_up, Value::Bool(false), at);
 }
 
 /// Run one etcd call with a hard deadline, turning every failure into a

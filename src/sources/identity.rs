@@ -105,7 +105,15 @@ fn next(
 pub struct MemberInfo {
     family: Family<InfoLabels, Gauge>,
     current: Arc<Mutex<Option<Identity>>>,
+    /// When MemberList last answered, to ask it at most every
+    /// [`RELIST_EVERY`] while the identity stays the same.
+    listed_at: Arc<Mutex<Option<std::time::Instant>>>,
 }
+
+/// How often MemberList is asked again for an unchanged, named identity.
+/// Status runs many times a second; a member's name only changes when it
+/// publishes it (after start), which a new or nameless identity catches.
+pub const RELIST_EVERY: Duration = Duration::from_secs(30);
 
 impl MemberInfo {
     /// Register `etcd_readiness_member_info` in `registry` (the root one: the
@@ -139,13 +147,27 @@ impl MemberInfo {
         if cluster_id == 0 || member_id == 0 {
             return;
         }
+        let known = self.lock().as_ref().is_some_and(|c| {
+            c.cluster_id == cluster_id && c.member_id == member_id && !c.name.is_empty()
+        });
+        let recent = self
+            .listed_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|t| t.elapsed() < RELIST_EVERY);
+        if known && recent {
+            return;
+        }
         let mut c = client.clone();
         let listed = match tokio::time::timeout(timeout, c.member_list()).await {
-            Ok(Ok(list)) => Ok(list
-                .members()
-                .iter()
-                .find(|m| m.id() == member_id)
-                .map(|m| bounded_name(m.name()))),
+            Ok(Ok(list)) => Ok({
+                *self.listed_at.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(std::time::Instant::now());
+                list.members()
+                    .iter()
+                    .find(|m| m.id() == member_id)
+                    .map(|m| bounded_name(m.name()))
+            }),
             Ok(Err(e)) => {
                 tracing::debug!("MemberList failed: {e}");
                 Err(())

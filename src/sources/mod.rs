@@ -1,11 +1,14 @@
 //! Sources: the parts that sample the outside world — this etcd member, the
 //! backup sidecar, the DNS owner record, generic Prometheus endpoints — into
 //! the signal store.
-//! Each source implements [`Sampler`]; [`spawn`] runs one sampler on its own
-//! supervised tokio task at its interval (a panic restarts it with a fresh
-//! sampler, see [`crate::supervise`]), records how long each round took and
-//! why it failed, and tells the engine (through a [`RoundNotifier`]) that new
-//! samples are in the store.
+//! Each source but etcd implements [`Sampler`]; [`spawn`] runs one sampler on
+//! its own supervised tokio task at its interval (a panic restarts it with a
+//! fresh sampler, see [`crate::supervise`]), records how long each round took
+//! and why it failed, and tells the engine (through a [`RoundNotifier`]) that
+//! new samples are in the store. The etcd source runs its own loops
+//! ([`etcd::spawn`]: a connection watch, Status and the reads at their own
+//! paces) on the same supervisor and tells the engine the same way, after
+//! every call and at once when its connection is lost.
 
 pub mod backup;
 pub mod client;
@@ -134,12 +137,20 @@ struct ErrorLabels {
     reason: String,
 }
 
-/// `etcd_readiness_sample_duration_seconds{source}` and
-/// `etcd_readiness_sample_errors_total{source,reason}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    source: String,
+    call: String,
+}
+
+/// `etcd_readiness_sample_duration_seconds{source}`,
+/// `etcd_readiness_sample_errors_total{source,reason}` and
+/// `etcd_readiness_source_requests_total{source,call}`.
 #[derive(Clone, Debug)]
 pub struct SourceMetrics {
     duration: Family<SourceLabels, Histogram>,
     errors: Family<ErrorLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
 }
 
 impl SourceMetrics {
@@ -160,10 +171,41 @@ impl SourceMetrics {
             "Sample rounds that failed, by source and bounded reason",
             errors.clone(),
         );
-        SourceMetrics { duration, errors }
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "etcd_readiness_source_requests",
+            "Requests the exporter sent to a source, by call (etcd: status, range, watch)",
+            requests.clone(),
+        );
+        SourceMetrics {
+            duration,
+            errors,
+            requests,
+        }
     }
 
-    fn observe(&self, source: &str, took: Duration, error: Option<&SampleError>) {
+    /// Count one request of `call` to `source` (what the exporter costs the
+    /// source; the accuracy benchmark reports its rate).
+    pub fn request(&self, source: &str, call: &str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                source: source.to_string(),
+                call: call.to_string(),
+            })
+            .inc();
+    }
+
+    /// Count a failure that is not a round (the etcd connection's loss).
+    pub fn error(&self, source: &str, reason: Reason) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                source: source.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn observe(&self, source: &str, took: Duration, error: Option<&SampleError>) {
         self.duration
             .get_or_create(&SourceLabels {
                 source: source.to_string(),

@@ -318,6 +318,7 @@ fn run_case(
                             ago: Duration::ZERO,
                         },
                         last_good_age: last_good[idx].map(|g| at_step(i - g)).transpose()?,
+                        pending: None,
                     };
                 }
             }

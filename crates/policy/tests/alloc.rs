@@ -1,6 +1,7 @@
-//! Evaluation does not allocate: the card policy with every signal known is
-//! evaluated many times under a counting allocator (dhat), and the number of
-//! heap allocations made during those evaluations must be zero.
+//! Evaluation does not allocate: the card policy with every signal known (and
+//! then with a read in flight) is evaluated many times under a counting
+//! allocator (dhat), and the number of heap allocations made during those
+//! evaluations must be zero.
 //!
 //! This file is its own test binary because it installs a global allocator.
 
@@ -50,5 +51,23 @@ fn evaluating_allocates_nothing() {
     }
     let after = dhat::HeapStats::get();
     assert!(ev.ready());
+    dhat::assert_eq!(after.total_blocks - before.total_blocks, 0);
+
+    // A read in flight (a lower bound, `Val::AtLeast`) allocates nothing
+    // either, whether the bound decides `qget_ms < 1000` or not.
+    let q = c.id("qget_ms").index();
+    let before = dhat::HeapStats::get();
+    for i in 0..10_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(i));
+        readings[q] = Reading::known(Value::Num(12.0)).with_pending(
+            f64::from(i % 2000),
+            Duration::from_millis(u64::from(i % 2000)),
+            "read",
+        );
+        ev.evaluate(&readings, now);
+        ev2.evaluate(&readings, now);
+    }
+    let after = dhat::HeapStats::get();
+    assert!(!ev.ready(), "the last bound (1999) fails qget_ms < 1000");
     dhat::assert_eq!(after.total_blocks - before.total_blocks, 0);
 }

@@ -292,3 +292,155 @@ fn very_long_explanations_are_cut_and_counted() {
         "{e}"
     );
 }
+
+impl World {
+    /// `name` has the last answer `last` (if any) and a newer measurement
+    /// pending for `waited`, at least `at_least` in the signal's unit.
+    fn pending(&mut self, name: &str, last: Option<f64>, at_least: f64, waited: Duration) {
+        let id = self.c.id(name);
+        let base = match last {
+            Some(v) => Reading::known(Value::Num(v)),
+            None => Reading::failed("request timed out", Duration::from_secs(1)),
+        };
+        self.r[id.index()] = base.with_pending(at_least, waited, "read");
+    }
+}
+
+#[test]
+fn a_pending_read_fails_a_threshold_the_moment_its_bound_crosses_it() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check linearizable_read: qget_ms < 1000"), w.t0);
+    w.set("qget_ms", Value::Num(3.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    assert!(ev.ready());
+    // A read in flight whose bound decides nothing: the last answer counts,
+    // as if nothing were pending (no blip to unknown for every read sent).
+    for ms in [0.0, 2.0, 999.0] {
+        w.pending(
+            "qget_ms",
+            Some(3.0),
+            ms,
+            Duration::from_secs_f64(ms / 1000.0),
+        );
+        ev.evaluate(&w.r, w.at(0.5));
+        assert!(ev.ready(), "pending {ms} ms");
+    }
+    // At 1000 ms pending the read cannot answer within 1000 ms: false, and
+    // the explanation says exactly why.
+    w.pending("qget_ms", Some(3.0), 1000.0, Duration::from_millis(1000));
+    ev.evaluate(&w.r, w.at(1.0));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Fail);
+    let rep = ev.report(&w.r, w.at(1.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms ≥ 1000: read pending for 1s, last 3)"
+    );
+    // With no last answer (the previous read failed), an undecided bound is unknown.
+    w.pending("qget_ms", None, 10.0, Duration::from_millis(10));
+    ev.evaluate(&w.r, w.at(1.1));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Unknown);
+    let rep = ev.report(&w.r, w.at(1.1), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms unknown: last sample failed 1s ago: request timed out; read pending for 10ms"
+    );
+    w.pending("qget_ms", None, 1500.0, Duration::from_millis(1500));
+    ev.evaluate(&w.r, w.at(1.6));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Fail);
+    let rep = ev.report(&w.r, w.at(1.6), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms ≥ 1500: read pending for 1.5s)"
+    );
+    // The answer lands: back to a plain known value.
+    w.set("qget_ms", Value::Num(1600.0));
+    ev.evaluate(&w.r, w.at(1.7));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Fail);
+    w.set("qget_ms", Value::Num(2.0));
+    ev.evaluate(&w.r, w.at(1.8));
+    assert!(ev.ready());
+}
+
+#[test]
+fn a_pending_bound_is_exact_under_every_comparison_and_kept_by_monotone_arithmetic() {
+    let mut w = World::new();
+    // (policy, pending bound in ms, expected state); the last answer is 3 ms.
+    let cases = [
+        ("qget_ms < 1000", 1000.0, CheckState::Fail),
+        ("qget_ms <= 1000", 1000.0, CheckState::Pass), // last answer decides
+        ("qget_ms <= 1000", 1001.0, CheckState::Fail),
+        ("qget_ms > 500", 501.0, CheckState::Pass),
+        ("qget_ms >= 500", 500.0, CheckState::Pass),
+        ("qget_ms > 500", 400.0, CheckState::Fail), // last answer 3 decides
+        ("1000 > qget_ms", 1000.0, CheckState::Fail),
+        ("qget_ms == 3", 4.0, CheckState::Fail),
+        ("qget_ms != 3", 4.0, CheckState::Pass),
+        ("qget_ms == 3", 2.0, CheckState::Pass),
+        // Scaled, shifted, added, min/max: still a lower bound.
+        ("qget_ms / 1000 < 1", 1000.0, CheckState::Fail),
+        ("qget_ms * 2 < 2000", 1000.0, CheckState::Fail),
+        ("qget_ms + 10 < 1010", 1000.0, CheckState::Fail),
+        ("qget_ms - 10 < 990", 1000.0, CheckState::Fail),
+        ("qget_ms + sget_ms < 1000", 1000.0, CheckState::Fail),
+        ("max(qget_ms, 5) < 1000", 1000.0, CheckState::Fail),
+        ("min(qget_ms, 5) < 1000", 1000.0, CheckState::Pass), // min(≥1000, 5) is 5
+        ("min(qget_ms, 2000) < 1000", 1000.0, CheckState::Fail),
+        // Negation and subtracting from turn the bound into an upper one:
+        // dropped, the last answer decides.
+        ("-qget_ms > -1000", 5000.0, CheckState::Pass),
+        ("2000 - qget_ms > 1000", 5000.0, CheckState::Pass),
+        ("qget_ms * -1 > -1000", 5000.0, CheckState::Pass),
+        // `known` and `??` see the last answer.
+        ("known(qget_ms)", 5000.0, CheckState::Pass),
+        ("(qget_ms ?? 99999) < 1000", 1000.0, CheckState::Fail),
+    ];
+    for (src, bound, want) in cases {
+        let mut ev = Evaluator::new(w.policy(&format!("check c: {src}")), w.t0);
+        w.set("sget_ms", Value::Num(1.0));
+        w.pending(
+            "qget_ms",
+            Some(3.0),
+            bound,
+            Duration::from_millis(bound as u64),
+        );
+        ev.evaluate(&w.r, w.at(0.0));
+        assert_eq!(state(&ev, "c"), want, "{src} with a read pending ≥ {bound}");
+    }
+}
+
+#[test]
+fn an_outdated_last_answer_is_unknown_until_the_bound_decides() {
+    use etcd_readiness_policy::signals::Unknown;
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check linearizable_read: qget_ms < 1000"), w.t0);
+    let id = w.c.id("qget_ms");
+    let outdated = |ms: u64| {
+        Reading {
+            value: None,
+            unknown: Unknown::Outdated {
+                waited: Duration::from_millis(ms),
+                trust: Duration::from_millis(200),
+                what: "read",
+            },
+            last_good_age: Some(Duration::from_millis(ms + 100)),
+            pending: None,
+        }
+        .with_pending(ms as f64, Duration::from_millis(ms), "read")
+    };
+    w.r[id.index()] = outdated(300);
+    ev.evaluate(&w.r, w.at(0.0));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Unknown);
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms unknown: the last answer is outdated: a read has been pending for 300ms, longer than 200ms"
+    );
+    w.r[id.index()] = outdated(1000);
+    ev.evaluate(&w.r, w.at(0.7));
+    assert_eq!(state(&ev, "linearizable_read"), CheckState::Fail);
+    let rep = ev.report(&w.r, w.at(0.7), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms ≥ 1000: read pending for 1s)"
+    );
+}

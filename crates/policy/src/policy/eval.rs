@@ -5,6 +5,17 @@
 //! checked program (lookups are bounds-checked and fall back to unknown).
 //! [`Policy::explain`] runs only for checks that do not pass and renders the
 //! failing terms with the values observed.
+//!
+//! A signal with a measurement in flight ([`Reading::pending`]) evaluates to
+//! [`Val::AtLeast`]: the in-flight result is known only from below. A
+//! comparison that this lower bound decides on its own is decided by it —
+//! `qget_ms < 1000` is false the moment a read has been pending for
+//! 1000 ms, and is explained as `qget_ms ≥ 1000: read pending for 1.0s`.
+//! Where the bound decides nothing, the last answered value is used, exactly
+//! as before the read was sent, so a read in flight for 2 ms never turns a
+//! passing check unknown. Arithmetic keeps the bound where it stays a lower
+//! bound (adding, subtracting a known number, scaling by a positive one,
+//! `min`/`max`) and drops it elsewhere (negation, subtracting from).
 
 use std::fmt::Write as _;
 
@@ -97,13 +108,7 @@ impl Policy {
             Op::Not(a) => Val::B(not(value(a).tri())),
             Op::Neg(a) => Val::N(value(a).num().map(|n| -n)),
             Op::Min(a, b) | Op::Max(a, b) => {
-                let x = value(a).num();
-                let y = value(b).num();
-                Val::N(match (x, y) {
-                    (Some(x), Some(y)) if matches!(node.op, Op::Min(..)) => Some(x.min(y)),
-                    (Some(x), Some(y)) => Some(x.max(y)),
-                    _ => None,
-                })
+                min_max(matches!(node.op, Op::Min(..)), value(a), value(b))
             }
             Op::Bin(op, a, b) => bin(op, value(a), || value(b)),
         }
@@ -268,11 +273,26 @@ impl Policy {
             return;
         };
         let item = match node.op {
-            Op::Signal(s) => Some(format!(
-                "{} = {}",
-                self.signal_name(s),
-                fmt_val(signal_val(readings.get(s.index()), node.ty), node.ty)
-            )),
+            Op::Signal(s) => {
+                let r = readings.get(s.index());
+                let v = signal_val(r, node.ty);
+                Some(match (v, r.and_then(|r| r.pending)) {
+                    (Val::AtLeast { last, .. }, Some(p)) => {
+                        let mut t = format!(
+                            "{} {}: {} pending for {}",
+                            self.signal_name(s),
+                            fmt_val(v, node.ty),
+                            p.what,
+                            fmt_duration(p.waited.as_secs_f64())
+                        );
+                        if let Some(last) = last {
+                            let _ = write!(t, ", last {}", fmt_val(Val::N(Some(last)), node.ty));
+                        }
+                        t
+                    }
+                    _ => format!("{} = {}", self.signal_name(s), fmt_val(v, node.ty)),
+                })
+            }
             Op::Age(_) | Op::Let(_) => Some(format!(
                 "{} = {}",
                 super::check::collapse_ws(node.span.text(&self.source)),
@@ -354,8 +374,138 @@ fn push_if_unknown(signal: SignalId, age: bool, readings: &[Reading], out: &mut 
     }
 }
 
+/// `min` or `max` of two numbers; a pending bound is kept where it still
+/// bounds the result from below.
+fn min_max(is_min: bool, x: Val, y: Val) -> Val {
+    let pick = |p: f64, q: f64| if is_min { p.min(q) } else { p.max(q) };
+    let last = match (x.num(), y.num()) {
+        (Some(p), Some(q)) => Some(pick(p, q)),
+        _ => None,
+    };
+    match (x, y) {
+        (Val::AtLeast { bound, .. }, Val::N(Some(k)))
+        | (Val::N(Some(k)), Val::AtLeast { bound, .. }) => {
+            if is_min && k <= bound {
+                // min(≥ bound, k) is k exactly.
+                Val::N(Some(k))
+            } else {
+                Val::AtLeast {
+                    last,
+                    bound: pick(bound, k),
+                }
+            }
+        }
+        (Val::AtLeast { bound: p, .. }, Val::AtLeast { bound: q, .. }) => Val::AtLeast {
+            last,
+            bound: pick(p, q),
+        },
+        _ => Val::N(last),
+    }
+}
+
+/// A comparison decided by the intervals the operands lie in alone
+/// (`None` when they overlap in a way that leaves it open).
+fn by_interval(op: BinOp, x: Val, y: Val) -> Option<bool> {
+    let ((xl, xh), (yl, yh)) = (x.interval()?, y.interval()?);
+    let lt = |al: f64, ah: f64, bl: f64, bh: f64| {
+        if ah < bl {
+            Some(true)
+        } else if al >= bh {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    let le = |al: f64, ah: f64, bl: f64, bh: f64| {
+        if ah <= bl {
+            Some(true)
+        } else if al > bh {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    match op {
+        BinOp::Lt => lt(xl, xh, yl, yh),
+        BinOp::Le => le(xl, xh, yl, yh),
+        BinOp::Gt => lt(yl, yh, xl, xh),
+        BinOp::Ge => le(yl, yh, xl, xh),
+        BinOp::Eq | BinOp::Ne => {
+            let disjoint = xh < yl || yh < xl;
+            disjoint.then_some(op == BinOp::Ne)
+        }
+        _ => None,
+    }
+}
+
+/// Arithmetic with a pending operand: the result keeps a lower bound where
+/// the operation is monotone increasing in it, and is the plain result on
+/// the last values elsewhere.
+fn arith_pending(op: BinOp, x: Val, y: Val, last: Option<f64>) -> Val {
+    let lo = |v: Val| match v {
+        Val::AtLeast { bound, .. } => Some(bound),
+        Val::N(Some(n)) => Some(n),
+        _ => None,
+    };
+    let bound = match (op, x, y) {
+        (BinOp::Add, _, _) => lo(x).zip(lo(y)).map(|(p, q)| p + q),
+        (BinOp::Sub, Val::AtLeast { bound, .. }, Val::N(Some(k))) => Some(bound - k),
+        (BinOp::Mul, Val::AtLeast { bound, .. }, Val::N(Some(k)))
+        | (BinOp::Mul, Val::N(Some(k)), Val::AtLeast { bound, .. })
+            if k > 0.0 =>
+        {
+            Some(bound * k)
+        }
+        (BinOp::Div, Val::AtLeast { bound, .. }, Val::N(Some(k))) if k > 0.0 => Some(bound / k),
+        _ => None,
+    };
+    match bound.and_then(finite) {
+        Some(bound) => Val::AtLeast { last, bound },
+        None => Val::N(last),
+    }
+}
+
 /// A binary operator on its left value and (lazily) its right one.
 fn bin(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
+    let pending = |v: Val| matches!(v, Val::AtLeast { .. });
+    if pending(x) && !matches!(op, BinOp::And | BinOp::Or | BinOp::Coalesce) {
+        return bin_pending(op, x, y());
+    }
+    if matches!(x, Val::N(_)) && op != BinOp::Coalesce {
+        // Numeric operators: a pending right operand is handled alike.
+        let y = y();
+        if pending(y) {
+            return bin_pending(op, x, y);
+        }
+        return bin_plain(op, x, || y);
+    }
+    bin_plain(op, x, y)
+}
+
+/// A numeric operator with at least one pending operand.
+fn bin_pending(op: BinOp, x: Val, y: Val) -> Val {
+    match op {
+        BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
+            match by_interval(op, x, y) {
+                Some(b) => Val::B(Tri::from_bool(b)),
+                // Not decided by the bound: as if nothing were pending.
+                None => bin_plain(op, Val::N(x.num()), || Val::N(y.num())),
+            }
+        }
+        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
+            let last = match bin_plain(op, Val::N(x.num()), || Val::N(y.num())) {
+                Val::N(n) => n,
+                _ => None,
+            };
+            arith_pending(op, x, y, last)
+        }
+        // Unreachable for checked programs (logical operators take bools).
+        BinOp::And | BinOp::Or | BinOp::Coalesce => bin_plain(op, x, || y),
+    }
+}
+
+/// A binary operator without pending operands.
+fn bin_plain(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
     match op {
         // Kleene: a false operand decides `&&` even if the other is unknown.
         BinOp::And => {
@@ -412,6 +562,20 @@ fn bin(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
 }
 
 fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
+    if let (
+        Some(Reading {
+            pending: Some(p), ..
+        }),
+        SignalType::Number | SignalType::Duration,
+    ) = (r, ty)
+        && let Some(bound) = p.at_least.filter(|b| b.is_finite())
+    {
+        let last = match r.and_then(|r| r.value) {
+            Some(Value::Num(n)) => finite(n),
+            _ => None,
+        };
+        return Val::AtLeast { last, bound };
+    }
     match (r.and_then(|r| r.value), ty) {
         (Some(Value::Bool(b)), SignalType::Bool) => Val::B(Tri::from_bool(b)),
         (Some(Value::Num(n)), SignalType::Number | SignalType::Duration) => Val::N(finite(n)),
@@ -421,14 +585,39 @@ fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
     }
 }
 
-/// Why a reading is unknown, e.g. `last sample failed 3.2s ago: request timed out`.
+/// Why a reading is unknown, e.g. `last sample failed 3.2s ago: request timed out`
+/// (and, with a measurement in flight, `; read pending for 0.3s`).
 pub fn describe_unknown(r: &Reading) -> String {
+    let mut s = describe_unknown_only(r);
+    if let Some(p) = &r.pending
+        && !matches!(r.unknown, Unknown::Outdated { .. })
+    {
+        let _ = write!(
+            s,
+            "; {} pending for {}",
+            p.what,
+            fmt_duration(p.waited.as_secs_f64())
+        );
+    }
+    s
+}
+
+fn describe_unknown_only(r: &Reading) -> String {
     match &r.unknown {
         Unknown::No => "known".to_string(),
         Unknown::NeverSampled => "never sampled".to_string(),
         Unknown::Failed { error, ago } => format!(
             "last sample failed {} ago: {error}",
             fmt_duration(ago.as_secs_f64())
+        ),
+        Unknown::Outdated {
+            waited,
+            trust,
+            what,
+        } => format!(
+            "the last answer is outdated: a {what} has been pending for {}, longer than {}",
+            fmt_duration(waited.as_secs_f64()),
+            fmt_duration(trust.as_secs_f64())
         ),
         Unknown::Stale { age, bound } => format!(
             "last good sample is {} old (stale after {})",
@@ -445,6 +634,7 @@ pub fn fmt_val(v: Val, ty: SignalType) -> String {
         Val::B(Tri::Unknown) | Val::N(None) => "unknown".to_string(),
         Val::N(Some(n)) if ty == SignalType::Duration => fmt_duration(n),
         Val::N(Some(n)) => fmt_num(n),
+        Val::AtLeast { bound, .. } => format!("≥ {}", fmt_val(Val::N(Some(bound)), ty)),
     }
 }
 

@@ -30,25 +30,47 @@ impl Tri {
 pub enum Val {
     B(Tri),
     N(Option<f64>),
+    /// A number with a newer measurement in flight: that measurement will be
+    /// at least `bound`; `last` is the last answered one (or unknown). A
+    /// comparison the bound decides by itself is decided by it (`x < 1000`
+    /// is false once `bound ≥ 1000`); any other use sees `last`, as if
+    /// nothing were pending. See `eval`.
+    AtLeast {
+        last: Option<f64>,
+        bound: f64,
+    },
 }
 
 impl Val {
     pub fn is_known(self) -> bool {
-        !matches!(self, Val::B(Tri::Unknown) | Val::N(None))
+        !matches!(
+            self,
+            Val::B(Tri::Unknown) | Val::N(None) | Val::AtLeast { last: None, .. }
+        )
     }
 
     pub fn tri(self) -> Tri {
         match self {
             Val::B(t) => t,
             // Unreachable for checked programs; unknown is the safe answer.
-            Val::N(_) => Tri::Unknown,
+            Val::N(_) | Val::AtLeast { .. } => Tri::Unknown,
         }
     }
 
     pub fn num(self) -> Option<f64> {
         match self {
-            Val::N(n) => n,
+            Val::N(n) | Val::AtLeast { last: n, .. } => n,
             Val::B(_) => None,
+        }
+    }
+
+    /// The interval the value is known to lie in, for comparisons: a point
+    /// for a known number, `[bound, +∞)` for a pending one.
+    pub fn interval(self) -> Option<(f64, f64)> {
+        match self {
+            Val::N(Some(n)) => Some((n, n)),
+            Val::AtLeast { bound, .. } => Some((bound, f64::INFINITY)),
+            _ => None,
         }
     }
 }

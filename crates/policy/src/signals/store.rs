@@ -6,6 +6,13 @@
 //! A reading is *unknown* when the signal was never sampled, when its last
 //! sample failed, or when its last good sample is older than the signal's
 //! staleness bound.
+//!
+//! A source may also say that a measurement is *in flight* (a read sent, not
+//! yet answered): [`SignalStore::record_pending`]. Until its answer lands,
+//! the reading carries a [`Pending`] lower bound that grows with the time
+//! waited — a read pending for 1.2 s will take at least 1200 ms — so the
+//! evaluator can decide `qget_ms < 1000` the moment the bound crosses it,
+//! without waiting for the call's timeout.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -40,6 +47,23 @@ pub enum Unknown {
     Failed { error: Arc<str>, ago: Duration },
     /// The last good sample is `age` old, beyond the signal's `bound`.
     Stale { age: Duration, bound: Duration },
+    /// A newer measurement has been pending for `waited`, longer than the
+    /// source trusts its last answer (`trust`): that answer is outdated.
+    Outdated {
+        waited: Duration,
+        trust: Duration,
+        what: &'static str,
+    },
+}
+
+/// A measurement in flight for `waited`: for a latency, its result will be
+/// at least `at_least` (in the signal's unit); `None` for other signals.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pending {
+    pub at_least: Option<f64>,
+    pub waited: Duration,
+    /// What is pending, in words ("read").
+    pub what: &'static str,
 }
 
 /// What the policy evaluator sees of one signal at one instant.
@@ -50,6 +74,11 @@ pub struct Reading {
     pub unknown: Unknown,
     /// Time since the last good sample, whatever happened after it (for `age()`).
     pub last_good_age: Option<Duration>,
+    /// A newer measurement still in flight, as a lower bound on its result.
+    /// `value` stays the last answered one: the evaluator uses the bound
+    /// only where it decides a comparison by itself (see the policy crate's
+    /// `eval`).
+    pub pending: Option<Pending>,
 }
 
 impl Reading {
@@ -57,6 +86,7 @@ impl Reading {
         value: None,
         unknown: Unknown::NeverSampled,
         last_good_age: None,
+        pending: None,
     };
 
     /// A known reading sampled just now.
@@ -65,6 +95,7 @@ impl Reading {
             value: Some(value),
             unknown: Unknown::No,
             last_good_age: Some(Duration::ZERO),
+            pending: None,
         }
     }
 
@@ -77,7 +108,19 @@ impl Reading {
                 ago,
             },
             last_good_age: None,
+            pending: None,
         }
+    }
+
+    /// This reading with a measurement in flight for `waited`, whose result
+    /// will be at least `at_least`.
+    pub fn with_pending(mut self, at_least: f64, waited: Duration, what: &'static str) -> Reading {
+        self.pending = Some(Pending {
+            at_least: Some(at_least),
+            waited,
+            what,
+        });
+        self
     }
 }
 
@@ -97,6 +140,17 @@ struct Slot {
     last_good: Option<(Value, Instant, SystemTime)>,
     /// Set when the most recent attempt failed; cleared by a good sample.
     failure: Option<(Arc<str>, Instant)>,
+    /// A measurement in flight since this instant, whose result grows by
+    /// `per_second` units per second waited; cleared by any result.
+    pending: Option<PendingSince>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingSince {
+    since: Instant,
+    per_second: Option<f64>,
+    trust: Duration,
+    what: &'static str,
 }
 
 /// Latest samples of every signal in a catalogue.
@@ -157,11 +211,46 @@ impl SignalStore {
         let slot = &mut slots[id.index()];
         slot.last_good = Some((value, at, SystemTime::now()));
         slot.failure = None;
+        slot.pending = None;
     }
 
     pub fn record_err(&self, id: SignalId, error: Arc<str>, at: Instant) {
         let mut slots = self.lock_slots();
-        slots[id.index()].failure = Some((error, at));
+        let slot = &mut slots[id.index()];
+        slot.failure = Some((error, at));
+        slot.pending = None;
+    }
+
+    /// A new measurement of `id` was started at `since` and has not answered
+    /// yet. Until the next `record_ok`/`record_err`:
+    /// - for a latency (`per_second` = the signal's units per second, 1000
+    ///   for a value in ms), readings carry a lower bound of (time waited ×
+    ///   `per_second`), floored to a whole unit so it never overstates; a
+    ///   non-finite or negative `per_second` gives no bound;
+    /// - once it has waited longer than `trust`, the last answer is
+    ///   outdated: the reading is unknown ([`Unknown::Outdated`]).
+    pub fn record_pending(
+        &self,
+        id: SignalId,
+        since: Instant,
+        per_second: Option<f64>,
+        trust: Duration,
+        what: &'static str,
+    ) {
+        let per_second = per_second.filter(|p| p.is_finite() && *p >= 0.0);
+        let mut slots = self.lock_slots();
+        slots[id.index()].pending = Some(PendingSince {
+            since,
+            per_second,
+            trust,
+            what,
+        });
+    }
+
+    /// Whether any signal has a measurement in flight (the engine then
+    /// re-evaluates more often, so a growing bound is seen when it crosses).
+    pub fn any_pending(&self) -> bool {
+        self.lock_slots().iter().any(|s| s.pending.is_some())
     }
 
     /// Fill `out` (one entry per signal) with readings at `now`. Does not allocate
@@ -207,6 +296,31 @@ impl SignalStore {
 }
 
 fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
+    let mut r = reading_without_pending(slot, bound, now);
+    if let Some(p) = slot.pending {
+        let waited = now.saturating_duration_since(p.since);
+        let at_least = p
+            .per_second
+            .map(|ps| (waited.as_secs_f64() * ps).floor())
+            .filter(|b| b.is_finite());
+        if waited > p.trust && r.value.is_some() {
+            r.value = None;
+            r.unknown = Unknown::Outdated {
+                waited,
+                trust: p.trust,
+                what: p.what,
+            };
+        }
+        r.pending = Some(Pending {
+            at_least,
+            waited,
+            what: p.what,
+        });
+    }
+    r
+}
+
+fn reading_without_pending(slot: &Slot, bound: Duration, now: Instant) -> Reading {
     let last_good_age = slot
         .last_good
         .map(|(_, at, _)| now.saturating_duration_since(at));
@@ -218,6 +332,7 @@ fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
                 ago: now.saturating_duration_since(*at),
             },
             last_good_age,
+            pending: None,
         };
     }
     match slot.last_good {
@@ -229,12 +344,14 @@ fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
                     value: None,
                     unknown: Unknown::Stale { age, bound },
                     last_good_age,
+                    pending: None,
                 }
             } else {
                 Reading {
                     value: Some(value),
                     unknown: Unknown::No,
                     last_good_age,
+                    pending: None,
                 }
             }
         }
@@ -320,6 +437,64 @@ mod tests {
         let r = s.reading(id, t0 + Duration::from_secs(4));
         assert_eq!(r.value, None);
         assert!(matches!(r.unknown, Unknown::Stale { .. }));
+    }
+
+    #[test]
+    fn a_pending_measurement_is_a_growing_lower_bound_until_its_result() {
+        let (c, s) = store();
+        let id = c.id("qget_ms");
+        let t0 = Instant::now();
+        s.record_ok(id, Value::Num(3.0), t0);
+        s.record_pending(id, t0, Some(1000.0), Duration::from_secs(2), "read");
+        assert!(s.any_pending());
+        let r = s.reading(id, t0 + Duration::from_millis(1500));
+        // The last answer stays the value; the bound rides along, floored.
+        assert_eq!(r.value, Some(Value::Num(3.0)));
+        let p = r.pending.expect("pending");
+        assert_eq!(p.at_least, Some(1500.0));
+        assert_eq!(p.waited, Duration::from_millis(1500));
+        assert_eq!(p.what, "read");
+        let r = s.reading(id, t0 + Duration::from_micros(999_999));
+        assert_eq!(r.pending.and_then(|p| p.at_least), Some(999.0));
+        // Waited longer than the last answer is trusted: outdated, unknown.
+        let r = s.reading(id, t0 + Duration::from_millis(2001));
+        assert_eq!(r.value, None);
+        assert_eq!(
+            r.unknown,
+            Unknown::Outdated {
+                waited: Duration::from_millis(2001),
+                trust: Duration::from_secs(2),
+                what: "read"
+            }
+        );
+        assert_eq!(r.pending.and_then(|p| p.at_least), Some(2001.0));
+        // A result (good or failed) ends it.
+        s.record_ok(id, Value::Num(1200.0), t0 + Duration::from_millis(1200));
+        assert!(!s.any_pending());
+        assert_eq!(s.reading(id, t0 + Duration::from_secs(2)).pending, None);
+        s.record_pending(id, t0, Some(1000.0), Duration::from_secs(2), "read");
+        s.record_err(id, Arc::from("timed out"), t0 + Duration::from_secs(3));
+        assert_eq!(s.reading(id, t0 + Duration::from_secs(4)).pending, None);
+        // Absurd scales give no bound, never a panic; a failed last sample
+        // keeps its own reason.
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            s.record_pending(id, t0, Some(bad), Duration::ZERO, "read");
+            let r = s.reading(id, t0 + Duration::from_secs(9));
+            assert_eq!(r.pending.map(|p| p.at_least), Some(None));
+            assert!(matches!(r.unknown, Unknown::Failed { .. }), "{r:?}");
+        }
+        // A bool (no bound) is outdated the same way.
+        let leader = c.id("leader");
+        s.record_ok(leader, Value::Bool(true), t0);
+        s.record_pending(leader, t0, None, Duration::from_millis(200), "Status");
+        let r = s.reading(leader, t0 + Duration::from_millis(200));
+        assert_eq!(r.value, Some(Value::Bool(true)));
+        let r = s.reading(leader, t0 + Duration::from_millis(201));
+        assert_eq!(r.value, None);
+        assert!(
+            matches!(r.unknown, Unknown::Outdated { what: "Status", .. }),
+            "{r:?}"
+        );
     }
 
     #[test]
