@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod engine;
+pub mod filewatch;
 pub mod http;
 pub mod localcluster;
 pub mod metrics;

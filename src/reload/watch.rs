@@ -1,5 +1,6 @@
 //! The reload triggers that run on their own: inotify on the policy file's
-//! parent directory, SIGHUP, and a periodic re-read as a safety net.
+//! parent directory (through [`crate::filewatch`], shared with the web
+//! config's watcher), SIGHUP, and a periodic re-read as a safety net.
 //!
 //! The kubelet updates a ConfigMap volume by swapping the `..data` symlink, so
 //! a watch on the file itself goes dead after the first update and no event
@@ -12,16 +13,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::RecommendedWatcher;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{ReloadTrigger, Reloader};
+pub use crate::filewatch::EventCounts;
+use crate::filewatch::{debounce, dir_of, next_hangup, watch_dirs};
 use crate::supervise::Supervisor;
 
 /// How the watcher behaves.
@@ -57,30 +59,6 @@ impl Default for WatchOptions {
 pub struct WatcherHandle {
     task: JoinHandle<()>,
     stats: Arc<EventCounts>,
-}
-
-/// What the directory watch has received so far, by class. The watcher counts
-/// an event before it decides on it, so a test can wait for the events its own
-/// file operations raise and then check how they were classified, instead of
-/// watching a wall-clock window for reads that should not happen.
-#[derive(Debug, Default)]
-pub struct EventCounts {
-    /// Events that can mean the content changed: each schedules a re-read.
-    relevant: AtomicU64,
-    /// Events that cannot (open, read, close without writing): dropped.
-    ignored: AtomicU64,
-}
-
-impl EventCounts {
-    /// Events that scheduled a re-read.
-    pub fn relevant(&self) -> u64 {
-        self.relevant.load(Ordering::SeqCst)
-    }
-
-    /// Events dropped as unable to change the content (our own reads among them).
-    pub fn ignored(&self) -> u64 {
-        self.ignored.load(Ordering::SeqCst)
-    }
 }
 
 impl WatcherHandle {
@@ -132,7 +110,7 @@ impl Loop {
     /// Set up the watch and the SIGHUP handler (before returning, so a SIGHUP
     /// sent right after is not lost).
     fn new(reloader: Arc<Reloader>, opts: WatchOptions, stats: Arc<EventCounts>) -> Loop {
-        let dir = watch_dir_of(reloader.path());
+        let dir = dir_of(reloader.path());
         let (tx, rx) = mpsc::channel(1);
         let broken = Arc::new(AtomicBool::new(false));
         let watcher = if opts.inotify {
@@ -163,63 +141,19 @@ impl Loop {
     }
 }
 
-fn watch_dir_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Whether an event can mean the file's content changed. Opening and reading
-/// (including our own reads) cannot; a close after writing can.
-pub(crate) fn relevant(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
+/// Watch the policy's directory; log and carry on without inotify if it fails.
 fn watch(
     dir: &Path,
     tx: &mpsc::Sender<()>,
     broken: &Arc<AtomicBool>,
     stats: &Arc<EventCounts>,
 ) -> Option<RecommendedWatcher> {
-    let tx = tx.clone();
-    let flag = broken.clone();
-    let stats = stats.clone();
-    let watched = dir.to_path_buf();
-    let handler = move |res: notify::Result<Event>| {
-        match res {
-            Ok(ev) => {
-                if !relevant(&ev.kind) {
-                    stats.ignored.fetch_add(1, Ordering::SeqCst);
-                    return;
-                }
-                stats.relevant.fetch_add(1, Ordering::SeqCst);
-                if ev.need_rescan()
-                    || (matches!(ev.kind, EventKind::Remove(_)) && ev.paths.contains(&watched))
-                {
-                    flag.store(true, Ordering::Relaxed);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "policy directory watch reported an error; re-reading the policy");
-                flag.store(true, Ordering::Relaxed);
-            }
-        }
-        // Full means a re-read is already pending; closed means we are stopping.
-        let _ = tx.try_send(());
-    };
-    let result = notify::recommended_watcher(handler)
-        .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).map(|()| w));
-    match result {
+    match watch_dirs([dir], tx, broken, stats) {
         Ok(w) => {
             tracing::debug!(dir = %dir.display(), "watching the policy directory");
             Some(w)
         }
-        Err(e) => {
+        Err((dir, e)) => {
             tracing::error!(
                 dir = %dir.display(), error = %e,
                 "cannot watch the policy directory; changes are picked up by the periodic \
@@ -268,28 +202,6 @@ async fn run(mut l: Loop) {
     }
 }
 
-/// Wait until no event came for `quiet`, or at most ten times `quiet`.
-async fn debounce(rx: &mut mpsc::Receiver<()>, quiet: Duration) {
-    let limit = tokio::time::Instant::now() + quiet * 10;
-    loop {
-        let wait = quiet.min(limit.saturating_duration_since(tokio::time::Instant::now()));
-        if wait.is_zero() {
-            return;
-        }
-        match tokio::time::timeout(wait, rx.recv()).await {
-            Ok(Some(())) => continue,
-            Ok(None) | Err(_) => return,
-        }
-    }
-}
-
-async fn next_hangup(hangup: &mut Option<Signal>) -> Option<()> {
-    match hangup {
-        Some(s) => s.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 async fn reload(reloader: &Arc<Reloader>, trigger: ReloadTrigger) {
     let r = reloader.clone();
     match tokio::task::spawn_blocking(move || r.reload_now(trigger)).await {
@@ -297,48 +209,5 @@ async fn reload(reloader: &Arc<Reloader>, trigger: ReloadTrigger) {
         // Logged by the reloader with the details.
         Ok(Err(_)) => {}
         Err(e) => tracing::error!(%trigger, error = %e, "policy reload task failed"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use notify::EventKind;
-    use notify::event::{
-        AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind, RemoveKind,
-        RenameMode,
-    };
-
-    use super::relevant;
-
-    /// Which events schedule a re-read: everything but opening, reading and
-    /// closing without writing (so the watcher's own reads cannot).
-    #[test]
-    fn only_events_that_can_change_the_content_are_relevant() {
-        let table: &[(EventKind, bool)] = &[
-            (EventKind::Access(AccessKind::Open(AccessMode::Read)), false),
-            (EventKind::Access(AccessKind::Read), false),
-            (
-                EventKind::Access(AccessKind::Close(AccessMode::Read)),
-                false,
-            ),
-            (EventKind::Access(AccessKind::Any), false),
-            (
-                EventKind::Access(AccessKind::Close(AccessMode::Write)),
-                true,
-            ),
-            (EventKind::Create(CreateKind::File), true),
-            (EventKind::Modify(ModifyKind::Data(DataChange::Any)), true),
-            (
-                EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)),
-                true,
-            ),
-            (EventKind::Modify(ModifyKind::Name(RenameMode::To)), true),
-            (EventKind::Remove(RemoveKind::File), true),
-            (EventKind::Any, true),
-            (EventKind::Other, true),
-        ];
-        for (kind, expected) in table {
-            assert_eq!(relevant(kind), *expected, "{kind:?}");
-        }
     }
 }

@@ -2,9 +2,9 @@
 //! of the file and of every certificate, key and CA it names (cert-manager
 //! and the kubelet replace Secret files by swapping a `..data` symlink, so
 //! directories are watched, not files), SIGHUP, and a periodic re-read as a
-//! safety net. Like the policy watcher (`reload/watch.rs`), events go
-//! through a one-slot channel and a short debounce, our own reads (access
-//! events) are ignored so reads cannot feed back, and
+//! safety net. The directory watch, its debounce and the rule that our own
+//! reads (access events) are ignored are the policy watcher's
+//! ([`crate::filewatch`]), and
 //! [`super::WebState::reload_now`] compares hashes, so a spurious event
 //! costs a few small reads. The task runs under the [`Supervisor`] as
 //! `web-config-watcher`.
@@ -12,15 +12,16 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::RecommendedWatcher;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::WebState;
+use crate::filewatch::{EventCounts, debounce, dir_of, next_hangup, watch_dirs};
 use crate::supervise::Supervisor;
 
 /// Quiet time after a change before re-reading (a Secret update is a burst
@@ -37,57 +38,32 @@ pub fn spawn_watcher(
 }
 
 fn dirs_of(files: &[PathBuf]) -> BTreeSet<PathBuf> {
-    files
-        .iter()
-        .map(|f| match f.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        })
-        .collect()
+    files.iter().map(|f| dir_of(f)).collect()
 }
 
-/// Whether an event can mean a file's content changed (our own opens and
-/// reads cannot).
-fn relevant(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
-fn watch(dirs: &BTreeSet<PathBuf>, tx: &mpsc::Sender<()>) -> Option<RecommendedWatcher> {
-    let tx = tx.clone();
-    let handler = move |res: notify::Result<Event>| {
-        if let Ok(ev) = &res
-            && !relevant(&ev.kind)
-        {
-            return;
-        }
-        // Full: a re-read is already pending.
-        let _ = tx.try_send(());
-    };
-    let mut w = match notify::recommended_watcher(handler) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch the web config; relying on the periodic re-read and SIGHUP");
-            return None;
-        }
-    };
-    for d in dirs {
-        if let Err(e) = w.watch(d, RecursiveMode::NonRecursive) {
-            tracing::error!(dir = %d.display(), error = %e,
+/// Watch `dirs`; log and carry on without inotify if it fails.
+fn watch(
+    dirs: &BTreeSet<PathBuf>,
+    tx: &mpsc::Sender<()>,
+    broken: &Arc<AtomicBool>,
+    counts: &Arc<EventCounts>,
+) -> Option<RecommendedWatcher> {
+    match watch_dirs(dirs.iter().map(PathBuf::as_path), tx, broken, counts) {
+        Ok(w) => Some(w),
+        Err((dir, e)) => {
+            tracing::error!(dir = %dir.display(), error = %e,
                 "cannot watch a web config directory; relying on the periodic re-read and SIGHUP (retrying at each re-read)");
-            return None;
+            None
         }
     }
-    Some(w)
 }
 
 async fn run(web: Arc<WebState>, resync: Duration) {
     let (tx, mut rx) = mpsc::channel(1);
     let mut dirs = dirs_of(&web.current().files);
-    let mut watcher = watch(&dirs, &tx);
+    let broken = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(EventCounts::default());
+    let mut watcher = watch(&dirs, &tx, &broken, &counts);
     let mut hangup: Option<Signal> = signal(SignalKind::hangup())
         .inspect_err(|e| tracing::error!(error = %e, "cannot handle SIGHUP for the web config"))
         .ok();
@@ -99,7 +75,7 @@ async fn run(web: Arc<WebState>, resync: Duration) {
     loop {
         let (trigger, automatic) = tokio::select! {
             Some(()) = rx.recv() => {
-                debounce(&mut rx).await;
+                debounce(&mut rx, DEBOUNCE).await;
                 ("watch", true)
             }
             _ = tick.tick() => ("resync", true),
@@ -108,33 +84,12 @@ async fn run(web: Arc<WebState>, resync: Duration) {
         reload(&web, trigger, automatic).await;
         // The file may now name files elsewhere; a failed watch is retried.
         let now = dirs_of(&web.current().files);
-        if now != dirs || watcher.is_none() {
+        if now != dirs || watcher.is_none() || broken.swap(false, Ordering::Relaxed) {
             // Drop the old watch first: its directory may be gone.
             drop(watcher.take());
-            watcher = watch(&now, &tx);
+            watcher = watch(&now, &tx, &broken, &counts);
             dirs = now;
         }
-    }
-}
-
-async fn debounce(rx: &mut mpsc::Receiver<()>) {
-    let limit = tokio::time::Instant::now() + DEBOUNCE * 10;
-    loop {
-        let wait = DEBOUNCE.min(limit.saturating_duration_since(tokio::time::Instant::now()));
-        if wait.is_zero() {
-            return;
-        }
-        match tokio::time::timeout(wait, rx.recv()).await {
-            Ok(Some(())) => continue,
-            Ok(None) | Err(_) => return,
-        }
-    }
-}
-
-async fn next_hangup(hangup: &mut Option<Signal>) -> Option<()> {
-    match hangup {
-        Some(s) => s.recv().await,
-        None => std::future::pending().await,
     }
 }
 
