@@ -362,9 +362,14 @@ async fn the_status_page_in_headless_chromium_healthy_and_after_a_fault() {
         .filter(|t| t["kind"] == "readiness")
         .map(|t| t["state"].as_str().unwrap())
         .collect();
-    // Starting, possibly not ready while the first samples come in, ready,
-    // and not ready after the kill.
-    assert_eq!(states.first(), Some(&"starting"), "{h}");
-    assert!(states.ends_with(&["ready", "not_ready"]), "{h}");
+    // Starting (unless the first etcd round landed before the first
+    // evaluation), possibly not ready while the first samples come in, then
+    // ready, and not ready after the kill.
+    let allowed: &[&[&str]] = &[
+        &["starting", "ready", "not_ready"],
+        &["starting", "not_ready", "ready", "not_ready"],
+        &["not_ready", "ready", "not_ready"],
+    ];
+    assert!(allowed.contains(&states.as_slice()), "{states:?} in {h}");
     e.running.shutdown().await;
 }

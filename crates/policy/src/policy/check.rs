@@ -52,96 +52,51 @@ pub fn compile(
     src: &str,
     catalogue: &Catalogue,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    let mut c = Checker {
-        src,
-        catalogue,
-        nodes: Vec::new(),
-        lets: Vec::new(),
-        let_leaves: Vec::new(),
-        later_lets: stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Let {
-                    name, name_span, ..
-                } => Some((name.clone(), *name_span)),
-                _ => None,
-            })
-            .collect(),
-        diags: Vec::new(),
+    let mut p = PolicyCompiler {
+        c: Checker {
+            src,
+            catalogue,
+            nodes: Vec::new(),
+            lets: Vec::new(),
+            let_leaves: Vec::new(),
+            later_lets: stmts
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::Let {
+                        name, name_span, ..
+                    } => Some((name.clone(), *name_span)),
+                    _ => None,
+                })
+                .collect(),
+            diags: Vec::new(),
+        },
+        checks: Vec::new(),
+        check_spans: HashMap::new(),
+        has_named: stmts.iter().any(|s| {
+            matches!(
+                s,
+                Stmt::Check {
+                    kind: StmtKind::Check | StmtKind::Warn,
+                    ..
+                }
+            )
+        }),
+        seen_bare: false,
+        reported_extra: false,
     };
-    let mut checks: Vec<CheckDef> = Vec::new();
-    let mut check_spans: HashMap<String, Span> = HashMap::new();
-    let has_named = stmts.iter().any(|s| {
-        matches!(
-            s,
-            Stmt::Check {
-                kind: StmtKind::Check | StmtKind::Warn,
-                ..
-            }
-        )
-    });
-    let mut seen_bare = false;
-    let mut reported_extra = false;
     let mut reported_size = false;
-
     for stmt in stmts {
-        if c.nodes.len() > limits::MAX_NODES && !std::mem::replace(&mut reported_size, true) {
+        if p.c.nodes.len() > limits::MAX_NODES && !std::mem::replace(&mut reported_size, true) {
             // The statement before this one crossed the limit; say where the
             // policy stopped fitting rather than pointing at the whole file.
-            c.diags.push(too_many_nodes(stmt_span(stmt)));
+            p.c.diags.push(too_many_nodes(stmt_span(stmt)));
         }
         match stmt {
             Stmt::Let {
                 name,
                 name_span,
                 expr,
-            } => {
-                if c.lets.len() >= limits::MAX_LETS {
-                    c.diags.push(Diagnostic::new(
-                        format!("more than {} `let` lines", limits::MAX_LETS),
-                        *name_span,
-                    ));
-                    continue;
-                }
-                if c.lets.iter().any(|l| &l.name == name) {
-                    c.diags.push(
-                        Diagnostic::new(format!("`{name}` is defined twice"), *name_span)
-                            .label("second definition")
-                            .help("each `let` needs its own name"),
-                    );
-                    continue;
-                }
-                if catalogue.lookup(name).is_some() {
-                    c.diags.push(
-                        Diagnostic::new(
-                            format!("`{name}` is a signal and cannot be redefined"),
-                            *name_span,
-                        )
-                        .help("pick another name for this `let`"),
-                    );
-                    continue;
-                }
-                if let Some(root) = c.expr(expr) {
-                    let ty = c.nodes[root as usize].ty;
-                    let mut leaves = Vec::new();
-                    c.leaves(root, &mut leaves);
-                    c.lets.push(LetDef {
-                        name: name.clone(),
-                        root,
-                        ty,
-                    });
-                    c.let_leaves.push(leaves);
-                } else {
-                    // Keep the name resolvable so its uses do not cascade into
-                    // "unknown name" errors.
-                    c.lets.push(LetDef {
-                        name: name.clone(),
-                        root: u32::MAX,
-                        ty: SignalType::Bool,
-                    });
-                    c.let_leaves.push(Vec::new());
-                }
-            }
+            } => p.define_let(name, *name_span, expr),
             Stmt::Check {
                 kind,
                 name,
@@ -149,112 +104,28 @@ pub fn compile(
                 hold,
                 span,
             } => {
-                let terms: Vec<(&Expr, Option<(String, Span)>)> = if *kind == StmtKind::Bare {
-                    if has_named || seen_bare {
-                        if std::mem::replace(&mut reported_extra, true) {
-                            continue;
-                        }
-                        let starts = expr.span.text(src);
-                        let word = starts
-                            .split(|ch: char| !ch.is_alphanumeric())
-                            .next()
-                            .unwrap_or("");
-                        if matches!(word, "and" | "or" | "not" | "AND" | "OR") {
-                            c.diags.push(
-                                Diagnostic::new(
-                                    format!("`{word}` is not an operator"),
-                                    Span::new(expr.span.start, expr.span.start + word.len()),
-                                )
-                                .help("write `&&` for and, `||` for or, `!` for not"),
-                            );
-                            continue;
-                        }
-                        c.diags.push(
-                            Diagnostic::new("unexpected expression", Span::new(span.start, span.start))
-                                .label("a second expression starts here")
-                                .help(if has_named {
-                                    "a policy is either one bare expression or a list of `check`/`warn` lines; write `check NAME: EXPR`"
-                                } else {
-                                    "join the terms with `&&` (or `||`), or name each one with `check NAME: EXPR`"
-                                }),
-                        );
-                        continue;
+                let terms = if *kind == StmtKind::Bare {
+                    match p.bare_terms(expr, *span) {
+                        Some(t) => t,
+                        None => continue,
                     }
-                    seen_bare = true;
-                    let mut terms = Vec::new();
-                    flatten_and(expr, &mut terms);
-                    terms.into_iter().map(|t| (t, None)).collect()
                 } else {
                     vec![(expr, name.clone())]
                 };
                 for (term, name) in terms {
-                    if checks.len() >= limits::MAX_CHECKS {
-                        c.diags.push(Diagnostic::new(
+                    if p.checks.len() >= limits::MAX_CHECKS {
+                        p.c.diags.push(Diagnostic::new(
                             format!("more than {} checks", limits::MAX_CHECKS),
                             term.span,
                         ));
                         break;
                     }
-                    let (name, name_span) = match name {
-                        Some(n) => n,
-                        None => {
-                            let base = c.first_signal(term).unwrap_or_else(|| "term".to_string());
-                            (unique_name(&base, &check_spans), term.span)
-                        }
-                    };
-                    if let Some(prev) = check_spans.get(&name) {
-                        let (line, _) = super::diag::line_col(src, prev.start);
-                        c.diags.push(
-                            Diagnostic::new(format!("check `{name}` is defined twice"), name_span)
-                                .label("second definition")
-                                .help(format!(
-                                    "the first is on line {line}; check names must be unique"
-                                )),
-                        );
-                        continue;
-                    }
-                    check_spans.insert(name.clone(), name_span);
-                    let Some(root) = c.expr(term) else { continue };
-                    let ty = c.nodes[root as usize].ty;
-                    if ty != SignalType::Bool {
-                        c.diags.push(
-                            Diagnostic::new(
-                                format!("check `{name}` must be a condition, but this expression is a {ty}"),
-                                term.span,
-                            )
-                            .label(format!("this is a {ty}"))
-                            .help("compare it with something, e.g. `qget_ms < 1000`"),
-                        );
-                        continue;
-                    }
-                    let hold_down = match hold {
-                        Some((secs, hspan)) => c.hold_down(*secs, *hspan),
-                        None => None,
-                    };
-                    let mut leaves = Vec::new();
-                    c.leaves(root, &mut leaves);
-                    let mut signals: Vec<SignalId> = Vec::new();
-                    for leaf in leaves {
-                        if !signals.contains(&leaf.signal) {
-                            signals.push(leaf.signal);
-                        }
-                    }
-                    checks.push(CheckDef {
-                        name,
-                        kind: if *kind == StmtKind::Warn {
-                            CheckKind::Warn
-                        } else {
-                            CheckKind::Check
-                        },
-                        root,
-                        expr_text: collapse_ws(term.span.text(src)),
-                        hold: hold_down,
-                        signals,
-                    });
+                    p.define_check(*kind, term, name, hold.as_ref());
                 }
             }
         }
     }
+    let PolicyCompiler { mut c, checks, .. } = p;
     if stmts.iter().all(|s| matches!(s, Stmt::Let { .. })) {
         c.diags.push(
             Diagnostic::new("the policy has no checks", Span::new(src.len(), src.len())).help(
@@ -279,8 +150,174 @@ pub fn compile(
     }
 }
 
-/// A literal quoted in a message: long ones (a 400-digit duration) are cut
-/// in the middle, with their length; the caret line shows all of it.
+/// A term of a check statement and its name, if the statement gave one.
+type Term<'e> = (&'e Expr, Option<(String, Span)>);
+
+/// [`compile`]'s state across statements: the expression checker, the
+/// checks so far and the rules about bare expressions.
+struct PolicyCompiler<'a> {
+    c: Checker<'a>,
+    checks: Vec<CheckDef>,
+    check_spans: HashMap<String, Span>,
+    /// The policy has `check`/`warn` lines, so a bare expression is an error.
+    has_named: bool,
+    seen_bare: bool,
+    /// A second bare expression was reported (once is enough).
+    reported_extra: bool,
+}
+
+impl PolicyCompiler<'_> {
+    /// `let NAME = EXPR`: checked and kept; a bad one stays resolvable so
+    /// its uses do not cascade into "unknown name" errors.
+    fn define_let(&mut self, name: &str, name_span: Span, expr: &Expr) {
+        let c = &mut self.c;
+        if c.lets.len() >= limits::MAX_LETS {
+            c.diags.push(Diagnostic::new(
+                format!("more than {} `let` lines", limits::MAX_LETS),
+                name_span,
+            ));
+            return;
+        }
+        if c.lets.iter().any(|l| l.name == name) {
+            c.diags.push(
+                Diagnostic::new(format!("`{name}` is defined twice"), name_span)
+                    .label("second definition")
+                    .help("each `let` needs its own name"),
+            );
+            return;
+        }
+        if c.catalogue.lookup(name).is_some() {
+            c.diags.push(
+                Diagnostic::new(
+                    format!("`{name}` is a signal and cannot be redefined"),
+                    name_span,
+                )
+                .help("pick another name for this `let`"),
+            );
+            return;
+        }
+        let (root, ty, leaves) = match c.expr(expr) {
+            Some(root) => {
+                let mut leaves = Vec::new();
+                c.leaves(root, &mut leaves);
+                (root, c.nodes[root as usize].ty, leaves)
+            }
+            None => (u32::MAX, SignalType::Bool, Vec::new()),
+        };
+        c.lets.push(LetDef {
+            name: name.to_string(),
+            root,
+            ty,
+        });
+        c.let_leaves.push(leaves);
+    }
+
+    /// The terms of a bare expression (its top-level `&&` operands, one
+    /// check each), or `None` with a diagnostic when a bare expression is
+    /// not allowed here.
+    fn bare_terms<'e>(&mut self, expr: &'e Expr, span: Span) -> Option<Vec<Term<'e>>> {
+        if self.has_named || self.seen_bare {
+            if std::mem::replace(&mut self.reported_extra, true) {
+                return None;
+            }
+            let starts = expr.span.text(self.c.src);
+            let word = starts
+                .split(|ch: char| !ch.is_alphanumeric())
+                .next()
+                .unwrap_or("");
+            if matches!(word, "and" | "or" | "not" | "AND" | "OR") {
+                self.c.diags.push(
+                    Diagnostic::new(
+                        format!("`{word}` is not an operator"),
+                        Span::new(expr.span.start, expr.span.start + word.len()),
+                    )
+                    .help("write `&&` for and, `||` for or, `!` for not"),
+                );
+                return None;
+            }
+            self.c.diags.push(
+                Diagnostic::new("unexpected expression", Span::new(span.start, span.start))
+                    .label("a second expression starts here")
+                    .help(if self.has_named {
+                        "a policy is either one bare expression or a list of `check`/`warn` lines; write `check NAME: EXPR`"
+                    } else {
+                        "join the terms with `&&` (or `||`), or name each one with `check NAME: EXPR`"
+                    }),
+            );
+            return None;
+        }
+        self.seen_bare = true;
+        let mut terms = Vec::new();
+        flatten_and(expr, &mut terms);
+        Some(terms.into_iter().map(|t| (t, None)).collect())
+    }
+
+    /// One check: named (or named after its first signal), unique, a
+    /// condition, with its hold-down and the signals it reads.
+    fn define_check(
+        &mut self,
+        kind: StmtKind,
+        term: &Expr,
+        name: Option<(String, Span)>,
+        hold: Option<&(f64, Span)>,
+    ) {
+        let c = &mut self.c;
+        let (name, name_span) = match name {
+            Some(n) => n,
+            None => {
+                let base = c.first_signal(term).unwrap_or_else(|| "term".to_string());
+                (unique_name(&base, &self.check_spans), term.span)
+            }
+        };
+        if let Some(prev) = self.check_spans.get(&name) {
+            let (line, _) = super::diag::line_col(c.src, prev.start);
+            c.diags.push(
+                Diagnostic::new(format!("check `{name}` is defined twice"), name_span)
+                    .label("second definition")
+                    .help(format!(
+                        "the first is on line {line}; check names must be unique"
+                    )),
+            );
+            return;
+        }
+        self.check_spans.insert(name.clone(), name_span);
+        let Some(root) = c.expr(term) else { return };
+        let ty = c.nodes[root as usize].ty;
+        if ty != SignalType::Bool {
+            c.diags.push(
+                Diagnostic::new(
+                    format!("check `{name}` must be a condition, but this expression is a {ty}"),
+                    term.span,
+                )
+                .label(format!("this is a {ty}"))
+                .help("compare it with something, e.g. `qget_ms < 1000`"),
+            );
+            return;
+        }
+        let hold_down = hold.and_then(|(secs, hspan)| c.hold_down(*secs, *hspan));
+        let mut leaves = Vec::new();
+        c.leaves(root, &mut leaves);
+        let mut signals: Vec<SignalId> = Vec::new();
+        for leaf in leaves {
+            if !signals.contains(&leaf.signal) {
+                signals.push(leaf.signal);
+            }
+        }
+        self.checks.push(CheckDef {
+            name,
+            kind: if kind == StmtKind::Warn {
+                CheckKind::Warn
+            } else {
+                CheckKind::Check
+            },
+            root,
+            expr_text: collapse_ws(term.span.text(c.src)),
+            hold: hold_down,
+            signals,
+        });
+    }
+}
+
 fn quoted(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     if chars.len() <= 24 {
