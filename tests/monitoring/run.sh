@@ -22,7 +22,8 @@ python3 tests/monitoring/check_manifests.py
 promtool check rules dashboards/alerts.yaml
 promtool test rules dashboards/alerts.test.yaml
 
-cargo build --quiet --bin etcd-readiness-exporter --bin fake-backup-sidecar
+cargo build --quiet --bin etcd-readiness-exporter
+cargo build --quiet -p etcd-readiness-testkit --bin fake-backup-sidecar
 BIN=$ROOT/target/debug/etcd-readiness-exporter
 
 # The allow-lists the checkers use must describe the real binary: every flag
