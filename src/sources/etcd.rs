@@ -175,6 +175,7 @@ pub fn spawn(
     member_info: Option<MemberInfo>,
 ) -> JoinHandle<()> {
     let ids = Ids::new(catalogue);
+    metrics.start_source(LABEL);
     let supervisor = notifier.supervisor().clone();
     supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
         let sh = Arc::new(Shared {

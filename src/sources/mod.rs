@@ -60,6 +60,22 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, for the zero-valued error series a source starts with.
+    pub const ALL: [Reason; 12] = [
+        Reason::Timeout,
+        Reason::Connect,
+        Reason::Tls,
+        Reason::Protocol,
+        Reason::Status,
+        Reason::Parse,
+        Reason::TooLarge,
+        Reason::Rpc,
+        Reason::Dns,
+        Reason::Nxdomain,
+        Reason::Servfail,
+        Reason::Mismatch,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Timeout => "timeout",
@@ -184,6 +200,18 @@ impl SourceMetrics {
         }
     }
 
+    /// Create `source`'s error series at zero, one per [`Reason`], so that
+    /// the family is in every scrape and `rate()`/`increase()` see a
+    /// source's first failure (Prometheus' advice for known label values).
+    pub fn start_source(&self, source: &str) {
+        for reason in Reason::ALL {
+            let _ = self.errors.get_or_create(&ErrorLabels {
+                source: source.to_string(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+
     /// Count one request of `call` to `source` (what the exporter costs the
     /// source; the accuracy benchmark reports its rate).
     pub fn request(&self, source: &str, call: &str) {
@@ -305,6 +333,7 @@ where
     F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
 {
     let label = first.source().label();
+    metrics.start_source(&label);
     let mut first = Some(first);
     let supervisor = notifier.supervisor().clone();
     let task = format!("sampler:{label}");
