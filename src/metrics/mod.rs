@@ -9,6 +9,7 @@
 //! 1.0.0 and Prometheus text 0.0.4).
 
 pub mod process;
+pub mod reload_status;
 
 use std::collections::HashSet;
 

@@ -1,34 +1,22 @@
 //! Reload metrics: whether the last reload worked, when one last did, how many
 //! succeeded and failed, and which policy (by SHA-256) is in force.
 
-use std::sync::atomic::AtomicU64;
-use std::time::SystemTime;
-
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
+use crate::metrics::reload_status::{Help, ReloadStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShaLabels {
     sha256: String,
 }
 
-const SUCCESS: ResultLabels = ResultLabels { result: "success" };
-const FAILURE: ResultLabels = ResultLabels { result: "failure" };
-
 /// The reload metrics. Cheap to clone (handles to shared atomics).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReloadMetrics {
-    last_successful: Gauge,
-    last_success_timestamp: Gauge<f64, AtomicU64>,
-    reloads: Family<ResultLabels, Counter>,
+    status: ReloadStatus,
     info: Family<ShaLabels, Gauge>,
 }
 
@@ -37,32 +25,22 @@ impl ReloadMetrics {
     /// (`etcd_readiness_policy_*`): pass the root registry, not one with a
     /// prefix.
     pub fn register(registry: &mut Registry) -> ReloadMetrics {
-        let m = ReloadMetrics::default();
-        registry.register(
-            "etcd_readiness_policy_last_reload_successful",
-            "Whether the last policy reload attempt succeeded (1) or failed (0)",
-            m.last_successful.clone(),
+        let status = ReloadStatus::register(
+            registry,
+            "etcd_readiness_policy",
+            Help {
+                successful: "Whether the last policy reload attempt succeeded (1) or failed (0)",
+                timestamp: "Unix time of the last successful policy load or reload",
+                reloads: "Policy reload attempts that changed or failed to change the policy, by result",
+            },
         );
-        registry.register(
-            "etcd_readiness_policy_last_reload_success_timestamp_seconds",
-            "Unix time of the last successful policy load or reload",
-            m.last_success_timestamp.clone(),
-        );
-        registry.register(
-            "etcd_readiness_policy_reloads",
-            "Policy reload attempts that changed or failed to change the policy, by result",
-            m.reloads.clone(),
-        );
+        let info = Family::<ShaLabels, Gauge>::default();
         registry.register(
             "etcd_readiness_policy_info",
             "The policy in force, by SHA-256 of its file content (value 1)",
-            m.info.clone(),
+            info.clone(),
         );
-        // Both results exist from the start, so rate() and increase() see the
-        // first failure.
-        let _ = m.reloads.get_or_create(&SUCCESS);
-        let _ = m.reloads.get_or_create(&FAILURE);
-        m
+        ReloadMetrics { status, info }
     }
 
     /// A policy with `sha256` is now in force, replacing the one with `old`.
@@ -81,28 +59,21 @@ impl ReloadMetrics {
 
     /// A load succeeded; `count` it as a reload (not for the start-up load).
     pub(super) fn mark_success(&self, count: bool) {
-        self.last_successful.set(1);
-        let now = crate::verdict::unix_seconds(SystemTime::now());
-        self.last_success_timestamp.set(now);
-        if count {
-            self.reloads.get_or_create(&SUCCESS).inc();
-        }
+        self.status.mark_success(count);
     }
 
     pub(super) fn mark_failure(&self) {
-        self.last_successful.set(0);
-        self.reloads.get_or_create(&FAILURE).inc();
+        self.status.mark_failure();
     }
 
     /// Whether the last reload attempt succeeded.
     pub fn last_reload_successful(&self) -> bool {
-        self.last_successful.get() == 1
+        self.status.last_reload_successful()
     }
 
     /// Reloads counted with `result` `"success"` or `"failure"`.
     pub fn reloads(&self, success: bool) -> u64 {
-        let labels = if success { SUCCESS } else { FAILURE };
-        self.reloads.get_or_create(&labels).get()
+        self.status.reloads(success)
     }
 }
 
@@ -110,6 +81,7 @@ impl ReloadMetrics {
 mod tests {
     use super::*;
     use prometheus_client::encoding::text::encode;
+    use std::time::SystemTime;
 
     fn scrape(registry: &Registry) -> String {
         let mut out = String::new();
