@@ -362,7 +362,7 @@ impl Shared {
                     store.record_pending(*id, started, None, trust, "Status");
                 }
             });
-            let result = self.status().await;
+            let result = wake_at_expiry(&self.notifier, trust, self.status()).await;
             let took = started.elapsed();
             let recorded = self.record_in(epoch, |store| match &result {
                 Ok(st) => record_status(&self.ids, store, st, &mut leader_changes, started),
@@ -413,13 +413,16 @@ impl Shared {
                     store.record_pending(ids.sget_ms, started, Some(1000.0), trust, "read");
                 }
             });
-            let (q, s) = tokio::join!(self.read(false), async {
-                if with_sget {
-                    Some(self.read(true).await)
-                } else {
-                    None
-                }
-            });
+            let (q, s) = wake_at_expiry(&self.notifier, trust, async {
+                tokio::join!(self.read(false), async {
+                    if with_sget {
+                        Some(self.read(true).await)
+                    } else {
+                        None
+                    }
+                })
+            })
+            .await;
             let took = started.elapsed();
             let err = q
                 .as_ref()
@@ -475,6 +478,26 @@ impl Shared {
         .await?;
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     }
+}
+
+/// Await `call`; if it is still in flight when the last answer's trust runs
+/// out, wake the engine at that instant (the call's signals turn unknown
+/// then) instead of leaving it to the engine's next tick, up to
+/// [`crate::engine::TICK`] later. A call that answers in time wakes nothing
+/// here (its answer does, when it is recorded).
+async fn wake_at_expiry<T>(
+    notifier: &RoundNotifier,
+    trust: Duration,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    let mut call = std::pin::pin!(call);
+    tokio::select! {
+        r = &mut call => return r,
+        // A millisecond past `trust`: the store calls a call outdated once
+        // it has waited *longer* than that.
+        _ = tokio::time::sleep(trust + Duration::from_millis(1)) => notifier.wake(),
+    }
+    call.await
 }
 
 /// Counts changes of the leader's ID between Status answers.
@@ -789,6 +812,34 @@ mod tests {
             reason(tonic::Status::invalid_argument("timeout certificate tls")),
             Reason::Rpc
         );
+    }
+
+    /// Whether the notifier holds a wake-up right now (without waiting).
+    async fn woken(notifier: &RoundNotifier) -> bool {
+        tokio::select! {
+            biased;
+            _ = notifier.notified() => true,
+            _ = std::future::ready(()) => false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_pending_past_its_trust_wakes_the_engine_at_once() {
+        let notifier = RoundNotifier::new();
+        // A call that never answers: the engine is woken while it is still
+        // in flight (bounded by a deadline, not timed).
+        let woke = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::select! {
+                _ = wake_at_expiry(&notifier, Duration::from_millis(5), std::future::pending::<()>()) => false,
+                _ = notifier.notified() => true,
+            }
+        })
+        .await;
+        assert_eq!(woke, Ok(true));
+        // A call that answers before its trust runs out wakes nothing.
+        let answer = wake_at_expiry(&notifier, Duration::from_secs(3600), async { 7 }).await;
+        assert_eq!(answer, 7);
+        assert!(!woken(&notifier).await);
     }
 
     #[test]

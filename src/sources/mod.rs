@@ -289,6 +289,13 @@ impl RoundNotifier {
         self.notify.notify_one();
     }
 
+    /// Wake the engine without finishing a round: a call still in flight
+    /// has outlived the trust in the last answer, so its signals turn
+    /// unknown now, not at the engine's next tick.
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
     /// When `source` last finished a round.
     pub fn last_round(&self, source: &Source) -> Option<Instant> {
         self.lock().get(&source.label()).map(|r| r.last)
