@@ -179,12 +179,12 @@ impl SourceMetrics {
         let errors = Family::<ErrorLabels, Counter>::default();
         registry.register(
             "etcd_readiness_sample_duration_seconds",
-            "Time one sample round of a source took",
+            "Time one sample took: one round of a source; for etcd one call (Status, or the reads)",
             duration.clone(),
         );
         registry.register(
             "etcd_readiness_sample_errors",
-            "Sample rounds that failed, by source and bounded reason",
+            "Samples that failed (rounds; for etcd calls), by source and bounded reason",
             errors.clone(),
         );
         let requests = Family::<RequestLabels, Counter>::default();
