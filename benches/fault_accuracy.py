@@ -19,6 +19,11 @@ Fault script (seconds after the start of the script, 72 s in all):
   53 one follower cut off from its peers (iptables DROP to/from the peers'
      addresses inside its namespace; its clients still reach it)
   63 partition healed                   72 end
+Each fault lands half a probe tick (50 ms, --fault-offset) after its
+instant, when no probe of that tick is still in flight: injected right after
+a tick, a fault raced the probes just sent, and a truth read sent before the
+fault that the fault then killed counted the tick as "cannot serve", while
+the exporter had (correctly) answered before the fault.
 (tc netem is what a partition would use elsewhere; this kernel has neither
 the netem qdisc nor tc classifiers, see docs/BENCHMARKS.md.)
 
@@ -48,6 +53,7 @@ import base64
 import concurrent.futures as cf
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -296,6 +302,11 @@ def run(args):
         for k in range(3):
             net.heal(k)
         net.close()
+        if args.keep_logs:
+            os.makedirs(args.keep_logs, exist_ok=True)
+            for name in os.listdir(workdir):
+                if name.endswith(".log"):
+                    shutil.copy(os.path.join(workdir, name), args.keep_logs)
         subprocess.run(["rm", "-rf", workdir])
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -363,27 +374,34 @@ def run(args):
         roles = {}
 
         def faults(t0):
-            def at(t):
-                d = t0 + t - time.monotonic()
+            def at(t, offset=args.fault_offset):
+                d = t0 + t + offset - time.monotonic()
                 if d > 0:
                     time.sleep(d)
 
+            def before(t):
+                # Roles are chosen half a second ahead, so that the fault
+                # itself lands at its instant.
+                at(t, -0.5)
+
             def note(what):
                 events.append((round(time.monotonic() - t0, 2), what))
-            at(5)
+            before(5)
             lead = cluster.leader()
             lead = 0 if lead is None else lead
             roles["killed_leader"] = lead + 1
+            at(5)
             cluster.kill(lead)
             note(f"SIGKILL leader m{lead + 1}")
             at(13)
             cluster.start(lead)
             note(f"restart m{lead + 1}")
-            at(21)
+            before(21)
             lead = cluster.leader()
             # Kill the leader and one follower; the other follower survives.
             victims = [lead if lead is not None else 0]
             victims.append(next(j for j in range(3) if j not in victims))
+            at(21)
             for j in victims:
                 cluster.kill(j)
             roles["quorum_victims"] = [j + 1 for j in victims]
@@ -392,19 +410,21 @@ def run(args):
             for j in victims:
                 cluster.start(j)
             note("restart both")
-            at(37)
+            before(37)
             lead = cluster.leader()
             f = next(j for j in range(3) if j != lead)
             roles["stopped"] = f + 1
+            at(37)
             cluster.stop(f)
             note(f"SIGSTOP follower m{f + 1}")
             at(47)
             cluster.cont(f)
             note(f"SIGCONT m{f + 1}")
-            at(53)
+            before(53)
             lead = cluster.leader()
             f = next(j for j in range(3) if j != lead)
             roles["partitioned"] = f + 1
+            at(53)
             net.partition(f)
             note(f"partition follower m{f + 1}")
             at(63)
@@ -417,6 +437,7 @@ def run(args):
         load0 = os.getloadavg()
         pool = cf.ThreadPoolExecutor(max_workers=128)
         t0 = time.monotonic()
+        t0_wall = time.time()
         ft = threading.Thread(target=faults, args=(t0,), daemon=True)
         ft.start()
         for i in range(n_ticks):
@@ -438,7 +459,7 @@ def run(args):
         cleanup()
 
     # Scoring.
-    out = {"ticks": n_ticks, "events": events, "roles": roles,
+    out = {"ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
            "raft_index_growth": {"idle_10s": idle, "exporters_10s": with_exporters,
                                  "caused_by_exporters": with_exporters - idle},
            "exporter_cpu_s_per_s": sum(b - a for a, b in zip(cpu0, cpu1)) / elapsed / 3,
@@ -531,6 +552,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exporter", default=os.path.join(ROOT, "target/release/etcd-readiness-exporter"))
     ap.add_argument("--json", help="also write the raw figures here")
+    ap.add_argument("--fault-offset", type=float, default=TICK / 2, metavar="SECONDS",
+                    help="inject each fault this long after its probe tick (default: half a "
+                         "tick, so no probe is in flight when it lands; 0 reproduces the runs "
+                         "before this option)")
+    ap.add_argument("--keep-logs", metavar="DIR",
+                    help="copy the exporters' and members' logs here before cleaning up")
     ap.add_argument("--exporter-arg", action="append", default=[],
                     help="extra exporter flag (for experiments; the recorded runs use none)")
     args = ap.parse_args()

@@ -11,28 +11,16 @@
 # figures are curl's time_total. Prints p50/p95/p99/max and non-200 count.
 # Usage: benches/http_hardening.sh [PROBES=300] [FLOOD_SECONDS=10]
 # Needs: etcd, curl, python3, h2load (nghttp2-client), prlimit, a release build.
-set -euo pipefail
 probes=${1:-300}; flood=${2:-10}
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${CARGO_TARGET_DIR:-$root/target}/release/etcd-readiness-exporter
-dir=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-cport=$(free_port); pport=$(free_port); wport=$(free_port)
-etcd --name m1 --data-dir "$dir/m1" \
-  --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
-  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "m1=http://127.0.0.1:$pport" --initial-cluster-state new >"$dir/etcd.log" 2>&1 &
-pids+=($!)
-prlimit --nofile=1024:1024 -- "$bin" --etcd.endpoint "http://127.0.0.1:$cport" \
+. "$(dirname "$0")/lib.sh"
+start_etcd 1
+cport=${C[1]}; wport=$(free_port)
+spawn prlimit --nofile=1024:1024 -- "$bin" --etcd.endpoint "http://127.0.0.1:$cport" \
   --web.listen-address "127.0.0.1:$wport" --log.level warn \
-  --web.max-connections 5000 --web.read-header-timeout 1h --web.idle-timeout 1h >"$dir/exp.log" 2>&1 &
-exporter=$!; pids+=($exporter)
+  --web.max-connections 5000 --web.read-header-timeout 1h --web.idle-timeout 1h >"$dir/exp.log" 2>&1
+exporter=$last_pid
 url="http://127.0.0.1:$wport"
-for _ in $(seq 150); do curl -sf "$url/readyz" >/dev/null && break; sleep 0.2; done
-curl -sf "$url/readyz" >/dev/null || { echo "exporter not ready"; cat "$dir/exp.log"; exit 1; }
+wait_ok "$url/readyz"
 
 # Run $probes probes 20 ms apart; print the summary line.
 probe() {

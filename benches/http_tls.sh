@@ -16,18 +16,8 @@
 # curl, and a release build (cargo build --release).
 # wrk cannot present a client certificate, so the TLS exporter asks for none
 # (client_auth_type NoClientCert); tests/web_config.rs covers mTLS.
-set -euo pipefail
 dur=${1:-10s}; threads=${2:-2}; conns=${3:-16}; rounds=${4:-3}
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${BIN:-$root/target/release/etcd-readiness-exporter}
-[ -x "$bin" ] || { echo "no release binary at $bin (cargo build --release)" >&2; exit 1; }
-dir=$(mktemp -d)
-srv=(); cli=()
-if [ "${PIN:-0}" = 1 ] && [ "$(nproc)" -ge 2 ]; then srv=(taskset -c 0); cli=(taskset -c 1); fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 
 # Certificates: a CA and a P-256 server certificate for 127.0.0.1.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -48,19 +38,13 @@ basic_auth_users:
   prometheus: '$hash'
 EOF
 
-cport=$(free_port); pport=$(free_port)
-"${srv[@]}" etcd --name m1 --data-dir "$dir/m1" \
-  --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
-  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "m1=http://127.0.0.1:$pport" --initial-cluster-state new >"$dir/etcd.log" 2>&1 &
-pids+=($!)
+start_etcd 1
+cport=${C[1]}
 plain=$(free_port); tls=$(free_port)
-"${srv[@]}" "$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$plain" \
-  --log.level warn >"$dir/plain.log" 2>&1 &
-pids+=($!)
-"${srv[@]}" "$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$tls" \
-  --web.config.file "$dir/web.yml" --log.level warn >"$dir/tls.log" 2>&1 &
-pids+=($!)
+spawn "${srv[@]}" "$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$plain" \
+  --log.level warn >"$dir/plain.log" 2>&1
+spawn "${srv[@]}" "$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$tls" \
+  --web.config.file "$dir/web.yml" --log.level warn >"$dir/tls.log" 2>&1
 ready=
 for _ in $(seq 150); do
   if curl -sf "http://127.0.0.1:$plain/readyz" >/dev/null &&

@@ -5,22 +5,11 @@
 # a local single-member etcd. Samples /proc/PID/status VmRSS every 100 ms
 # for SECONDS (default 30). Usage: benches/rss_hostile_body.sh [SECONDS]
 # Needs: etcd, python3, a release build (cargo build --release).
-set -euo pipefail
 secs=${1:-30}
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${BIN:-$root/target/release/etcd-readiness-exporter}
-dir=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cport=$(free_port); pport=$(free_port); wport=$(free_port); hport=$(free_port)
-cleanup() { kill "${exp_pid:-}" "${etcd_pid:-}" "${side_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-etcd --name b --data-dir "$dir/d" \
-  --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
-  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "b=http://127.0.0.1:$pport" >"$dir/etcd.log" 2>&1 &
-etcd_pid=$!
-python3 "$root/benches/hostile_sidecar.py" "$hport" >"$dir/sidecar.log" 2>&1 &
-side_pid=$!
+. "$(dirname "$0")/lib.sh"
+start_etcd 1
+cport=${C[1]}; wport=$(free_port); hport=$(free_port)
+spawn python3 "$root/benches/hostile_sidecar.py" "$hport" >"$dir/sidecar.log" 2>&1
 cat >"$dir/sources.yaml" <<YAML
 sources:
 - name: declared
@@ -31,11 +20,11 @@ sources:
     declared_value: {metric: m}
 YAML
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$hport/healthz" >/dev/null && break; sleep 0.1; done
-"$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$wport" \
+spawn "$bin" serve --etcd.endpoint "http://127.0.0.1:$cport" --web.listen-address "127.0.0.1:$wport" \
   --sample.interval 1s --sample.timeout 1s --log.level warn \
-  --backup.url "http://127.0.0.1:$hport" --config "$dir/sources.yaml" >"$dir/exp.log" 2>&1 &
-exp_pid=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$wport/livez" >/dev/null && break; sleep 0.2; done
+  --backup.url "http://127.0.0.1:$hport" --config "$dir/sources.yaml" >"$dir/exp.log" 2>&1
+exp_pid=$last_pid
+wait_ok "http://127.0.0.1:$wport/livez"
 rss() { awk '/VmRSS/ {print $2}' "/proc/$exp_pid/status"; }
 echo "rss_kib_after_start=$(rss)"
 peak=0
