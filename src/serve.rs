@@ -30,6 +30,7 @@ use crate::signals::{Catalogue, SignalStore};
 use crate::sources::RoundNotifier;
 use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
+use crate::sources::etcd::EtcdConfig;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::scrape::ScrapeSampler;
@@ -185,7 +186,7 @@ pub async fn start_with(
     let mut tasks = Vec::new();
     tasks.push(engine.spawn());
     tasks.push(crate::sources::etcd::spawn(
-        config.etcd.clone(),
+        etcd_config_for_this_process(&config.etcd),
         &catalogue,
         store.clone(),
         notifier.clone(),
@@ -376,6 +377,25 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
+}
+
+/// `etcd` with what this process's own CPU limit implies: under a CFS quota
+/// the exporter can be frozen for up to one period, which must not outdate a
+/// healthy answer (see [`crate::cpuquota`]).
+fn etcd_config_for_this_process(etcd: &EtcdConfig) -> EtcdConfig {
+    let mut etcd = etcd.clone();
+    if let Some(q) = crate::cpuquota::current() {
+        etcd.freeze = q.longest_freeze();
+        tracing::info!(
+            limit_millicores = %q.millicores(),
+            quota = ?q.quota,
+            period = ?q.period,
+            trust = ?etcd.trust(),
+            "CPU limit: the exporter can be frozen for up to one CFS period, so a pending etcd call \
+             outdates the last answer only after that period and a margin"
+        );
+    }
+    etcd
 }
 
 /// The tokio runtime of the binary's commands, or the exit code after saying why not.

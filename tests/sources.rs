@@ -100,6 +100,7 @@ async fn sample_etcd(
             probe_key: "/etcd-readiness-probe".to_string(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
+            freeze: Duration::ZERO,
         },
         cat,
         store.clone(),

@@ -271,6 +271,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         probe_key: a.etcd_probe_key.clone(),
         interval: a.sample_interval,
         timeout: a.sample_timeout,
+        freeze: std::time::Duration::ZERO,
     })
 }
 

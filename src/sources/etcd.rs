@@ -60,6 +60,9 @@ pub struct EtcdConfig {
     pub probe_key: String,
     pub interval: Duration,
     pub timeout: Duration,
+    /// The longest the exporter's own CPU limit can freeze it (one CFS
+    /// period, see [`crate::cpuquota`]); zero without a limit.
+    pub freeze: Duration,
 }
 
 /// The shortest period of any loop: a tiny `--sample.interval` must not
@@ -71,6 +74,9 @@ const MAX_RETRY: Duration = Duration::from_millis(100);
 /// alone (a debug build under an HTTP flood took 26 ms for one read) would
 /// outdate healthy answers.
 const MIN_TRUST: Duration = Duration::from_millis(100);
+/// What the trust period adds to a freeze by the exporter's own CPU limit:
+/// after a freeze the answer that arrived meanwhile still has to be read.
+const FREEZE_MARGIN: Duration = Duration::from_millis(20);
 
 impl EtcdConfig {
     /// The period of Status and the linearizable read: a tenth of the
@@ -81,11 +87,19 @@ impl EtcdConfig {
 
     /// How long the last answer of Status or a read stays trusted while a
     /// newer call is pending: one fast period, at least 100 ms (100 ms by
-    /// default; a healthy member answers both in a few ms). A call pending
-    /// longer makes its signals unknown ("the last answer is outdated")
-    /// until it answers or times out.
+    /// default; a healthy member answers both in a few ms), and under a CPU
+    /// limit at least one freeze plus 20 ms (120 ms with Kubernetes' 100 ms
+    /// CFS period), so that the exporter's own throttling is not taken for a
+    /// member that stopped answering. A call pending longer makes its
+    /// signals unknown ("the last answer is outdated") until it answers or
+    /// times out.
     pub fn trust(&self) -> Duration {
-        self.fast().max(MIN_TRUST)
+        let freeze = if self.freeze.is_zero() {
+            Duration::ZERO
+        } else {
+            self.freeze.saturating_add(FREEZE_MARGIN)
+        };
+        self.fast().max(MIN_TRUST).max(freeze)
     }
 
     /// How often a lost connection is tried again: [`fast`](Self::fast), at
@@ -812,6 +826,24 @@ mod tests {
             reason(tonic::Status::invalid_argument("timeout certificate tls")),
             Reason::Rpc
         );
+    }
+
+    #[test]
+    fn a_cpu_limit_stretches_the_trust_over_one_freeze() {
+        let mut c = EtcdConfig {
+            endpoint: "http://127.0.0.1:2379".into(),
+            tls: None,
+            probe_key: "k".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(500),
+            freeze: Duration::ZERO,
+        };
+        assert_eq!(c.trust(), Duration::from_millis(100));
+        c.freeze = Duration::from_millis(100);
+        assert_eq!(c.trust(), Duration::from_millis(120));
+        // A long interval's fast period still wins when it is longer.
+        c.interval = Duration::from_secs(5);
+        assert_eq!(c.trust(), Duration::from_millis(500));
     }
 
     /// Whether the notifier holds a wake-up right now (without waiting).
