@@ -15,10 +15,10 @@
 //! Reads cgroup v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us`,
 //! `cpu.cfs_period_us`) at the path `/proc/self/cgroup` names, falling back
 //! to the root of the mount (a container usually sees its own cgroup there).
-//! Every read is a small sysfs file, capped at 4 KiB; anything absent,
+//! Every read is a small sysfs file, through [`crate::bounded_read`] capped
+//! at 4 KiB; anything absent,
 //! unreadable or absurd means "no quota known".
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -134,13 +134,8 @@ fn candidates(mount: &Path, path: Option<&str>) -> Vec<PathBuf> {
 }
 
 fn read_small(path: &Path) -> Option<String> {
-    let mut s = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(4096)
-        .read_to_string(&mut s)
-        .ok()?;
-    Some(s)
+    let bytes = crate::bounded_read::read_bounded(path, 4096).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]
