@@ -22,6 +22,7 @@ Used by benches/http_page.sh; prints one line per round and a summary.
 
 import argparse
 import math
+import os
 import random
 import re
 import statistics
@@ -205,7 +206,6 @@ def main():
     ap.add_argument("--server-pid-b", type=int)
     ap.add_argument("--bound", type=float, default=5.0, help="the claim to test, in %%")
     args = ap.parse_args()
-    import os
     if os.sysconf("SC_CLK_TCK") != CLK_TCK:
         sys.exit("unexpected SC_CLK_TCK")
 

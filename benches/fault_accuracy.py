@@ -386,6 +386,12 @@ def run(args):
 
             def note(what):
                 events.append((round(time.monotonic() - t0, 2), what))
+
+            def follower_at(t):
+                # A follower, chosen half a second before t.
+                before(t)
+                lead = cluster.leader()
+                return next(j for j in range(3) if j != lead)
             before(5)
             lead = cluster.leader()
             lead = 0 if lead is None else lead
@@ -410,9 +416,7 @@ def run(args):
             for j in victims:
                 cluster.start(j)
             note("restart both")
-            before(37)
-            lead = cluster.leader()
-            f = next(j for j in range(3) if j != lead)
+            f = follower_at(37)
             roles["stopped"] = f + 1
             at(37)
             cluster.stop(f)
@@ -420,9 +424,7 @@ def run(args):
             at(47)
             cluster.cont(f)
             note(f"SIGCONT m{f + 1}")
-            before(53)
-            lead = cluster.leader()
-            f = next(j for j in range(3) if j != lead)
+            f = follower_at(53)
             roles["partitioned"] = f + 1
             at(53)
             net.partition(f)
