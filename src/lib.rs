@@ -13,6 +13,7 @@ pub mod bounded_read;
 pub mod checked;
 pub mod cli;
 pub mod config;
+pub mod contention;
 pub mod cpuquota;
 pub mod demo;
 pub mod engine;

@@ -395,6 +395,19 @@ fn etcd_config_for_this_process(etcd: &EtcdConfig) -> EtcdConfig {
              outdates the last answer only after that period and a margin"
         );
     }
+    if crate::contention::available() {
+        tracing::debug!(
+            "CPU pressure (PSI) available: time the node's CPU is contended while an etcd call \
+             is pending extends its trust, up to {:?}",
+            etcd.trust().contended_max
+        );
+    } else {
+        tracing::info!(
+            "no CPU pressure information (/proc/pressure/cpu): a pending etcd call is trusted \
+             for {:?} however busy the node is",
+            etcd.trust().base
+        );
+    }
     etcd
 }
 

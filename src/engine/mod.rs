@@ -259,6 +259,11 @@ impl EngineHandle {
         let sh = &*self.shared;
         let mut guard = self.lock_eval();
         let st = &mut *guard;
+        // The node's contended CPU time now: a call pending through a
+        // moment of contention is trusted longer (crate::contention).
+        if let Some(stalled) = crate::contention::cpu_stalled() {
+            sh.store.set_cpu_stalled(stalled);
+        }
         sh.store.read_into(now, &mut st.readings);
         st.evaluator.evaluate(&st.readings, now);
         let verdict = if sh.notifier.last_round(&Source::Etcd).is_none() {

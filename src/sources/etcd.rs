@@ -42,7 +42,7 @@ use tokio::task::JoinHandle;
 
 use super::identity::MemberInfo;
 use super::{Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::signals::{Catalogue, SignalId, SignalStore, Source, Trust, Value};
 
 /// PEM material for mTLS to etcd.
 #[derive(Clone, Debug)]
@@ -74,6 +74,12 @@ const MAX_RETRY: Duration = Duration::from_millis(100);
 /// alone (a debug build under an HTTP flood took 26 ms for one read) would
 /// outdate healthy answers.
 const MIN_TRUST: Duration = Duration::from_millis(100);
+/// The longest a pending call is trusted however long the node's CPU was
+/// contended while it waited ([`crate::contention`]): the default check's
+/// own bound (a read pending for 1 s proves `qget_ms < 1000` false). Only a
+/// moment of contention is forgiven; a node saturated for longer than this
+/// makes its member not ready, as its clients see it.
+const CONTENDED_TRUST_MAX: Duration = Duration::from_secs(1);
 /// What the trust period adds to a freeze by the exporter's own CPU limit:
 /// after a freeze the answer that arrived meanwhile still has to be read.
 const FREEZE_MARGIN: Duration = Duration::from_millis(20);
@@ -93,13 +99,21 @@ impl EtcdConfig {
     /// member that stopped answering. A call pending longer makes its
     /// signals unknown ("the last answer is outdated") until it answers or
     /// times out.
-    pub fn trust(&self) -> Duration {
+    ///
+    /// The time the node's CPU was contended while the call waited extends
+    /// it, to at most 1 s ([`Trust`], [`crate::contention`]): a healthy
+    /// member on a node busy for a moment is late because it could not run.
+    pub fn trust(&self) -> Trust {
         let freeze = if self.freeze.is_zero() {
             Duration::ZERO
         } else {
             self.freeze.saturating_add(FREEZE_MARGIN)
         };
-        self.fast().max(MIN_TRUST).max(freeze)
+        let base = self.fast().max(MIN_TRUST).max(freeze);
+        Trust {
+            base,
+            contended_max: base.max(CONTENDED_TRUST_MAX),
+        }
     }
 
     /// How often a lost connection is tried again: [`fast`](Self::fast), at
@@ -372,11 +386,12 @@ impl Shared {
             let epoch = self.epoch();
             let started = Instant::now();
             self.record_in(epoch, |store| {
+                note_contention(store);
                 for id in &pending {
                     store.record_pending(*id, started, None, trust, "Status");
                 }
             });
-            let result = wake_at_expiry(&self.notifier, trust, self.status()).await;
+            let result = wake_at_expiry(&self.notifier, trust.base, self.status()).await;
             let took = started.elapsed();
             let recorded = self.record_in(epoch, |store| match &result {
                 Ok(st) => record_status(&self.ids, store, st, &mut leader_changes, started),
@@ -422,12 +437,13 @@ impl Shared {
             // (unless the connection was lost meanwhile: a loss ends them).
             let ids = self.ids;
             self.record_in(epoch, |store| {
+                note_contention(store);
                 store.record_pending(ids.qget_ms, started, Some(1000.0), trust, "read");
                 if with_sget {
                     store.record_pending(ids.sget_ms, started, Some(1000.0), trust, "read");
                 }
             });
-            let (q, s) = wake_at_expiry(&self.notifier, trust, async {
+            let (q, s) = wake_at_expiry(&self.notifier, trust.base, async {
                 tokio::join!(self.read(false), async {
                     if with_sget {
                         Some(self.read(true).await)
@@ -491,6 +507,14 @@ impl Shared {
         })
         .await?;
         Ok(started.elapsed().as_secs_f64() * 1000.0)
+    }
+}
+
+/// Tell the store how long the node's CPU has been contended, so that a call
+/// recorded as pending now is judged from this moment's counter.
+fn note_contention(store: &SignalStore) {
+    if let Some(stalled) = crate::contention::cpu_stalled() {
+        store.set_cpu_stalled(stalled);
     }
 }
 
@@ -838,12 +862,16 @@ mod tests {
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
         };
-        assert_eq!(c.trust(), Duration::from_millis(100));
+        assert_eq!(c.trust().base, Duration::from_millis(100));
         c.freeze = Duration::from_millis(100);
-        assert_eq!(c.trust(), Duration::from_millis(120));
+        assert_eq!(c.trust().base, Duration::from_millis(120));
         // A long interval's fast period still wins when it is longer.
         c.interval = Duration::from_secs(5);
-        assert_eq!(c.trust(), Duration::from_millis(500));
+        assert_eq!(c.trust().base, Duration::from_millis(500));
+        // CPU contention may stretch it to 1 s, never below the base.
+        assert_eq!(c.trust().contended_max, Duration::from_millis(1000));
+        c.interval = Duration::from_secs(20);
+        assert_eq!(c.trust().contended_max, Duration::from_secs(2));
     }
 
     /// Whether the notifier holds a wake-up right now (without waiting).

@@ -420,6 +420,7 @@ fn an_outdated_last_answer_is_unknown_until_the_bound_decides() {
             unknown: Unknown::Outdated {
                 waited: Duration::from_millis(ms),
                 trust: Duration::from_millis(200),
+                contended: Duration::ZERO,
                 what: "read",
             },
             last_good_age: Some(Duration::from_millis(ms + 100)),

@@ -613,11 +613,25 @@ fn describe_unknown_only(r: &Reading) -> String {
         Unknown::Outdated {
             waited,
             trust,
+            contended,
             what,
-        } => format!(
+        } if contended.is_zero() => format!(
             "the last answer is outdated: a {what} has been pending for {}, longer than {}",
             fmt_duration(waited.as_secs_f64()),
             fmt_duration(trust.as_secs_f64())
+        ),
+        Unknown::Outdated {
+            waited,
+            trust,
+            contended,
+            what,
+        } => format!(
+            "the last answer is outdated: a {what} has been pending for {}, longer than {} \
+             ({} plus {} while the node's CPU was contended)",
+            fmt_duration(waited.as_secs_f64()),
+            fmt_duration(trust.as_secs_f64()),
+            fmt_duration(trust.saturating_sub(*contended).as_secs_f64()),
+            fmt_duration(contended.as_secs_f64())
         ),
         Unknown::Stale { age, bound } => format!(
             "last good sample is {} old (stale after {})",

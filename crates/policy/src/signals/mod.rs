@@ -5,4 +5,4 @@ pub mod catalogue;
 pub mod store;
 
 pub use catalogue::{Catalogue, SignalDef, SignalId, SignalType, Source};
-pub use store::{Reading, SignalStore, SlotInfo, Unknown, Value};
+pub use store::{Reading, SignalStore, SlotInfo, Trust, Unknown, Value};

@@ -13,7 +13,17 @@
 //! waited — a read pending for 1.2 s will take at least 1200 ms — so the
 //! evaluator can decide `qget_ms < 1000` the moment the bound crosses it,
 //! without waiting for the call's timeout.
+//!
+//! How long the last answer stays trusted while a call is pending is a
+//! [`Trust`]: a base period, plus the time the node's CPU was contended
+//! while the call waited (up to a cap). The store knows nothing of how that
+//! is measured: the runtime feeds it a monotonic counter of contended time
+//! ([`SignalStore::set_cpu_stalled`], Linux PSI in the exporter), as it
+//! feeds it instants. A member on a busy node is slow because it could not
+//! run, not because it is sick; a frozen or cut-off member on an idle node
+//! is judged by the base period alone.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -48,12 +58,50 @@ pub enum Unknown {
     /// The last good sample is `age` old, beyond the signal's `bound`.
     Stale { age: Duration, bound: Duration },
     /// A newer measurement has been pending for `waited`, longer than the
-    /// source trusts its last answer (`trust`): that answer is outdated.
+    /// source trusts its last answer (`trust`, which includes `contended`,
+    /// the time the node's CPU was contended meanwhile, as far as the
+    /// [`Trust`] allows it): that answer is outdated.
     Outdated {
         waited: Duration,
         trust: Duration,
+        contended: Duration,
         what: &'static str,
     },
+}
+
+/// How long a source trusts its last answer while a newer call is pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trust {
+    /// On a node whose CPU is not contended.
+    pub base: Duration,
+    /// The longest the trust may grow to by the time the node's CPU was
+    /// contended while the call was pending (`base` + that time, at most
+    /// this; no growth when it is not above `base`).
+    pub contended_max: Duration,
+}
+
+impl Trust {
+    /// A trust period that does not grow with CPU contention.
+    pub const fn fixed(base: Duration) -> Trust {
+        Trust {
+            base,
+            contended_max: base,
+        }
+    }
+
+    /// The trust for a call that waited while the CPU was contended for
+    /// `contended`, and how much of that counted.
+    pub fn with_contention(&self, contended: Duration) -> (Duration, Duration) {
+        let room = self.contended_max.saturating_sub(self.base);
+        let counted = contended.min(room);
+        (self.base + counted, counted)
+    }
+}
+
+impl From<Duration> for Trust {
+    fn from(base: Duration) -> Trust {
+        Trust::fixed(base)
+    }
 }
 
 /// A measurement in flight for `waited`: for a latency, its result will be
@@ -149,7 +197,9 @@ struct Slot {
 struct PendingSince {
     since: Instant,
     per_second: Option<f64>,
-    trust: Duration,
+    trust: Trust,
+    /// The contended-time counter when the call started.
+    stalled_at_start: Duration,
     what: &'static str,
 }
 
@@ -158,6 +208,9 @@ struct PendingSince {
 pub struct SignalStore {
     slots: Mutex<Vec<Slot>>,
     staleness: Mutex<Vec<Duration>>,
+    /// Microseconds the node's CPU has been contended, as last set by the
+    /// runtime (monotonic: a smaller value is ignored).
+    cpu_stalled_us: AtomicU64,
 }
 
 /// Staleness bound used until a source sets its own.
@@ -168,6 +221,7 @@ impl SignalStore {
         SignalStore {
             slots: Mutex::new(vec![Slot::default(); catalogue.len()]),
             staleness: Mutex::new(vec![DEFAULT_STALENESS; catalogue.len()]),
+            cpu_stalled_us: AtomicU64::new(0),
         }
     }
 
@@ -229,22 +283,42 @@ impl SignalStore {
     ///   non-finite or negative `per_second` gives no bound;
     /// - once it has waited longer than `trust`, the last answer is
     ///   outdated: the reading is unknown ([`Unknown::Outdated`]).
+    ///
+    /// The trust grows by the node's contended CPU time while the call is
+    /// pending, as [`Trust::with_contention`] allows: the counter as set by
+    /// [`set_cpu_stalled`](Self::set_cpu_stalled) now and at each reading.
     pub fn record_pending(
         &self,
         id: SignalId,
         since: Instant,
         per_second: Option<f64>,
-        trust: Duration,
+        trust: impl Into<Trust>,
         what: &'static str,
     ) {
         let per_second = per_second.filter(|p| p.is_finite() && *p >= 0.0);
+        let stalled_at_start = self.cpu_stalled();
         let mut slots = self.lock_slots();
         slots[id.index()].pending = Some(PendingSince {
             since,
             per_second,
-            trust,
+            trust: trust.into(),
+            stalled_at_start,
             what,
         });
+    }
+
+    /// The node's CPU has been contended for `total` so far (a monotonic
+    /// counter whose origin does not matter, e.g. PSI's `some total`): what
+    /// pending calls are judged against. A value below the last one is
+    /// ignored, so a bad reading cannot give a call credit it did not earn.
+    pub fn set_cpu_stalled(&self, total: Duration) {
+        let us = u64::try_from(total.as_micros()).unwrap_or(u64::MAX);
+        self.cpu_stalled_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The contended-time counter as last set.
+    pub fn cpu_stalled(&self) -> Duration {
+        Duration::from_micros(self.cpu_stalled_us.load(Ordering::Relaxed))
     }
 
     /// Whether any signal has a measurement in flight (the engine then
@@ -256,23 +330,26 @@ impl SignalStore {
     /// Fill `out` (one entry per signal) with readings at `now`. Does not allocate
     /// when `out` already has the right length.
     pub fn read_into(&self, now: Instant, out: &mut Vec<Reading>) {
+        let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
         let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
         out.resize(slots.len(), Reading::NEVER);
         for ((slot, bound), r) in slots.iter().zip(staleness.iter()).zip(out.iter_mut()) {
-            *r = reading_of(slot, *bound, now);
+            *r = reading_of(slot, *bound, now, stalled);
         }
     }
 
     /// One signal's reading at `now`.
     pub fn reading(&self, id: SignalId, now: Instant) -> Reading {
+        let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
         let bound = self.staleness.lock().unwrap_or_else(|e| e.into_inner())[id.index()];
-        reading_of(&slots[id.index()], bound, now)
+        reading_of(&slots[id.index()], bound, now, stalled)
     }
 
     /// Everything about every signal, for `/signals` and metrics.
     pub fn snapshot(&self, now: Instant) -> Vec<SlotInfo> {
+        let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
         let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
         slots
@@ -281,7 +358,7 @@ impl SignalStore {
             .enumerate()
             .map(|(i, (slot, bound))| SlotInfo {
                 id: SignalId(i as u16),
-                reading: reading_of(slot, *bound, now),
+                reading: reading_of(slot, *bound, now, stalled),
                 last_good_wall: slot.last_good.map(|(_, _, w)| w),
                 last_error: slot.failure.as_ref().map(|(e, _)| e.clone()),
             })
@@ -295,7 +372,7 @@ impl SignalStore {
     }
 }
 
-fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
+fn reading_of(slot: &Slot, bound: Duration, now: Instant, stalled: Duration) -> Reading {
     let mut r = reading_without_pending(slot, bound, now);
     if let Some(p) = slot.pending {
         let waited = now.saturating_duration_since(p.since);
@@ -303,11 +380,16 @@ fn reading_of(slot: &Slot, bound: Duration, now: Instant) -> Reading {
             .per_second
             .map(|ps| (waited.as_secs_f64() * ps).floor())
             .filter(|b| b.is_finite());
-        if waited > p.trust && r.value.is_some() {
+        // Contended time beyond the wait itself cannot be the call's (the
+        // counter is node-wide and may cover several CPUs at once).
+        let contended = stalled.saturating_sub(p.stalled_at_start).min(waited);
+        let (trust, counted) = p.trust.with_contention(contended);
+        if waited > trust && r.value.is_some() {
             r.value = None;
             r.unknown = Unknown::Outdated {
                 waited,
-                trust: p.trust,
+                trust,
+                contended: counted,
                 what: p.what,
             };
         }
@@ -464,6 +546,7 @@ mod tests {
             Unknown::Outdated {
                 waited: Duration::from_millis(2001),
                 trust: Duration::from_secs(2),
+                contended: Duration::ZERO,
                 what: "read"
             }
         );
@@ -495,6 +578,78 @@ mod tests {
             matches!(r.unknown, Unknown::Outdated { what: "Status", .. }),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn contended_cpu_time_extends_the_trust_up_to_its_cap_and_no_further() {
+        let (c, s) = store();
+        let leader = c.id("leader");
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let trust = Trust {
+            base: ms(100),
+            contended_max: ms(1000),
+        };
+        s.set_cpu_stalled(ms(5_000));
+        s.record_ok(leader, Value::Bool(true), t0);
+        s.record_pending(leader, t0, None, trust, "Status");
+        // An idle node: outdated after the base period, as without contention.
+        let r = s.reading(leader, t0 + ms(101));
+        assert_eq!(
+            r.unknown,
+            Unknown::Outdated {
+                waited: ms(101),
+                trust: ms(100),
+                contended: Duration::ZERO,
+                what: "Status"
+            }
+        );
+        // 250 ms of contention while it waited: trusted until 350 ms.
+        s.set_cpu_stalled(ms(5_250));
+        assert_eq!(
+            s.reading(leader, t0 + ms(350)).value,
+            Some(Value::Bool(true))
+        );
+        let r = s.reading(leader, t0 + ms(351));
+        assert_eq!(
+            r.unknown,
+            Unknown::Outdated {
+                waited: ms(351),
+                trust: ms(350),
+                contended: ms(250),
+                what: "Status"
+            }
+        );
+        // Contended time counted only up to the time waited (a node-wide
+        // counter over several CPUs can grow faster than the clock), and
+        // the trust never beyond its cap.
+        s.set_cpu_stalled(ms(9_000));
+        assert_eq!(
+            s.reading(leader, t0 + ms(999)).value,
+            Some(Value::Bool(true))
+        );
+        let r = s.reading(leader, t0 + ms(1001));
+        assert!(
+            matches!(r.unknown, Unknown::Outdated { trust, contended, .. }
+                if trust == ms(1000) && contended == ms(900)),
+            "{r:?}"
+        );
+        // The counter never goes back: a smaller value is ignored.
+        s.set_cpu_stalled(ms(1));
+        assert_eq!(s.cpu_stalled(), ms(9_000));
+        // A call that starts now is judged from the counter as it is now.
+        s.record_pending(leader, t0 + ms(2000), None, trust, "Status");
+        assert!(matches!(
+            s.reading(leader, t0 + ms(2101)).unknown,
+            Unknown::Outdated { contended, .. } if contended.is_zero()
+        ));
+        // A fixed trust does not grow.
+        s.record_pending(leader, t0 + ms(3000), None, ms(100), "Status");
+        s.set_cpu_stalled(ms(20_000));
+        assert!(matches!(
+            s.reading(leader, t0 + ms(3101)).unknown,
+            Unknown::Outdated { trust, .. } if trust == ms(100)
+        ));
     }
 
     #[test]
