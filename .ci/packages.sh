@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build, the demo, the tests and the image
-# test need, only those missing. Sourced by .ci/test, .ci/demo, .ci/run and
-# .ci/image-test; safe to run repeatedly.
+# test need, only those missing. Sourced by .ci/test, .ci/demo, .ci/suite,
+# .ci/image-test and .ci/manifests; safe to run repeatedly.
 #
 # It checks what the build really uses — commands AND files — not package
 # names: a machine can have `protoc` (protobuf-compiler) without the
@@ -10,79 +10,63 @@
 # found". Every missing item is reported at once with the package that
 # provides it, and all are installed in one apt-get call.
 #
-#   what                                    package            needed by
-#   cc (C compiler/linker), libc headers    gcc, libc6-dev     any Rust build (linker, ring)
-#   protoc                                  protobuf-compiler  etcd-client's build script
-#   google/protobuf/*.proto well-known      libprotobuf-dev    etcd-client's build script
-#   etcd                                    etcd-server        demo, tests, image test
-#   prometheus, promtool                    prometheus         tests (monitoring, promtool)
-#   dnsmasq                                 dnsmasq-base       tests (owner check)
-#   curl                                    curl               tests (monitoring script), image test
-#   python3                                 python3            tests, image test (checkers, free ports)
-#   /bin/kill (not the shell builtin)       procps             tests (SIGSTOP/SIGCONT of etcd members)
-#   /usr/bin/chromium                       chromium           tests (status page in headless Chromium)
-#   a sans-serif font (DejaVu Sans)         fonts-dejavu-core  tests (status page screenshots have text)
-#   buildah                                 buildah            image build and test
-#   objcopy, readelf                        binutils           image build (split debug info, loader)
-#   CA bundle                               ca-certificates    image build
-#   python3 -m venv with pip                python3-venv       manifest schema check (kubernetes-validate)
+# The table below is the one list: each line is "needs kind item package",
+# needs a comma-separated set of build|demo|test|image|manifests (build is
+# part of every need), kind one of
+#   cmd   a command on PATH            exec  an executable file
+#   file  a file                       glob  at least one file matching
+# .ci/check-packages proves the list complete: every program the tests, the
+# demo and the CI scripts start must be here (or be part of every Debian
+# minbase, listed there). CI runs it, and .ci/run runs everything in a fresh
+# root where nothing else installed them.
+ERE_PACKAGES='
+build      cmd  cc                                               gcc
+build      file /usr/include/stdio.h                             libc6-dev
+build      cmd  protoc                                           protobuf-compiler
+build      file /usr/include/google/protobuf/descriptor.proto    libprotobuf-dev
+build      file /usr/include/google/protobuf/empty.proto         libprotobuf-dev
+build      file /usr/include/google/protobuf/timestamp.proto     libprotobuf-dev
+demo,test,image exec /usr/bin/etcd                               etcd-server
+demo,test  cmd  curl                                             curl
+test       cmd  etcdctl                                          etcd-client
+test       cmd  prometheus                                       prometheus
+test       cmd  promtool                                         prometheus
+test       exec /usr/sbin/dnsmasq                                dnsmasq-base
+test,image,manifests cmd python3                                 python3
+test       exec /usr/bin/kill                                    procps
+test       cmd  pgrep                                            procps
+test       exec /usr/bin/chromium                                chromium
+test       file /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf  fonts-dejavu-core
+test,manifests glob /usr/share/python-wheels/pip-*.whl           python3-venv
+test,image cmd  dpkg-deb                                         dpkg
+test,image file /usr/share/keyrings/debian-archive-keyring.gpg   debian-archive-keyring
+image      cmd  buildah                                          buildah
+image      cmd  objcopy                                          binutils
+image      cmd  readelf                                          binutils
+image      cmd  curl                                             curl
+image      file /etc/ssl/certs/ca-certificates.crt               ca-certificates
+'
 set -euo pipefail
 
-# One "package<TAB>what is missing" line per missing item.
+# One "package<TAB>what is missing" line per missing item of NEED.
 _ere_missing() {
-  local want="$1"
-  _ere_has() { command -v "$1" >/dev/null 2>&1; }
-  _ere_miss() { printf '%s\t%s\n' "$1" "$2"; }
-  # The build (every profile needs it).
-  _ere_has cc || _ere_miss gcc "cc (C compiler and linker)"
-  [ -e /usr/include/stdio.h ] || _ere_miss libc6-dev "/usr/include/stdio.h (C library headers)"
-  _ere_has protoc || _ere_miss protobuf-compiler "protoc"
-  local inc
-  for inc in descriptor.proto empty.proto timestamp.proto; do
-    [ -e "/usr/include/google/protobuf/$inc" ] ||
-      _ere_miss libprotobuf-dev "/usr/include/google/protobuf/$inc (protoc's well-known types)"
-  done
-  case "$want" in
-    build) ;;
-    demo)
-      _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"
-      ;;
-    test)
-      _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"
-      _ere_has prometheus || _ere_miss prometheus "prometheus"
-      _ere_has promtool || _ere_miss prometheus "promtool"
-      [ -x /usr/sbin/dnsmasq ] || _ere_has dnsmasq || _ere_miss dnsmasq-base "dnsmasq"
-      _ere_has curl || _ere_miss curl "curl"
-      _ere_has python3 || _ere_miss python3 "python3"
-      # The tests run `kill -STOP` as a program; `command -v kill` would find
-      # the shell builtin, so look for the file.
-      [ -x /usr/bin/kill ] || [ -x /bin/kill ] || _ere_miss procps "/usr/bin/kill (the kill program, not the builtin)"
-      # tests/status_page.rs runs `chromium` headless; screenshots need a font.
-      [ -x /usr/bin/chromium ] || _ere_miss chromium "/usr/bin/chromium (headless browser for tests/status_page.rs)"
-      [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] ||
-        _ere_miss fonts-dejavu-core "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf (a font for the screenshots)"
-      ;;
-    image)
-      _ere_has etcd || [ -x /usr/bin/etcd ] || _ere_miss etcd-server "etcd"
-      _ere_has buildah || _ere_miss buildah "buildah"
-      _ere_has objcopy || _ere_miss binutils "objcopy"
-      _ere_has readelf || _ere_miss binutils "readelf"
-      _ere_has python3 || _ere_miss python3 "python3"
-      _ere_has curl || _ere_miss curl "curl"
-      [ -e /etc/ssl/certs/ca-certificates.crt ] || _ere_miss ca-certificates "/etc/ssl/certs/ca-certificates.crt"
-      ;;
-    manifests)
-      _ere_has python3 || _ere_miss python3 "python3"
-      # Debian's python3 has no ensurepip; python3-venv brings the pip wheel
-      # that `python3 -m venv` installs into a new environment.
-      compgen -G '/usr/share/python-wheels/pip-*.whl' >/dev/null ||
-        _ere_miss python3-venv "/usr/share/python-wheels/pip-*.whl (python3 -m venv with pip)"
-      ;;
-    *)
-      echo "packages.sh: unknown need '$want'" >&2
-      return 2
-      ;;
+  local want="$1" needs kind item pkg ok
+  case "$want" in build|demo|test|image|manifests) ;; *)
+    echo "packages.sh: unknown need '$want'" >&2; return 2 ;;
   esac
+  while read -r needs kind item pkg; do
+    [ -n "$needs" ] || continue
+    case ",$needs," in *",$want,"*|",build,") ;; *) continue ;; esac
+    ok=1
+    case "$kind" in
+      cmd) command -v "$item" >/dev/null 2>&1 || ok= ;;
+      exec) [ -x "$item" ] || ok= ;;
+      file) [ -e "$item" ] || ok= ;;
+      glob) compgen -G "$item" >/dev/null || ok= ;;
+      *) echo "packages.sh: bad kind '$kind'" >&2; return 2 ;;
+    esac
+    [ -n "$ok" ] || printf '%s\t%s\n' "$pkg" "$item"
+  done <<<"$ERE_PACKAGES"
 }
 
 # need_pkgs NEED... : prints the missing packages, one a line, sorted, unique.
