@@ -11,7 +11,8 @@
 #     in the repository;
 #   - from the host: the CA bundle (/etc/ssl/certs/ca-certificates.crt),
 #     which minbase lacks and apt, cargo and pip need to reach their
-#     registries over HTTPS; /etc/resolv.conf; the Rust toolchain
+#     registries over HTTPS (also as a local certificate, so that a
+#     ca-certificates package installed later keeps it); /etc/resolv.conf; the Rust toolchain
 #     (RUSTUP_HOME and CARGO_HOME/bin, bind-mounted read-only);
 #   - caches outside the root, bind-mounted (download and build caches, not
 #     install steps): the cargo registry ($ERE_CACHE/cargo-registry) and the
@@ -100,8 +101,14 @@ fresh_root_make() {
     rm -f "$root/etc/apt/sources.list"
     cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/debian.sources"
   fi
-  mkdir -p "$root/etc/ssl/certs"
+  # The host's CA bundle, twice: as the bundle itself (apt, cargo and pip
+  # read it before any package is installed) and as a local certificate
+  # file, which update-ca-certificates appends to the bundle it rebuilds
+  # when a package pulls in ca-certificates (the host's bundle may hold a
+  # CA that Debian's does not, e.g. an inspecting proxy's).
+  mkdir -p "$root/etc/ssl/certs" "$root/usr/local/share/ca-certificates"
   cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+  cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-ca-bundle.crt"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   printf '#!/bin/sh\n# fresh root: no daemons started by package scripts\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 0755 "$root/usr/sbin/policy-rc.d"
@@ -129,8 +136,17 @@ fresh_root_mount_target() {
   mount --bind "$ERE_CACHE/target-$name" "$root/root/etcd-readiness-exporter/target"
 }
 
+# The host's settings for reaching the registries (CA bundle paths, which
+# the root has at the same place; proxies), passed into the root's
+# otherwise empty environment.
+_fr_net_env() {
+  env | grep -E '^(SSL_CERT_FILE|SSL_CERT_DIR|PIP_CERT|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_SSL_CAINFO|CARGO_HTTP_CAINFO|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY)=' || true
+}
+
 in_root() {
-  chroot "$FRESH_ROOT_DIR" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 ${CI:+CI=$CI} \
+  local net=()
+  mapfile -t net < <(_fr_net_env)
+  chroot "$FRESH_ROOT_DIR" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 ${CI:+CI=$CI} "${net[@]}" \
     PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     RUSTUP_HOME=/root/.rustup CARGO_HOME=/root/.cargo "$@"
 }

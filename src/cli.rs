@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::policy::Policy;
-use crate::signals::Catalogue;
+use crate::signals::{Catalogue, Source};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,12 +27,21 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Validate policy files (exit 1 with diagnostics if any is invalid).
+    ///
+    /// By default every built-in source is assumed configured, and `check`
+    /// says which ones each policy uses and the `serve` flags they need;
+    /// `--sources` checks against only those `serve` will run.
     Check {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         /// Also know the signals of the scrape sources in this config file.
         #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
         config: Option<PathBuf>,
+        /// The built-in sources `serve` will run, comma-separated (etcd is
+        /// always on): e.g. `--sources etcd,owner` for a `serve` without
+        /// `--backup.url`. Default: all of them.
+        #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["etcd", "backup", "owner"])]
+        sources: Option<Vec<String>>,
     },
     /// Run policy unit tests (YAML files; see docs/policy-language.md).
     Test {
@@ -60,8 +69,18 @@ pub enum Command {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Check { files, config }) => match catalogue_for(config.as_deref()) {
-            Ok(catalogue) => check_files(&files, &catalogue),
+        Some(Command::Check {
+            files,
+            config,
+            sources,
+        }) => match catalogue_for(config.as_deref()) {
+            Ok(mut catalogue) => {
+                if let Some(on) = &sources {
+                    catalogue.set_source_enabled(&Source::Backup, on.iter().any(|s| s == "backup"));
+                    catalogue.set_source_enabled(&Source::Owner, on.iter().any(|s| s == "owner"));
+                }
+                check_files(&files, &catalogue)
+            }
             Err(code) => code,
         },
         Some(Command::Test { files, config }) => match catalogue_for(config.as_deref()) {
@@ -101,7 +120,10 @@ pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
                 eprintln!("error: cannot read {shown}: {e}");
             }
             Ok(src) => match Policy::compile(&shown, &src, catalogue) {
-                Ok(p) => println!("{shown}: OK: {}", p.summary()),
+                Ok(p) => {
+                    println!("{shown}: OK: {}", p.summary());
+                    println!("  {}", sources_needed(&p, catalogue));
+                }
                 Err(d) => {
                     failed = true;
                     eprint!("{d}");
@@ -118,6 +140,34 @@ pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Which sources a valid policy reads, and the `serve` flags they need: a
+/// policy `check` accepts with every source assumed is refused by a `serve`
+/// that does not configure one of them.
+fn sources_needed(p: &Policy, catalogue: &Catalogue) -> String {
+    let mut used: Vec<Source> = Vec::new();
+    for id in p.signals_used() {
+        let src = catalogue.get(id).source.clone();
+        if !used.contains(&src) {
+            used.push(src);
+        }
+    }
+    let needs: Vec<String> = used
+        .iter()
+        .filter(|s| **s != Source::Etcd)
+        .map(|s| format!("{} ({})", s.label(), s.enabled_by()))
+        .collect();
+    let names: Vec<String> = used.iter().map(Source::label).collect();
+    if needs.is_empty() {
+        format!("sources: {} (always on)", names.join(", "))
+    } else {
+        format!(
+            "sources: {}; serve needs {}",
+            names.join(", "),
+            needs.join(", ")
+        )
     }
 }
 

@@ -21,6 +21,10 @@ pub struct DemoArgs {
     /// Address for the exporter's HTTP server.
     #[arg(long = "web.listen-address", default_value = "127.0.0.1:9379")]
     pub listen: String,
+    /// Seconds each phase is held after its verdict, so that it can be read
+    /// (changes meanwhile are printed too).
+    #[arg(long = "hold", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub hold: u64,
 }
 
 struct Watcher {
@@ -48,6 +52,15 @@ impl Watcher {
         Some(status)
     }
 
+    /// Keep polling (and printing changes) for `d`.
+    async fn hold(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            self.poll().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Poll until `want` (200 or 503) or the deadline.
     async fn until(&mut self, want: u16, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
@@ -61,7 +74,7 @@ impl Watcher {
     }
 }
 
-async fn tour(cluster: &mut LocalCluster, listen: &str) -> anyhow::Result<()> {
+async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyhow::Result<()> {
     let mut args = ServeArgs::for_endpoint(&cluster.endpoint(0));
     args.web_listen_address = listen.to_string();
     let config = ServeConfig::from_args(&args)?;
@@ -86,6 +99,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str) -> anyhow::Result<()> {
             cluster.dir.display()
         );
     }
+    w.hold(hold).await;
 
     // All three members must be up and agree on a leader before one is
     // killed, or the "leader killed" step would really be a quorum loss.
@@ -120,6 +134,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str) -> anyhow::Result<()> {
             cluster.log_tails()
         );
     }
+    w.hold(hold).await;
 
     println!("\n== 3. quorum lost");
     let other = (1..3).find(|i| *i != leader).unwrap_or(2);
@@ -131,6 +146,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str) -> anyhow::Result<()> {
     if !w.until(503, Duration::from_secs(20)).await {
         bail!("m1 stayed ready without quorum");
     }
+    w.hold(hold).await;
 
     println!("\n== 4. restored");
     println!(
@@ -167,7 +183,13 @@ async fn tour(cluster: &mut LocalCluster, listen: &str) -> anyhow::Result<()> {
 
 /// The `demo` subcommand.
 pub fn run(args: DemoArgs) -> ExitCode {
-    let Some(etcd) = find_in_path("etcd") else {
+    let wanted = crate::localcluster::default_etcd();
+    let etcd = if wanted.components().count() > 1 {
+        Some(wanted)
+    } else {
+        find_in_path(&wanted.to_string_lossy())
+    };
+    let Some(etcd) = etcd else {
         println!("apt-get install etcd-server");
         return ExitCode::FAILURE;
     };
@@ -184,7 +206,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
             }
         };
         let code = tokio::select! {
-            r = tour(&mut cluster, &args.listen) => match r {
+            r = tour(&mut cluster, &args.listen, Duration::from_secs(args.hold)) => match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");

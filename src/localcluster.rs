@@ -148,6 +148,19 @@ impl Member {
     }
 }
 
+/// The environment variable that names the `etcd` binary every local
+/// cluster runs (the demo's and the tests'): how CI runs the same tests on
+/// etcd 3.4 and 3.5 (`.ci/fetch-binaries`, docs/compatibility.md).
+pub const ETCD_ENV: &str = "ERE_ETCD";
+
+/// `$ERE_ETCD` when set and not empty, else `etcd` (from `PATH`).
+pub fn default_etcd() -> PathBuf {
+    match std::env::var_os(ETCD_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from("etcd"),
+    }
+}
+
 /// How to start a [`LocalCluster`].
 #[derive(Clone, Debug)]
 pub struct Builder {
@@ -161,7 +174,7 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// The `etcd` binary to run (default: `etcd` from `PATH`).
+    /// The `etcd` binary to run (default: [`default_etcd`]).
     pub fn etcd(mut self, etcd: impl Into<PathBuf>) -> Self {
         self.etcd = etcd.into();
         self
@@ -253,11 +266,12 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// A cluster of `n` members.
+    /// A cluster of `n` members, of the `etcd` named by [`ETCD_ENV`] or
+    /// else `etcd` from `PATH`.
     pub fn builder(n: usize) -> Builder {
         Builder {
             n,
-            etcd: PathBuf::from("etcd"),
+            etcd: default_etcd(),
             heartbeat_ms: 100,
             election_ms: 1000,
             tls: None,

@@ -8,7 +8,6 @@
 mod support;
 mod support_sources;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -194,7 +193,7 @@ async fn add_learner(cluster: &EtcdCluster) -> Learner {
     initial.push(format!("learner={peer}"));
     let dir = tempfile::tempdir().unwrap();
     let child = etcd_member_command(
-        Path::new("etcd"),
+        &etcd_readiness_exporter::localcluster::default_etcd(),
         "learner",
         &dir.path().join("learner.etcd"),
         &endpoint,

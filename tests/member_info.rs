@@ -162,7 +162,7 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
     let dir = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(dir.path().join("other.log")).unwrap();
     let mut cmd = etcd_member_command(
-        std::path::Path::new("etcd"),
+        &etcd_readiness_exporter::localcluster::default_etcd(),
         "other",
         &dir.path().join("other.etcd"),
         &client,

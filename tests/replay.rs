@@ -26,6 +26,7 @@ struct Prometheus {
     child: Child,
     addr: SocketAddr,
     dir: PathBuf,
+    _slot: etcd_readiness_testkit::heavy::Slot,
 }
 
 impl Prometheus {
@@ -58,6 +59,7 @@ impl Prometheus {
             child,
             addr,
             dir: dir.to_path_buf(),
+            _slot: etcd_readiness_testkit::heavy::slot(),
         };
         let end = Instant::now() + Duration::from_secs(60);
         loop {

@@ -35,8 +35,9 @@ pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// "flapping" span with the number of changes.
 pub const MIN_SPAN: Duration = Duration::from_secs(30);
 /// At most this many spans per lane: every other span is at least
-/// [`MIN_SPAN`] long, so 2 × 15 min / 30 s + 1 = 61.
-pub const MAX_SPANS_PER_LANE: usize = 2 * (WINDOW.as_secs() / MIN_SPAN.as_secs()) as usize + 1;
+/// [`MIN_SPAN`] long, so 2 × 15 min / 30 s + 1 = 61, and the span still
+/// going on, which is never coalesced: 62.
+pub const MAX_SPANS_PER_LANE: usize = 2 * (WINDOW.as_secs() / MIN_SPAN.as_secs()) as usize + 2;
 /// Longest explanation, error or reason shown, in bytes.
 pub const MAX_TEXT: usize = 1_000;
 /// Seconds between refreshes (script or meta refresh).
@@ -419,6 +420,9 @@ enum SpanKind {
     Truncated,
     /// A run of short spans with this many changes between them.
     Flapping(u32),
+    /// A run of short spans right after the exporter started (its first
+    /// answers settling), with this many changes: not flapping.
+    WarmingUp(u32),
 }
 
 impl SpanKind {
@@ -435,6 +439,7 @@ impl SpanKind {
             SpanKind::NoData => "nodata",
             SpanKind::Truncated => "trunc",
             SpanKind::Flapping(_) => "flap",
+            SpanKind::WarmingUp(_) => "starting",
         }
     }
 
@@ -445,6 +450,9 @@ impl SpanKind {
             SpanKind::Truncated => "truncated".to_string(),
             SpanKind::Flapping(n) => {
                 format!("flapping, {n} change{}", if n == 1 { "" } else { "s" })
+            }
+            SpanKind::WarmingUp(n) => {
+                format!("warming up, {n} change{}", if n == 1 { "" } else { "s" })
             }
         }
     }
@@ -515,12 +523,15 @@ fn lane_spans(h: &HistorySnapshot, lane: &Lane, start: SystemTime, now: SystemTi
             s.kind = SpanKind::NoData;
         }
     }
-    coalesce(raw)
+    coalesce(raw, h.started)
 }
 
 /// Runs of two or more spans shorter than [`MIN_SPAN`] become one flapping
-/// span counting the changes in it.
-fn coalesce(raw: Vec<Span>) -> Vec<Span> {
+/// span counting the changes in it — except the span still going on (it is
+/// short only because it has not lasted yet) and a run that starts when the
+/// exporter started (its first answers settling: "warming up").
+fn coalesce(mut raw: Vec<Span>, started: SystemTime) -> Vec<Span> {
+    let ongoing = raw.pop();
     let mut out: Vec<Span> = Vec::with_capacity(raw.len().min(MAX_SPANS_PER_LANE));
     let mut run: Vec<Span> = Vec::new();
     let flush = |out: &mut Vec<Span>, run: &mut Vec<Span>| {
@@ -536,10 +547,15 @@ fn coalesce(raw: Vec<Span>) -> Vec<Span> {
                 if n > MAX_DETAIL {
                     detail.push(format!("… {} more", n - MAX_DETAIL));
                 }
+                let changes = n as u32 - 1;
                 out.push(Span {
                     from: run[0].from,
                     to: run[n - 1].to,
-                    kind: SpanKind::Flapping(n as u32 - 1),
+                    kind: if run[0].from <= started && run[n - 1].to <= started + MIN_SPAN {
+                        SpanKind::WarmingUp(changes)
+                    } else {
+                        SpanKind::Flapping(changes)
+                    },
                     detail: detail.join(" → "),
                 })
             }
@@ -555,6 +571,7 @@ fn coalesce(raw: Vec<Span>) -> Vec<Span> {
         }
     }
     flush(&mut out, &mut run);
+    out.extend(ongoing);
     out
 }
 
@@ -1080,7 +1097,7 @@ mod tests {
                 t = to;
                 fail = !fail;
             }
-            let out = coalesce(raw);
+            let out = coalesce(raw, start);
             assert!(
                 out.len() <= MAX_SPANS_PER_LANE,
                 "step {step_ms}: {}",
@@ -1091,6 +1108,56 @@ mod tests {
             assert_eq!(out.last().unwrap().to, now);
             assert!(out.windows(2).all(|w| w[0].to == w[1].from));
         }
+    }
+
+    #[test]
+    fn the_first_seconds_after_start_are_warming_up_and_the_ongoing_span_is_itself() {
+        let span = |from: u64, to: u64, s: LaneState| Span {
+            from: at(from),
+            to: at(to),
+            kind: SpanKind::State(s),
+            detail: String::new(),
+        };
+        // Started at 100: starting 2 s, not ready 3 s, ready since (4 s).
+        let raw = vec![
+            Span {
+                from: at(0),
+                to: at(100),
+                kind: SpanKind::NoData,
+                detail: String::new(),
+            },
+            span(100, 102, LaneState::Starting),
+            span(102, 105, LaneState::NotReady),
+            span(105, 109, LaneState::Ready),
+        ];
+        let out = coalesce(raw, at(100));
+        let kinds: Vec<SpanKind> = out.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                SpanKind::NoData,
+                SpanKind::WarmingUp(1),
+                SpanKind::State(LaneState::Ready)
+            ]
+        );
+        assert_eq!(out[1].kind.label(), "warming up, 1 change");
+        // Short spans later than the start are flapping, still.
+        let raw = vec![
+            span(100, 200, LaneState::Ready),
+            span(200, 201, LaneState::NotReady),
+            span(201, 202, LaneState::Ready),
+            span(202, 203, LaneState::NotReady),
+            span(203, 204, LaneState::Ready),
+        ];
+        let kinds: Vec<SpanKind> = coalesce(raw, at(100)).iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                SpanKind::State(LaneState::Ready),
+                SpanKind::Flapping(2),
+                SpanKind::State(LaneState::Ready)
+            ]
+        );
     }
 
     #[test]

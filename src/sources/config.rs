@@ -125,11 +125,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// A problem with the `--config` file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The error is in the message, not a `source()`: an `{:#}` chain
+    /// would say it twice.
+    #[error("cannot read the config file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("{0}")]
     Yaml(crate::policy_yaml::YamlError),
     #[error("{path}: {message}")]
@@ -146,9 +145,9 @@ impl Config {
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let shown = path.display().to_string();
-        let read = |source| ConfigError::Read {
+        let read = |error| ConfigError::Read {
             path: shown.clone(),
-            source,
+            error,
         };
         let bytes = crate::bounded_read::read_bounded(path, MAX_CONFIG_BYTES)
             .map_err(|e| read(std::io::Error::other(e)))?;

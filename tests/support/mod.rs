@@ -32,15 +32,30 @@ impl EtcdClusterBuilder {
         EtcdClusterBuilder(self.0.quota(bytes))
     }
 
+    /// Start the members, once this test holds a heavy-test slot
+    /// (`etcd_readiness_testkit::heavy`: how many clusters run at once).
     pub fn start(self) -> EtcdCluster {
-        EtcdCluster(self.0.start().expect("etcd cluster"))
+        let slot = etcd_readiness_testkit::heavy::slot();
+        EtcdCluster(self.0.start().expect("etcd cluster"), slot)
     }
 }
 
 /// A running etcd cluster ([`LocalCluster`], whose methods it has); the
 /// controls that can fail panic here, as a test should. Dropping it kills
-/// every member.
-pub struct EtcdCluster(pub LocalCluster);
+/// every member; dropping it in a failing test first prints the tail of
+/// every member's log (what explains a cluster that did not serve).
+pub struct EtcdCluster(pub LocalCluster, etcd_readiness_testkit::heavy::Slot);
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- etcd member logs (the test failed) ---\n{}",
+                self.0.log_tails()
+            );
+        }
+    }
+}
 
 impl std::ops::Deref for EtcdCluster {
     type Target = LocalCluster;
@@ -132,16 +147,37 @@ impl Exporter {
     }
 
     /// Poll `path` until it answers `status` or `deadline` passes; returns the
-    /// last response.
+    /// last response. When the deadline passes first, prints that response
+    /// and the exporter's `/readyz?verbose` and `/signals` (shown by the test
+    /// runner when the test then fails).
     pub async fn wait_for(&self, path: &str, status: u16, deadline: Duration) -> Resp {
         let end = Instant::now() + deadline;
         loop {
             let r = self.get(path).await;
-            if r.status == status || Instant::now() > end {
+            if r.status == status {
+                return r;
+            }
+            if Instant::now() > end {
+                self.explain(&format!(
+                    "GET {path}: wanted {status} within {deadline:?}, last answer {} {}",
+                    r.status, r.body
+                ))
+                .await;
                 return r;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Print what explains the exporter's state: `/readyz?verbose` and
+    /// `/signals` (for a failing test's output).
+    pub async fn explain(&self, why: &str) {
+        let readyz = self.get("/readyz?verbose").await;
+        let signals = self.get("/signals").await;
+        eprintln!(
+            "--- {why}\n--- /readyz?verbose: {} {}\n--- /signals: {}",
+            readyz.status, readyz.body, signals.body
+        );
     }
 
     /// `/policy` as JSON.
@@ -179,7 +215,15 @@ impl Exporter {
         let end = Instant::now() + deadline;
         loop {
             let r = self.get(path).await;
-            if cond(&r) || Instant::now() > end {
+            if cond(&r) {
+                return r;
+            }
+            if Instant::now() > end {
+                self.explain(&format!(
+                    "GET {path}: condition not met within {deadline:?}, last answer {} {}",
+                    r.status, r.body
+                ))
+                .await;
                 return r;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

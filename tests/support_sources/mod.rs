@@ -149,10 +149,13 @@ pub struct Etcd {
     pub client_url: String,
     pub metrics_url: String,
     pub cluster: LocalCluster,
+    /// A heavy-test slot (`etcd_readiness_testkit::heavy`), held while it runs.
+    _slot: etcd_readiness_testkit::heavy::Slot,
 }
 
 impl Etcd {
     pub async fn start() -> Etcd {
+        let slot = etcd_readiness_testkit::heavy::slot();
         let cluster = LocalCluster::builder(1)
             .metrics()
             .start()
@@ -161,6 +164,7 @@ impl Etcd {
             client_url: cluster.endpoint(0),
             metrics_url: cluster.metrics_url(0).expect("built with metrics"),
             cluster,
+            _slot: slot,
         };
         let url = etcd.client_url.clone();
         wait_until(

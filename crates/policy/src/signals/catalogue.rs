@@ -367,6 +367,15 @@ impl Catalogue {
 
     /// The table printed by `etcd-readiness-exporter signals`.
     pub fn render_table(&self) -> String {
+        let ty_of = |d: &SignalDef| {
+            if d.unit.is_empty() || d.ty == SignalType::Duration {
+                d.ty.to_string()
+            } else {
+                format!("{} ({})", d.ty, d.unit)
+            }
+        };
+        // Every column as wide as its widest cell (a type with a unit,
+        // `number (bytes)`, is wider than its heading).
         let w = self
             .defs
             .iter()
@@ -374,20 +383,29 @@ impl Catalogue {
             .max()
             .unwrap_or(4)
             .max(6);
+        let tw = self
+            .defs
+            .iter()
+            .map(|d| ty_of(d).chars().count())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let sw = self
+            .defs
+            .iter()
+            .map(|d| d.source.label().len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
         let mut out = format!(
-            "{:<w$}  {:<8}  {:<16}  MEANING\n",
+            "{:<w$}  {:<tw$}  {:<sw$}  MEANING\n",
             "SIGNAL", "TYPE", "SOURCE"
         );
         for d in &self.defs {
-            let ty = if d.unit.is_empty() || d.ty == SignalType::Duration {
-                d.ty.to_string()
-            } else {
-                format!("{} ({})", d.ty, d.unit)
-            };
             out.push_str(&format!(
-                "{:<w$}  {:<8}  {:<16}  {}\n",
+                "{:<w$}  {:<tw$}  {:<sw$}  {}\n",
                 d.name,
-                ty,
+                ty_of(d),
                 d.source.label(),
                 d.help
             ));
@@ -399,6 +417,21 @@ impl Catalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_signals_table_aligns_every_column() {
+        let table = Catalogue::builtin().render_table();
+        let header = table.lines().next().unwrap();
+        let meaning = header.find("MEANING").unwrap();
+        let source = header.find("SOURCE").unwrap();
+        for line in table.lines().skip(1) {
+            let chars: Vec<char> = line.chars().collect();
+            // The column before MEANING and before SOURCE is a blank on every row.
+            assert_eq!(chars[meaning - 1], ' ', "{line}");
+            assert_ne!(chars[meaning], ' ', "MEANING misaligned: {line}");
+            assert_ne!(chars[source], ' ', "SOURCE misaligned: {line}");
+        }
+    }
 
     #[test]
     fn builtin_names_are_unique_and_lowercase_identifiers() {
