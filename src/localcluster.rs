@@ -137,11 +137,6 @@ pub struct Member {
 }
 
 impl Member {
-    /// Whether the process runs (it may be frozen).
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
-
     /// Its process id while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -247,13 +247,6 @@ impl Reloader {
         }
     }
 
-    /// Change how long a read, and a compile, may take (default
-    /// [`DEFAULT_RELOAD_DEADLINE`]).
-    pub fn with_deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = deadline;
-        self
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -62,13 +62,6 @@ impl BinOp {
             BinOp::Div => "/",
         }
     }
-
-    pub fn is_comparison(self) -> bool {
-        matches!(
-            self,
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
-        )
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -54,17 +54,6 @@ impl Diagnostics {
         }
     }
 
-    /// `file:line:col` of the first problem, for one-line log messages.
-    pub fn first_location(&self) -> String {
-        match self.items.first() {
-            Some(d) => {
-                let (line, col) = line_col(&self.source, d.span.start);
-                format!("{}:{line}:{col}", self.path)
-            }
-            None => self.path.clone(),
-        }
-    }
-
     /// Each problem on one line (`file:line:col: message`), for structured logs
     /// and metrics-side reporting where carets do not fit.
     pub fn one_line(&self) -> String {

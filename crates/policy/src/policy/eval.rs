@@ -339,17 +339,6 @@ impl Policy {
             }
         }
     }
-
-    /// The value of a signal as shown to users, with its unit.
-    pub fn signal_display(&self, id: SignalId, reading: &Reading) -> String {
-        let unit = self.signal_units.get(id.index()).copied().unwrap_or("");
-        match reading.value {
-            None => "unknown".to_string(),
-            Some(Value::Bool(b)) => b.to_string(),
-            Some(Value::Num(n)) if unit == "s" => fmt_duration(n),
-            Some(Value::Num(n)) => fmt_num(n),
-        }
-    }
 }
 
 /// Longest explanation of one check, in bytes; further terms are counted,
@@ -541,23 +530,53 @@ fn bin_plain(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
             })
         }
         BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Val::B(match (x.num(), y().num()) {
-            (Some(x), Some(y)) => Tri::from_bool(match op {
-                BinOp::Lt => x < y,
-                BinOp::Le => x <= y,
-                BinOp::Gt => x > y,
-                _ => x >= y,
-            }),
+            (Some(x), Some(y)) => compare(op, x, y).map_or(Tri::Unknown, Tri::from_bool),
             _ => Tri::Unknown,
         }),
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => Val::N(match (x.num(), y().num()) {
-            (Some(x), Some(y)) => finite(match op {
-                BinOp::Add => x + y,
-                BinOp::Sub => x - y,
-                BinOp::Mul => x * y,
-                _ => x / y,
-            }),
+            (Some(x), Some(y)) => arithmetic(op, x, y).and_then(finite),
             _ => None,
         }),
+    }
+}
+
+/// A comparison operator applied to two numbers; `None` for an operator
+/// that is not one (every operator is named, so a new one must say).
+fn compare(op: BinOp, x: f64, y: f64) -> Option<bool> {
+    match op {
+        BinOp::Lt => Some(x < y),
+        BinOp::Le => Some(x <= y),
+        BinOp::Gt => Some(x > y),
+        BinOp::Ge => Some(x >= y),
+        BinOp::Or
+        | BinOp::And
+        | BinOp::Coalesce
+        | BinOp::Eq
+        | BinOp::Ne
+        | BinOp::Add
+        | BinOp::Sub
+        | BinOp::Mul
+        | BinOp::Div => None,
+    }
+}
+
+/// An arithmetic operator applied to two numbers; `None` for an operator
+/// that is not one.
+fn arithmetic(op: BinOp, x: f64, y: f64) -> Option<f64> {
+    match op {
+        BinOp::Add => Some(x + y),
+        BinOp::Sub => Some(x - y),
+        BinOp::Mul => Some(x * y),
+        BinOp::Div => Some(x / y),
+        BinOp::Or
+        | BinOp::And
+        | BinOp::Coalesce
+        | BinOp::Eq
+        | BinOp::Ne
+        | BinOp::Lt
+        | BinOp::Le
+        | BinOp::Gt
+        | BinOp::Ge => None,
     }
 }
 

@@ -40,7 +40,6 @@ pub struct Policy {
     let_leaves: Vec<Vec<program::Leaf>>,
     /// Names of every catalogue signal, by id, for explanations.
     signal_names: Arc<[String]>,
-    signal_units: Arc<[&'static str]>,
 }
 
 impl Policy {
@@ -59,7 +58,6 @@ impl Policy {
             checks: compiled.checks,
             let_leaves: compiled.let_leaves,
             signal_names: catalogue.iter().map(|(_, d)| d.name.clone()).collect(),
-            signal_units: catalogue.iter().map(|(_, d)| d.unit).collect(),
         })
     }
 
