@@ -15,6 +15,9 @@
 //! Without git, without `.git`, or when the enclosing git repository is not
 //! this crate's (a source tarball unpacked inside someone else's checkout),
 //! revision and branch are `unknown`: the build never fails for want of git.
+//! A builder without the checkout (the Containerfile, whose context has no
+//! `.git`) can say them instead: `ERE_BUILD_REVISION` and `ERE_BUILD_BRANCH`
+//! in the environment take precedence over git.
 //! The script re-runs when HEAD, the branch it names, the index or the
 //! crate's sources change, so the revision and the dirty flag follow commits
 //! and edits of what is compiled.
@@ -28,7 +31,18 @@ fn main() {
     let rustc_version = output(&rustc, &["--version"], &manifest_dir)
         .and_then(|s| s.split_whitespace().nth(1).map(str::to_string))
         .unwrap_or_else(|| "unknown".to_string());
-    let (revision, branch) = git_identity(&manifest_dir);
+    let (mut revision, mut branch) = git_identity(&manifest_dir);
+    for (var, value) in [
+        ("ERE_BUILD_REVISION", &mut revision),
+        ("ERE_BUILD_BRANCH", &mut branch),
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
+        if let Ok(v) = std::env::var(var)
+            && !v.trim().is_empty()
+        {
+            *value = v.trim().to_string();
+        }
+    }
     let date = build_date();
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".to_string());
 
