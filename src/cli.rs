@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::policy::Policy;
 use crate::signals::{Catalogue, Source};
@@ -13,6 +13,7 @@ use crate::signals::{Catalogue, Source};
 #[command(
     name = "etcd-readiness-exporter",
     version,
+    long_version = crate::build_info::long_version(),
     about = "Decides when an etcd member is ready to serve, explains why, and exports it to Prometheus.",
     args_conflicts_with_subcommands = true
 )]
@@ -63,7 +64,21 @@ pub enum Command {
     Demo(crate::demo::DemoArgs),
     /// Evaluate a candidate policy against the history in Prometheus (see docs/replay.md).
     Replay(Box<crate::replay::ReplayArgs>),
+    /// Print a shell completion script, generated from these flags, to stdout
+    /// (e.g. `completion bash > /etc/bash_completion.d/etcd-readiness-exporter`).
+    #[command(hide = true)]
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from these flags, to stdout
+    /// (e.g. `man | man -l -`).
+    #[command(hide = true)]
+    Man,
 }
+
+/// The program's name, as completions and the man page call it.
+const BIN_NAME: &str = "etcd-readiness-exporter";
 
 /// Run the CLI; returns the process exit code.
 pub fn run() -> ExitCode {
@@ -97,6 +112,21 @@ pub fn run() -> ExitCode {
         Some(Command::Serve(args)) => crate::serve::run(*args),
         Some(Command::Demo(args)) => crate::demo::run(args),
         Some(Command::Replay(args)) => crate::replay::run(*args),
+        Some(Command::Completion { shell }) => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut out);
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => {
+            let mut out = std::io::stdout().lock();
+            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         None => crate::serve::run(cli.serve),
     }
 }

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bounded_read;
+pub mod build_info;
 pub mod checked;
 pub mod cli;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod filewatch;
 pub mod http;
 pub mod localcluster;
+pub mod logging;
 pub mod metrics;
 pub use etcd_readiness_policy::yaml as policy_yaml;
 pub use etcd_readiness_policy::{duration, policy, policytest, signals, verdict};

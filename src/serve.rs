@@ -5,7 +5,6 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::config::{LogFormat, ServeArgs, ServeConfig};
+use crate::config::{ServeArgs, ServeConfig};
 use crate::engine::{EngineHandle, Timing};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, Lifecycle, app, probe_app};
@@ -346,20 +345,6 @@ pub async fn start_with(
 /// The probe listener's connection cap.
 pub const PROBE_MAX_CONNECTIONS: usize = 16;
 
-fn init_logging(args: &ServeArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour codes only for a terminal: not in files, pipes or the kubelet's log.
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let _ = match args.log_format {
-        LogFormat::Json => b.json().try_init(),
-        LogFormat::Text => b.try_init(),
-    };
-}
-
 /// Resolves on SIGTERM or Ctrl-C.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
@@ -421,7 +406,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 
 /// The `serve` subcommand.
 pub fn run(args: ServeArgs) -> ExitCode {
-    init_logging(&args);
+    crate::logging::init(args.log_level, args.log_format);
     let config = match ServeConfig::from_args(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -5,16 +5,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::parse_duration;
+pub use crate::logging::{LogFormat, LogLevel};
 use crate::sources::backup::BackupMode;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
 
 /// Flags of `serve`.
 #[derive(Args, Clone, Debug)]
@@ -108,15 +103,22 @@ pub struct ServeArgs {
         value_name = "HOST:PORT"
     )]
     pub web_probe_listen_address: Option<String>,
-    /// Log level (error, warn, info, debug, trace) or a tracing filter.
-    #[arg(long = "log.level", env = "ERE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Log line format.
+    /// Only log messages with the given severity or above (anything else
+    /// exits 2: a misspelt level must not silence the log).
+    #[arg(
+        long = "log.level",
+        env = "ERE_LOG_LEVEL",
+        value_enum,
+        ignore_case = true,
+        default_value = "info"
+    )]
+    pub log_level: LogLevel,
+    /// Output format of log messages (promslog's; `text` is an alias of logfmt).
     #[arg(
         long = "log.format",
         env = "ERE_LOG_FORMAT",
         value_enum,
-        default_value = "text"
+        default_value = "logfmt"
     )]
     pub log_format: LogFormat,
     /// Safety-net re-read of the policy file.

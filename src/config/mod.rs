@@ -6,7 +6,7 @@
 
 pub mod args;
 
-pub use args::{LogFormat, ServeArgs};
+pub use args::{LogFormat, LogLevel, ServeArgs};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
