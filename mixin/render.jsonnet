@@ -1,5 +1,9 @@
-// What .ci/mixin writes: one entry per file, the text of the file as the
-// value. `config` (ext-code, an object, default {}) is merged into the
+// What .ci/mixin writes, as data that render.py serializes (jsonnet's
+// std.manifestJsonEx/manifestYamlDoc are written in jsonnet and take seconds
+// to a minute on these documents; Python's serializers take milliseconds):
+//   yaml:       file -> { header: comment lines, doc: the document }
+//   json:       file -> the document
+//   configmaps: file -> a ConfigMap whose data values are `json` files. `config` (ext-code, an object, default {}) is merged into the
 // mixin's _config, so a test can render the rules with its own settings.
 local config = std.extVar('config');
 local mixin = (import 'mixin.libsonnet') + { _config+:: config };
@@ -8,34 +12,47 @@ local header(what) = |||
   # Change mixin/*.libsonnet and run `bash .ci/mixin`; `bash .ci/mixin --check`
   # (CI) fails when this file differs from the mixin's output.
 ||| % what;
-local yaml(x) = std.manifestYamlDoc(x, indent_array_in_object=true, quote_keys=false) + '\n';
 local dashboard = mixin.grafanaDashboards['etcd-readiness.json'];
 {
-  'dashboards/alerts.yaml': header('prometheusAlerts') + |||
-    # Alerting rules for etcd-readiness-exporter (a plain Prometheus rule file):
-    # list it in `rule_files:`. dashboards/prometheusrule.yaml holds the same
-    # rules as a PrometheusRule. Runbooks: docs/runbooks.md.
-  ||| + yaml(mixin.prometheusAlerts),
-  'dashboards/prometheusrule.yaml': header('prometheusAlerts as a PrometheusRule') + yaml({
-    apiVersion: 'monitoring.coreos.com/v1',
-    kind: 'PrometheusRule',
-    metadata: { name: mixin._config.prometheusRule.name, labels: mixin._config.prometheusRule.labels },
-    spec: mixin.prometheusAlerts,
-  }),
-  'dashboards/etcd-readiness.json': std.manifestJsonEx(dashboard, '  ') + '\n',
-  'dashboards/grafana-dashboard-configmap.yaml': header("grafanaDashboards for Grafana's dashboard sidecar") + yaml({
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: { name: mixin._config.dashboardConfigMap.name, labels: mixin._config.dashboardConfigMap.labels },
-    data: { 'etcd-readiness.json': std.manifestJsonEx(dashboard, '  ') + '\n' },
-  }),
-  'docs/alertmanager-example.yaml': header('alertmanagerExample') + |||
-    # An example Alertmanager configuration for the etcd readiness alerts:
-    # grouping per etcd cluster and the inhibition of member alerts while
-    # their cluster alert fires (docs/monitoring.md, "Routing and inhibition").
-    # Replace the receiver with yours.
-  ||| + yaml(mixin.alertmanagerExample({
-    name: 'etcd-oncall',
-    webhook_configs: [{ url: 'http://alert-receiver.example.invalid/etcd', send_resolved: true }],
-  })),
+  yaml: {
+    'dashboards/alerts.yaml': {
+      header: header('prometheusAlerts') + |||
+        # Alerting rules for etcd-readiness-exporter (a plain Prometheus rule file):
+        # list it in `rule_files:`. dashboards/prometheusrule.yaml holds the same
+        # rules as a PrometheusRule. Runbooks: docs/runbooks.md.
+      |||,
+      doc: mixin.prometheusAlerts,
+    },
+    'dashboards/prometheusrule.yaml': {
+      header: header('prometheusAlerts as a PrometheusRule'),
+      doc: {
+        apiVersion: 'monitoring.coreos.com/v1',
+        kind: 'PrometheusRule',
+        metadata: { name: mixin._config.prometheusRule.name, labels: mixin._config.prometheusRule.labels },
+        spec: mixin.prometheusAlerts,
+      },
+    },
+    'docs/alertmanager-example.yaml': {
+      header: header('alertmanagerExample') + |||
+        # An example Alertmanager configuration for the etcd readiness alerts:
+        # grouping per etcd cluster and the inhibition of member alerts while
+        # their cluster alert fires (docs/monitoring.md, "Routing and inhibition").
+        # Replace the receiver with yours.
+      |||,
+      doc: mixin.alertmanagerExample({
+        name: 'etcd-oncall',
+        webhook_configs: [{ url: 'http://alert-receiver.example.invalid/etcd', send_resolved: true }],
+      }),
+    },
+  },
+  json: { 'dashboards/etcd-readiness.json': dashboard },
+  configmaps: {
+    'dashboards/grafana-dashboard-configmap.yaml': {
+      header: header("grafanaDashboards for Grafana's dashboard sidecar"),
+      name: mixin._config.dashboardConfigMap.name,
+      labels: mixin._config.dashboardConfigMap.labels,
+      // data key -> the `json` file it carries
+      data: { 'etcd-readiness.json': 'dashboards/etcd-readiness.json' },
+    },
+  },
 }

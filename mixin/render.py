@@ -27,7 +27,81 @@ def render(config="{}"):
     if config.startswith("@"):
         with open(config[1:]) as f:
             config = f.read()
-    return json.loads(_jsonnet.evaluate_file(os.path.join(HERE, "render.jsonnet"), ext_codes={"config": config}))
+    out = json.loads(_jsonnet.evaluate_file(os.path.join(HERE, "render.jsonnet"), ext_codes={"config": config}))
+    files = {name: f["header"] + to_yaml(f["doc"]) for name, f in out["yaml"].items()}
+    for name, doc in out["json"].items():
+        files[name] = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    for name, cm in out["configmaps"].items():
+        files[name] = configmap_yaml(cm, files)
+    return files
+
+
+def to_yaml(doc):
+    """Block-style YAML of JSON data: mappings in the order given (jsonnet
+    sorts fields), sequences indented under their key, strings JSON-quoted,
+    or as `|` block scalars when they span lines (PromQL, templates)."""
+    out = []
+
+    def scalar(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if v is None:
+            return "null"
+        if isinstance(v, (int, float)):
+            return json.dumps(v)
+        return yaml_string(v)
+
+    def block_ok(s):
+        return "\n" in s and s.endswith("\n") and not s.startswith((" ", "\n")) and all(
+            line == line.rstrip() and "\t" not in line for line in s.split("\n"))
+
+    def emit(v, indent, key_prefix):
+        pad = " " * indent
+        if isinstance(v, dict) and v:
+            first = True
+            for k, x in v.items():
+                lead = key_prefix if first else pad
+                first = False
+                head = f"{lead}{yaml_string(k) if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_.-]*', k) or k in ('y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false', 'null') else k}:"
+                if isinstance(x, (dict, list)) and x:
+                    out.append(head)
+                    emit(x, indent + 2, " " * (indent + 2))
+                elif isinstance(x, str) and block_ok(x):
+                    out.append(head + " |")
+                    out.extend((" " * (indent + 2) + line) if line else "" for line in x[:-1].split("\n"))
+                else:
+                    out.append(f"{head} {scalar(x) if not isinstance(x, (dict, list)) else json.dumps(x)}")
+        elif isinstance(v, list) and v:
+            for x in v:
+                if isinstance(x, (dict, list)) and x:
+                    emit(x, indent + 2, pad + "- ")
+                else:
+                    out.append(f"{pad}- {scalar(x) if not isinstance(x, (dict, list)) else json.dumps(x)}")
+        else:
+            out.append(key_prefix + (json.dumps(v) if isinstance(v, (dict, list)) else scalar(v)))
+
+    emit(doc, 0, "")
+    return "\n".join(out) + "\n"
+
+
+def yaml_string(s):
+    """A YAML double-quoted scalar (JSON's escaping is valid YAML)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def configmap_yaml(cm, files):
+    """A ConfigMap whose data values are rendered files, as `|` block scalars."""
+    lines = [cm["header"].rstrip("\n"), "apiVersion: v1", "kind: ConfigMap", "metadata:",
+             f"  name: {yaml_string(cm['name'])}", "  labels:"]
+    lines += [f"    {yaml_string(k)}: {yaml_string(v)}" for k, v in sorted(cm["labels"].items())]
+    lines.append("data:")
+    for key, source in sorted(cm["data"].items()):
+        text = files[source]
+        if any(line != line.rstrip() or "\t" in line for line in text.splitlines()):
+            raise ValueError(f"{source}: trailing blanks or tabs cannot go into a YAML block scalar as is")
+        lines.append(f"  {yaml_string(key)}: |")
+        lines += ["    " + line if line else "" for line in text.rstrip("\n").split("\n")]
+    return "\n".join(lines) + "\n"
 
 
 def github_anchor(heading):
