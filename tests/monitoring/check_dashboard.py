@@ -19,10 +19,19 @@ Conventions checked (see /work/shared/REFERENCE.md, "Prometheus conventions"):
 - every rate()/irate()/increase() in the dashboard uses `[$__rate_interval]`;
 - every metric name in any expression (dashboard and alerts.yaml) is listed in
   tests/monitoring/known_metrics.txt;
-- every alert has a `severity` label and `summary` and `description` annotations;
-- query variables take label values of etcd_readiness_ready (`cluster_id`: of
-  etcd_readiness_member_info); a repeated row repeats over a multi-value
-  variable with All, names it in its title, and each of its queries selects by it.
+- every alert has a `severity` label and `summary`, `description` and
+  `runbook_url` annotations (.ci/mixin checks the runbook anchors);
+- query variables take label values of etcd_readiness_ready (`cluster_id`,
+  `pod`, `instance`: of etcd_readiness_member_info); `pod` and `instance` are
+  chained to $cluster_id, and every panel query and annotation selects by
+  cluster_id (member panels follow the etcd cluster selector); a repeated row
+  repeats over a multi-value variable with All, names it in its title, and
+  each of its queries selects by it;
+- the annotations "Readiness transitions" and "Policy reloads" exist, use
+  ${datasource}, [$__rate_interval] and known metrics.
+
+The dashboard and rules are rendered from the mixin (mixin/, .ci/mixin); this
+checks the rendered files (and .ci/mixin --check a single-cluster rendering).
 
 alerts.yaml is read with a small YAML-subset reader (`load_yaml`, also used by
 check_manifests.py): block mappings and sequences, plain and quoted scalars,
