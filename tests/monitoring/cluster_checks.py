@@ -21,6 +21,9 @@ expressions are exactly the dashboard's, variables at All); STATE is one of
              identity), EtcdClusterReadyMembersBelowQuorum and
              EtcdClusterAllMembersNotReady firing.
 
+In `quorum` the dashboard's "Readiness transitions" annotation and in `drift`
+its "Policy reloads" annotation must mark an event (their queries return data).
+
 The rules Prometheus evaluates are the mixin's, rendered with short `for:`
 (run.sh), so an alert fires within seconds of its condition.
 
@@ -99,6 +102,12 @@ def main(argv):
     if len(rows) != n or len(ids) != n or len(names) != n or "" in names or ready != want_ready:
         problems.append(f"{TABLE}: want {n} members with distinct IDs and names, ready {want_ready}; "
                         f"got {[(s['metric'].get('name'), s['metric'].get('member_id'), s['value'][1]) for s in rows]}")
+
+    # The dashboard's annotations mark what the faults did: readiness flips
+    # while the quorum is lost, the reload of the changed policy.
+    for state_, qid in (("quorum", "annotation:Readiness transitions"), ("drift", "annotation:Policy reloads")):
+        if state == state_ and not series(qid):
+            problems.append(f"{qid}: no event marked")
 
     resp = get(f"{prom}/api/v1/alerts")
     firing = {a["labels"]["alertname"] for a in resp.get("data", {}).get("alerts", [])
