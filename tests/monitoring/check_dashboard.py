@@ -19,10 +19,19 @@ Conventions checked (see /work/shared/REFERENCE.md, "Prometheus conventions"):
 - every rate()/irate()/increase() in the dashboard uses `[$__rate_interval]`;
 - every metric name in any expression (dashboard and alerts.yaml) is listed in
   tests/monitoring/known_metrics.txt;
-- every alert has a `severity` label and `summary` and `description` annotations;
-- query variables take label values of etcd_readiness_ready (`cluster_id`: of
-  etcd_readiness_member_info); a repeated row repeats over a multi-value
-  variable with All, names it in its title, and each of its queries selects by it.
+- every alert has a `severity` label and `summary`, `description` and
+  `runbook_url` annotations (.ci/mixin checks the runbook anchors);
+- query variables take label values of etcd_readiness_ready (`cluster_id`,
+  `pod`, `instance`: of etcd_readiness_member_info); `pod` and `instance` are
+  chained to $cluster_id, and every panel query and annotation selects by
+  cluster_id (member panels follow the etcd cluster selector); a repeated row
+  repeats over a multi-value variable with All, names it in its title, and
+  each of its queries selects by it;
+- the annotations "Readiness transitions" and "Policy reloads" exist, use
+  ${datasource}, [$__rate_interval] and known metrics.
+
+The dashboard and rules are rendered from the mixin (mixin/, .ci/mixin); this
+checks the rendered files (and .ci/mixin --check a single-cluster rendering).
 
 alerts.yaml is read with a small YAML-subset reader (`load_yaml`, also used by
 check_manifests.py): block mappings and sequences, plain and quoted scalars,
@@ -378,8 +387,17 @@ def variable_queries(dash):
     return out
 
 
-# Query variables whose values come from another metric than etcd_readiness_ready.
-VARIABLE_METRICS = {"cluster_id": "etcd_readiness_member_info"}
+# Query variables whose values come from another metric than etcd_readiness_ready:
+# cluster_id, and pod and instance chained to it (from the member_info series
+# of the selected clusters).
+VARIABLE_METRICS = {"cluster_id": "etcd_readiness_member_info", "pod": "etcd_readiness_member_info",
+                    "instance": "etcd_readiness_member_info"}
+CLUSTER_FILTER = 'cluster_id=~"$cluster_id"'
+
+
+def annotations(dash):
+    """The dashboard's query annotations (not Grafana's built-in one)."""
+    return [a for a in dash.get("annotations", {}).get("list", []) if not a.get("builtIn")]
 
 
 def rows_with_members(dash):
@@ -448,6 +466,34 @@ def check_dashboard(dash, known):
         if wanted not in metric_names(selector):
             problems.append(f"variable `{name}` should take label values of {wanted}")
     problems += repeat_problems(dash, variables)
+    # Every variable after the cluster_id one and every panel query follows it.
+    for name in ("pod", "instance"):
+        q = (variables.get(name) or {}).get("definition", "")
+        if CLUSTER_FILTER not in q:
+            problems.append(f"variable `{name}` must be chained to $cluster_id")
+    for p in all_panels(dash):
+        for t in p.get("targets") or []:
+            if t.get("expr") and CLUSTER_FILTER not in t["expr"]:
+                problems.append(f"panel {p.get('title')!r} {t.get('refId')}: does not follow the cluster_id variable")
+    names = set()
+    for a in annotations(dash):
+        where = f"annotation {a.get('name')!r}"
+        names.add(a.get("name"))
+        if not _ds_ok(a.get("datasource")):
+            problems.append(f"{where}: datasource must be ${{datasource}}")
+        expr = a.get("expr", "")
+        if not expr.strip():
+            problems.append(f"{where}: empty expr")
+            continue
+        for prob in rate_interval_problems(expr):
+            problems.append(f"{where}: {prob}")
+        for name in sorted(metric_names(expr) - known):
+            problems.append(f"{where}: metric {name!r} is not in known_metrics.txt")
+        if CLUSTER_FILTER not in expr:
+            problems.append(f"{where}: does not follow the cluster_id variable")
+    for wanted in ("Readiness transitions", "Policy reloads"):
+        if wanted not in names:
+            problems.append(f"the annotation {wanted!r} is missing")
 
     ids = set()
     boxes = []
@@ -517,7 +563,7 @@ def check_alerts(doc, known):
             if not (rule.get("labels") or {}).get("severity"):
                 problems.append(f"{where}: a severity label is required")
             ann = rule.get("annotations") or {}
-            for key in ("summary", "description"):
+            for key in ("summary", "description", "runbook_url"):
                 if not str(ann.get(key, "")).strip():
                     problems.append(f"{where}: annotation {key} is required")
     if not names:
@@ -544,6 +590,9 @@ def emit_queries(dash, alerts_doc, rate_interval):
                 out.append({"id": f"panel:{p.get('title')}:{t.get('refId')}", "source": "dashboard",
                             "kind": "panel", "instant": bool(t.get("instant")),
                             "expr": substitute(t["expr"], values, rate_interval)})
+    for a in annotations(dash):
+        out.append({"id": f"annotation:{a.get('name')}", "source": "annotation", "kind": "annotation",
+                    "expr": substitute(a["expr"], values, rate_interval)})
     for group, rule in alert_rules(alerts_doc):
         name = rule.get("alert") or rule.get("record")
         out.append({"id": f"rule:{group}/{name}", "source": "alerts", "kind": "rule",
@@ -588,6 +637,16 @@ def self_test(dash, alerts_doc, known):
             p for p in d["panels"] if p.get("repeat")).update(repeat="no_such_variable"),
         "repeated panel not selecting by its variable": lambda d: repeated_targets(d)[0].update(
             expr=repeated_targets(d)[0]["expr"].replace('cluster_id=~"$cluster_id"', "")),
+        "member panel not following cluster_id": lambda d: next(
+            p for p in all_panels(d) if p.get("title") == "Readiness per member")["targets"][0].update(
+            expr='etcd_readiness_ready{pod=~"$pod"}'),
+        "pod variable not chained to cluster_id": lambda d: next(
+            v for v in d["templating"]["list"] if v["name"] == "pod").update(
+            definition="label_values(etcd_readiness_member_info, pod)"),
+        "annotation with a fixed rate window": lambda d: annotations(d)[0].update(
+            expr=annotations(d)[0]["expr"].replace("$__rate_interval", "5m")),
+        "no policy reload annotation": lambda d: d["annotations"].update(
+            list=[a for a in d["annotations"]["list"] if a.get("name") != "Policy reloads"]),
         "cluster variable from the wrong metric": lambda d: next(
             v for v in d["templating"]["list"] if v["name"] == "cluster_id")["query"].update(
             query="label_values(etcd_readiness_ready, cluster_id)"),
@@ -596,6 +655,7 @@ def self_test(dash, alerts_doc, known):
         "alert without severity": lambda a: a["groups"][0]["rules"][0]["labels"].pop("severity"),
         "alert with unknown metric": lambda a: a["groups"][0]["rules"][0].update(expr="etcd_member_gone == 1"),
         "alert without summary": lambda a: a["groups"][0]["rules"][0]["annotations"].pop("summary"),
+        "alert without runbook_url": lambda a: a["groups"][0]["rules"][0]["annotations"].pop("runbook_url"),
     }
     failures = []
     baseline = run_checks(dash, alerts_doc, known)

@@ -6,8 +6,17 @@
 #    fake-backup-sidecar, speaking its documented /metrics and /healthz),
 #    and three exporters (`serve`, one per member) sampling them; each
 #    exporter's member_info is compared with etcdctl; then prometheus_it.sh
-#    runs a real Prometheus against the three: every query, the values of the
-#    dashboard's cluster row, and the cluster alerts firing after real faults.
+#    runs, once with Prometheus 2.42 (Debian's /usr/bin/prometheus) and once
+#    with Prometheus 3.5.3 (.ci/fetch-binaries prometheus-3), each with a real
+#    Alertmanager 0.28.1 (.ci/fetch-binaries alertmanager): every query, the
+#    negotiated scrape formats, the values of the dashboard's cluster row, the
+#    alerts firing after real faults, and what Alertmanager delivers to a
+#    webhook (member alert with cluster_id and runbook_url; on quorum loss the
+#    cluster alert, with the member alerts inhibited).
+# The rules Prometheus evaluates are the mixin's (`.ci/mixin --render`) with a
+# test-only _config that shortens the `for:` of the alerts the faults cause;
+# they are checked to differ from the shipped dashboards/alerts.yaml in their
+# `for:` lines only.
 # Every child is killed on exit; every wait has a deadline.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,8 +28,9 @@ python3 tests/monitoring/check_dashboard.py --self-test
 python3 tests/monitoring/check_manifests.py --self-test
 python3 tests/monitoring/check_dashboard.py
 python3 tests/monitoring/check_manifests.py
-promtool check rules dashboards/alerts.yaml
-promtool test rules dashboards/alerts.test.yaml
+# The rendered files have no drift, promtool on default and custom _config,
+# runbook anchors (.ci/mixin --check).
+bash .ci/mixin --check
 
 cargo build --quiet --bin etcd-readiness-exporter
 cargo build --quiet -p etcd-readiness-testkit --bin fake-backup-sidecar
@@ -150,6 +160,7 @@ PY
 done
 
 # The fault phase of prometheus_it.sh calls this with one argument:
+#   member  SIGSTOP of etcd member m3: its exporter says not ready, quorum stays;
 #   drift   member m3 gets a different policy (one comment line more), reloaded;
 #   quorum  SIGSTOP of etcd members m2 and m3: m1 loses its leader, no member is ready;
 #   heal    SIGCONT of both, and m3's policy back as it was, reloaded.
@@ -157,16 +168,42 @@ cat >"$TMP/fault.sh" <<EOF
 #!/usr/bin/env bash
 set -euo pipefail
 case "\$1" in
+  member) kill -STOP ${ETCD_PIDS[2]} ;;
   drift)  echo "# a changed policy on m3 only" >>"$TMP/policy-2"
           curl -sf --max-time 5 -X POST "http://127.0.0.1:${WEBS[2]}/-/reload" >/dev/null ;;
   quorum) kill -STOP ${ETCD_PIDS[1]} ${ETCD_PIDS[2]} ;;
   heal)   kill -CONT ${ETCD_PIDS[1]} ${ETCD_PIDS[2]}
           cp "$ROOT/policies/gardener.policy" "$TMP/policy-2"
           curl -sf --max-time 5 -X POST "http://127.0.0.1:${WEBS[2]}/-/reload" >/dev/null ;;
-  *) echo "usage: \$0 drift|quorum|heal" >&2; exit 2 ;;
+  *) echo "usage: \$0 member|drift|quorum|heal" >&2; exit 2 ;;
 esac
 EOF
 chmod +x "$TMP/fault.sh"
 
-"$HERE/prometheus_it.sh" --cluster-members 3 --fault-script "$TMP/fault.sh" \
-  "127.0.0.1:${WEBS[0]}" "127.0.0.1:${WEBS[1]}" "127.0.0.1:${WEBS[2]}"
+# The rules for the live test: the mixin with short holds for the alerts the
+# faults cause (member alerts longer than the cluster alerts, so that the
+# cluster alert is in Alertmanager before its members' alerts arrive and the
+# inhibition is in place), everything else as shipped.
+TEST_CONFIG="{ alertFor+: { EtcdMemberNotReady: '10s', EtcdClusterAllMembersNotReady: '1s',
+  EtcdClusterReadyMembersBelowQuorum: '4s', EtcdClusterPolicyDrift: '3s' } }"
+bash .ci/mixin --render "$TMP/rules" --config "$TEST_CONFIG"
+RULES=$TMP/rules/dashboards/alerts.yaml
+# holds_out FILE: the rules without their for: lines and with the hold each
+# description quotes ("for 5m") as "for D".
+holds_out() { grep -v '^        for: ' "$1" | sed -E '/^ +description: /s/ for [0-9]+[smh]\b/ for D/g'; }
+if ! diff <(holds_out dashboards/alerts.yaml) <(holds_out "$RULES") >"$TMP/rules.diff"; then
+  echo "the test's rules differ from dashboards/alerts.yaml in more than their for: holds:" >&2
+  cat "$TMP/rules.diff" >&2; exit 1
+fi
+echo "ok:   the test's rules are the shipped ones with $(diff dashboards/alerts.yaml "$RULES" | grep -c '^>') shorter for: holds"
+
+read -r _ P3 < <(bash .ci/fetch-binaries prometheus-3)
+read -r _ AMDIR < <(bash .ci/fetch-binaries alertmanager)
+for prom in /usr/bin/prometheus "$P3/usr/bin/prometheus"; do
+  start=$SECONDS
+  echo "== prometheus_it.sh with $("$prom" --version 2>&1 | head -1) and a real Alertmanager"
+  PROMETHEUS=$prom "$HERE/prometheus_it.sh" --cluster-members 3 --fault-script "$TMP/fault.sh" \
+    --rules "$RULES" --alertmanager "$AMDIR/usr/bin/prometheus-alertmanager" \
+    "127.0.0.1:${WEBS[0]}" "127.0.0.1:${WEBS[1]}" "127.0.0.1:${WEBS[2]}"
+  echo "   ($prom: $((SECONDS - start)) s)"
+done
