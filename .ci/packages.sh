@@ -37,6 +37,7 @@ test       exec /usr/bin/kill                                    procps
 test       cmd  pgrep                                            procps
 test       exec /usr/bin/chromium                                chromium
 test       file /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf  fonts-dejavu-core
+test       cmd  man                                              man-db
 test,manifests glob /usr/share/python-wheels/pip-*.whl           python3-venv
 test,image cmd  dpkg-deb                                         dpkg
 test,image file /usr/share/keyrings/debian-archive-keyring.gpg   debian-archive-keyring

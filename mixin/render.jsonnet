@@ -13,6 +13,15 @@ local header(what) = |||
   # (CI) fails when this file differs from the mixin's output.
 ||| % what;
 local dashboard = mixin.grafanaDashboards['etcd-readiness.json'];
+local prometheusRule = {
+  header: header('prometheusAlerts as a PrometheusRule'),
+  doc: {
+    apiVersion: 'monitoring.coreos.com/v1',
+    kind: 'PrometheusRule',
+    metadata: { name: mixin._config.prometheusRule.name, labels: mixin._config.prometheusRule.labels },
+    spec: mixin.prometheusAlerts,
+  },
+};
 {
   yaml: {
     'dashboards/alerts.yaml': {
@@ -23,15 +32,10 @@ local dashboard = mixin.grafanaDashboards['etcd-readiness.json'];
       |||,
       doc: mixin.prometheusAlerts,
     },
-    'dashboards/prometheusrule.yaml': {
-      header: header('prometheusAlerts as a PrometheusRule'),
-      doc: {
-        apiVersion: 'monitoring.coreos.com/v1',
-        kind: 'PrometheusRule',
-        metadata: { name: mixin._config.prometheusRule.name, labels: mixin._config.prometheusRule.labels },
-        spec: mixin.prometheusAlerts,
-      },
-    },
+    'dashboards/prometheusrule.yaml': prometheusRule,
+    // The same rendering inside the demo overlay: kustomize reads no file
+    // outside its directory, so the overlay carries its own generated copy.
+    'deploy/kubernetes/prometheusrule.yaml': prometheusRule,
     'docs/alertmanager-example.yaml': {
       header: header('alertmanagerExample') + |||
         # An example Alertmanager configuration for the etcd readiness alerts:
