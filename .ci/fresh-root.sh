@@ -8,7 +8,8 @@
 #     says debootstrap finished) and copied anew into $ROOT for every run;
 #   - the Debian archive address of this machine's apt sources (the same
 #     sources file, so the same suites), read from the machine, not written
-#     in the repository;
+#     in the repository, and its apt settings for reaching that archive
+#     (apt.conf.d files that set Check-Valid-Until, Check-Date or a proxy);
 #   - from the host: the CA bundle (/etc/ssl/certs/ca-certificates.crt),
 #     which minbase lacks and apt, cargo and pip need to reach their
 #     registries over HTTPS (also as a local certificate, so that a
@@ -106,6 +107,13 @@ fresh_root_make() {
   # file, which update-ca-certificates appends to the bundle it rebuilds
   # when a package pulls in ca-certificates (the host's bundle may hold a
   # CA that Debian's does not, e.g. an inspecting proxy's).
+  # The machine's apt settings for reaching its archive (a mirror that
+  # serves frozen snapshots needs Check-Valid-Until off; a proxy), not the
+  # rest of its apt configuration.
+  local f
+  for f in /etc/apt/apt.conf.d/*; do
+    [ -f "$f" ] && grep -qE 'Check-Valid-Until|Check-Date|::Proxy' "$f" && cp "$f" "$root/etc/apt/apt.conf.d/" || true
+  done
   mkdir -p "$root/etc/ssl/certs" "$root/usr/local/share/ca-certificates"
   cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
   cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-ca-bundle.crt"

@@ -124,9 +124,34 @@ fn check_command_accepts_every_shipped_policy() {
     assert_eq!(code, 0, "{out}{err}");
     insta::assert_snapshot!(out, @r"
     policies/card.policy: OK: 4 checks; signals: leader, qget_ms, owner_ok, rev_lag
+      sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
     policies/default.policy: OK: 5 checks, 2 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag
+      sources: etcd (always on)
     policies/gardener.policy: OK: 6 checks, 3 warnings, 1 with hold-down; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, backup_healthy, full_snapshot_age
+      sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
     ");
+}
+
+/// Issue 20: `check` accepted policies/card.policy, which a `serve` without
+/// the owner and backup sources refuses; `--sources` checks what it will run.
+#[test]
+fn check_with_sources_refuses_what_serve_without_them_would() {
+    let (code, _, err) = cli(&["check", "--sources", "etcd", "policies/card.policy"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("signal `owner_ok` comes from the owner source, which is not configured"),
+        "{err}"
+    );
+    assert!(err.contains("set --backup.url to enable it"), "{err}");
+    let (code, out, err) = cli(&[
+        "check",
+        "--sources",
+        "etcd,owner,backup",
+        "policies/card.policy",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = cli(&["check", "--sources", "etcd,dns", "policies/card.policy"]);
+    assert_eq!(code, 2, "an unknown source is a usage error: {err}");
 }
 
 #[test]
@@ -263,7 +288,10 @@ fn regression_let_doubling_chain_compiles_to_a_size_linear_in_its_text() {
     let (code, out, err) = cli(&["check", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     let out = out.replace(path.to_str().unwrap(), "chain.policy");
-    insta::assert_snapshot!(out, @"chain.policy: OK: 1 check, 41 lets; signals: leader");
+    insta::assert_snapshot!(out, @r"
+    chain.policy: OK: 1 check, 41 lets; signals: leader
+      sources: etcd (always on)
+    ");
 }
 
 /// Issue 10: `check` exited 101 (a panic in `Duration::from_secs_f64`) and a
