@@ -21,6 +21,8 @@ pub enum Refusal {
     Unauthorized,
     /// Over `rate_limit` (429).
     RateLimited,
+    /// No place in the bcrypt queue for this client (429, `Retry-After`).
+    AuthBusy,
 }
 
 /// Cheap to clone (handles to shared atomics).
@@ -48,10 +50,10 @@ impl WebMetrics {
         };
         registry.register(
             "etcd_readiness_web_requests_refused",
-            "Requests the main listener refused before routing, by reason (unauthorized, rate_limited)",
+            "Requests the main listener refused before routing, by reason (unauthorized, rate_limited, auth_busy: no place in the bcrypt queue for the client)",
             m.refused.clone(),
         );
-        for reason in ["unauthorized", "rate_limited"] {
+        for reason in ["unauthorized", "rate_limited", "auth_busy"] {
             let _ = m.refused.get_or_create(&ReasonLabels { reason });
         }
         m
@@ -70,6 +72,7 @@ impl WebMetrics {
         let reason = match why {
             Refusal::Unauthorized => "unauthorized",
             Refusal::RateLimited => "rate_limited",
+            Refusal::AuthBusy => "auth_busy",
         };
         self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }
