@@ -724,7 +724,10 @@ async fn flood_connection(
             let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").ok()?;
             tls.connect(name, tcp).await.ok()
         };
-        let Some(mut s) = tokio::time::timeout(Duration::from_secs(10), conn).await.ok().flatten()
+        let Some(mut s) = tokio::time::timeout(Duration::from_secs(10), conn)
+            .await
+            .ok()
+            .flatten()
         else {
             count.reconnects.fetch_add(1, Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -733,8 +736,10 @@ async fn flood_connection(
         let mut buf = Vec::new();
         'requests: while !stop.load(Relaxed) {
             i += 1;
-            let cred = base64::engine::general_purpose::STANDARD
-                .encode(format!("prometheus:wrong-{n}-{i}-{}", i.wrapping_mul(2654435761)));
+            let cred = base64::engine::general_purpose::STANDARD.encode(format!(
+                "prometheus:wrong-{n}-{i}-{}",
+                i.wrapping_mul(2654435761)
+            ));
             let req = format!(
                 "GET /metrics HTTP/1.1\r\nHost: {target}\r\nAuthorization: Basic {cred}\r\n\r\n"
             );
@@ -847,7 +852,10 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     for f in flood {
         let _ = tokio::time::timeout(Duration::from_secs(40), f).await;
     }
-    assert!(scrapes.is_some_and(|n| n >= 10.0), "scrapes in the window: {scrapes:?}");
+    assert!(
+        scrapes.is_some_and(|n| n >= 10.0),
+        "scrapes in the window: {scrapes:?}"
+    );
     assert_eq!(
         lowest,
         Some(1.0),

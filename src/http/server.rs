@@ -525,7 +525,8 @@ impl Server {
                 let guard = InFlight::start(svc_state.clone(), svc_conns.clone());
                 let router = router.clone();
                 if let Some(peer) = peer {
-                    req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
                 }
                 async move {
                     let resp = router.oneshot(req.map(axum::body::Body::new)).await;

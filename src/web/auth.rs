@@ -327,8 +327,8 @@ impl BasicAuth {
                     if let Ok(_permit) = self.bcrypt.acquire().await {
                         let dummy = dummy_hash(top);
                         let t = Instant::now();
-                        let _ = tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy))
-                            .await;
+                        let _ =
+                            tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy)).await;
                         *self.slowest.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some((top, t.elapsed()));
                     }
@@ -360,10 +360,7 @@ mod tests {
         for (u, p, cost) in users {
             text.push_str(&format!("  {u}: '{}'\n", bcrypt::hash(p, *cost).unwrap()));
         }
-        WebConfig::from_text(std::path::Path::new("w.yml"), &text, &|_, _| {
-            unreachable!()
-        })
-        .unwrap()
+        WebConfig::from_text(std::path::Path::new("w.yml"), &text, &|_, _| unreachable!()).unwrap()
     }
 
     fn config() -> WebConfig {
@@ -376,17 +373,29 @@ mod tests {
     async fn right_wrong_and_unknown_credentials_and_the_caches() {
         let c = config();
         let a = BasicAuth::default();
-        assert_eq!(a.check(&c, &basic("alice", "s3cret"), LOCAL).await, AuthOutcome::Ok);
+        assert_eq!(
+            a.check(&c, &basic("alice", "s3cret"), LOCAL).await,
+            AuthOutcome::Ok
+        );
         assert_eq!(a.cached(), (1, 0));
         // Served from the cache the second time (nothing new cached).
-        assert_eq!(a.check(&c, &basic("alice", "s3cret"), LOCAL).await, AuthOutcome::Ok);
+        assert_eq!(
+            a.check(&c, &basic("alice", "s3cret"), LOCAL).await,
+            AuthOutcome::Ok
+        );
         assert_eq!(a.cached(), (1, 0));
-        assert_eq!(a.check(&c, &basic("alice", "wrong"), LOCAL).await, AuthOutcome::Denied);
+        assert_eq!(
+            a.check(&c, &basic("alice", "wrong"), LOCAL).await,
+            AuthOutcome::Denied
+        );
         assert_eq!(
             a.check(&c, &basic("mallory", "s3cret"), LOCAL).await,
             AuthOutcome::Denied
         );
-        assert_eq!(a.check(&c, &HeaderMap::new(), LOCAL).await, AuthOutcome::Denied);
+        assert_eq!(
+            a.check(&c, &HeaderMap::new(), LOCAL).await,
+            AuthOutcome::Denied
+        );
         assert_eq!(a.cached(), (1, 2));
         a.clear();
         assert_eq!(a.cached(), (0, 0));
@@ -398,16 +407,24 @@ mod tests {
     async fn wrong_passwords_never_evict_a_cached_success() {
         let c = config();
         let a = BasicAuth::default();
-        assert_eq!(a.check(&c, &basic("alice", "s3cret"), LOCAL).await, AuthOutcome::Ok);
+        assert_eq!(
+            a.check(&c, &basic("alice", "s3cret"), LOCAL).await,
+            AuthOutcome::Ok
+        );
         for i in 0..(FAILURE_CACHE_SIZE * 3) {
-            let r = a.check(&c, &basic("alice", &format!("wrong{i}")), LOCAL).await;
+            let r = a
+                .check(&c, &basic("alice", &format!("wrong{i}")), LOCAL)
+                .await;
             assert_eq!(r, AuthOutcome::Denied);
         }
         assert_eq!(a.cached(), (1, FAILURE_CACHE_SIZE));
         // Still a cache hit: nothing is pending, and the permit is not even
         // free, yet the good credential is answered.
         let _held = a.bcrypt.acquire().await.unwrap();
-        assert_eq!(a.check(&c, &basic("alice", "s3cret"), LOCAL).await, AuthOutcome::Ok);
+        assert_eq!(
+            a.check(&c, &basic("alice", "s3cret"), LOCAL).await,
+            AuthOutcome::Ok
+        );
     }
 
     /// Issue 21: a good credential queued behind every waiting bcrypt. Now
@@ -433,7 +450,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // The same address is refused at once; another address gets a place.
-        assert_eq!(a.check(&c, &basic("alice", "w-extra"), flood).await, AuthOutcome::Busy);
+        assert_eq!(
+            a.check(&c, &basic("alice", "w-extra"), flood).await,
+            AuthOutcome::Busy
+        );
         let other = {
             let (a, c) = (a.clone(), c.clone());
             tokio::spawn(async move { a.check(&c, &basic("alice", "s3cret"), LOCAL).await })
@@ -441,7 +461,8 @@ mod tests {
         // Fill the rest of the queue from many addresses.
         let mut fill = Vec::new();
         for i in 0..MAX_PENDING {
-            let ip: Option<IpAddr> = Some(format!("10.0.{}.{}", i / 200, i % 200 + 1).parse().unwrap());
+            let ip: Option<IpAddr> =
+                Some(format!("10.0.{}.{}", i / 200, i % 200 + 1).parse().unwrap());
             let (a, c) = (a.clone(), c.clone());
             fill.push(tokio::spawn(async move {
                 a.check(&c, &basic("alice", &format!("f{i}")), ip).await
@@ -452,7 +473,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let fresh: Option<IpAddr> = Some("192.0.2.1".parse().unwrap());
-        assert_eq!(a.check(&c, &basic("alice", "x"), fresh).await, AuthOutcome::Busy);
+        assert_eq!(
+            a.check(&c, &basic("alice", "x"), fresh).await,
+            AuthOutcome::Busy
+        );
         drop(held);
         assert_eq!(other.await.unwrap(), AuthOutcome::Ok);
         let mut busy = 0;
@@ -489,13 +513,23 @@ mod tests {
         let c = config_with(&[("cheap", "x", 4), ("dear", "y", 9)]);
         let a = BasicAuth::default();
         let t = Instant::now();
-        assert_eq!(a.check(&c, &basic("nobody", "p1"), LOCAL).await, AuthOutcome::Denied);
+        assert_eq!(
+            a.check(&c, &basic("nobody", "p1"), LOCAL).await,
+            AuthOutcome::Denied
+        );
         let unknown = t.elapsed();
-        let (cost, top) = a.slowest.lock().unwrap().expect("an unknown user is checked at the top cost");
+        let (cost, top) = a
+            .slowest
+            .lock()
+            .unwrap()
+            .expect("an unknown user is checked at the top cost");
         assert_eq!(cost, 9);
         assert!(unknown >= top);
         let t = Instant::now();
-        assert_eq!(a.check(&c, &basic("cheap", "p2"), LOCAL).await, AuthOutcome::Denied);
+        assert_eq!(
+            a.check(&c, &basic("cheap", "p2"), LOCAL).await,
+            AuthOutcome::Denied
+        );
         let cheap = t.elapsed();
         assert!(
             cheap >= top,
@@ -503,7 +537,10 @@ mod tests {
         );
         // Without a check at the top cost yet, a cheap failure makes one.
         let b = BasicAuth::default();
-        assert_eq!(b.check(&c, &basic("cheap", "p3"), LOCAL).await, AuthOutcome::Denied);
+        assert_eq!(
+            b.check(&c, &basic("cheap", "p3"), LOCAL).await,
+            AuthOutcome::Denied
+        );
         assert_eq!(b.slowest.lock().unwrap().map(|s| s.0), Some(9));
     }
 }
