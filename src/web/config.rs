@@ -149,6 +149,8 @@ pub struct WebConfig {
     pub users: BTreeMap<String, String>,
     /// Extra response headers (`http_server_config.headers`).
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The serving certificate's validity, when TLS is on.
+    pub cert_validity: Option<tls::Validity>,
     /// `http_server_config.http2` (default true): offer h2 in TLS's ALPN.
     pub http2: bool,
     pub rate_limit: Option<RateLimit>,
@@ -251,9 +253,16 @@ impl WebConfig {
                     tls::BuildError::Read(e) => e,
                     tls::BuildError::Invalid(m) => invalid(format!("tls_server_config: {m}")),
                 })?;
-                (Some(built.config), Some(built.client_auth))
+                (
+                    Some(built.config),
+                    Some((built.client_auth, built.validity)),
+                )
             }
             _ => (None, None),
+        };
+        let (client_auth, cert_validity) = match client_auth {
+            Some((auth, validity)) => (Some(auth), validity),
+            None => (None, None),
         };
         Ok(WebConfig {
             path: path.to_path_buf(),
@@ -261,6 +270,7 @@ impl WebConfig {
             client_auth,
             users,
             headers,
+            cert_validity,
             http2,
             rate_limit,
             sha256: hex::encode(hasher.finalize()),

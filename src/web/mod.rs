@@ -136,6 +136,7 @@ impl WebState {
     /// Put `initial` (loaded at start) in force.
     pub fn new(initial: WebConfig, metrics: WebMetrics) -> Arc<WebState> {
         metrics.mark_success(false);
+        note_certificate(&initial, &metrics, "start");
         let burst = initial.rate_limit.map_or(0.0, |r| f64::from(r.burst));
         Arc::new(WebState {
             path: initial.path.clone(),
@@ -243,6 +244,7 @@ impl WebState {
         }
         let users_changed = old.users != new.users;
         let summary = new.summary();
+        note_certificate(&new, &self.metrics, trigger);
         self.current.store(Arc::new(new));
         if users_changed {
             // Only then: a rotated certificate must not make every scraper
@@ -281,6 +283,20 @@ impl WebState {
             .entry(client)
             .or_insert_with(|| Bucket::full(&limit))
             .take(&limit, now)
+    }
+}
+
+/// Export the validity of `config`'s serving certificate and warn when it
+/// is expired or not yet valid (issue 21: an expired certificate was taken
+/// at reload without a word). It is still served: refusing it would turn a
+/// late rotation into an outage of the scrape, and clients refuse it anyway.
+fn note_certificate(config: &WebConfig, metrics: &WebMetrics, trigger: &str) {
+    metrics.certificate(config.cert_validity);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    if let Some(problem) = config.cert_validity.and_then(|v| v.problem(now)) {
+        tracing::warn!(path = %config.path.display(), %trigger, "the serving certificate {problem}: clients will refuse it; rotate it");
     }
 }
 
@@ -348,12 +364,72 @@ mod tests {
         WebState::new(c, WebMetrics::default())
     }
 
+    fn inline_tls(not_before: (i32, u8, u8), not_after: (i32, u8, u8)) -> WebConfig {
+        let mut p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        p.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
+        p.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        let indent = |pem: String| {
+            pem.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        };
+        let text = format!(
+            "tls_server_config:\n  cert: |\n{}  key: |\n{}",
+            indent(cert.pem()),
+            indent(key.serialize_pem())
+        );
+        WebConfig::from_text(Path::new("w.yml"), &text, &|_, _| unreachable!()).unwrap()
+    }
+
+    /// Issue 21: an expired serving certificate was accepted at reload
+    /// without a warning. Its validity is now exported (and a warning
+    /// logged at start and at every reload that applies it).
+    #[test]
+    fn an_expired_or_not_yet_valid_certificate_is_exported_and_named() {
+        let c = inline_tls((2000, 1, 1), (2001, 1, 1));
+        let v = c
+            .cert_validity
+            .expect("validity of the serving certificate");
+        assert_eq!((v.not_before, v.not_after), (946_684_800, 978_307_200));
+        let metrics = WebMetrics::default();
+        let _w = WebState::new(c, metrics.clone());
+        assert_eq!(metrics.certificate_not_after(), 978_307_200);
+        let now = 1_700_000_000;
+        assert_eq!(
+            v.problem(now).as_deref(),
+            Some("expired at 2001-01-01T00:00:00Z (notAfter)")
+        );
+        let future = inline_tls((2999, 1, 1), (3000, 1, 1))
+            .cert_validity
+            .unwrap();
+        assert!(
+            future
+                .problem(now)
+                .unwrap()
+                .starts_with("not valid before 2999-01-01")
+        );
+        let good = inline_tls((2000, 1, 1), (2999, 1, 1))
+            .cert_validity
+            .unwrap();
+        assert_eq!(good.problem(now), None);
+        let plain = WebMetrics::default();
+        let _w = WebState::new(
+            WebConfig::from_text(Path::new("w.yml"), "", &|_, _| unreachable!()).unwrap(),
+            plain.clone(),
+        );
+        assert_eq!(plain.certificate_not_after(), 0);
+    }
+
     #[test]
     fn the_rate_limit_allows_a_burst_then_refuses() {
         let w = state("rate_limit:\n  interval: 1h\n  burst: 2\n");
         let c = w.current();
-        let (a, b): (Option<IpAddr>, Option<IpAddr>) =
-            (Some("10.0.0.1".parse().unwrap()), Some("10.0.0.2".parse().unwrap()));
+        let (a, b): (Option<IpAddr>, Option<IpAddr>) = (
+            Some("10.0.0.1".parse().unwrap()),
+            Some("10.0.0.2".parse().unwrap()),
+        );
         assert!(w.allow(&c, a));
         assert!(w.allow(&c, b));
         assert!(!w.allow(&c, a), "the third request within the hour");
