@@ -870,6 +870,10 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     assert_eq!(count.other.load(Relaxed), 0, "{count:?}");
     let web_state = e.running.web.clone().unwrap();
     assert_eq!(web_state.auth().cached().0, 1, "the one good credential");
+    eprintln!(
+        "flood of 120 connections for {window} s: up=1 in all {scrapes:?} scrapes; \
+         {unauthorized} 401s, {busy} 429s"
+    );
     drop(prom);
     e.running.shutdown().await;
 }
