@@ -196,7 +196,7 @@ pub fn telemetry_path_problem(path: &str) -> Option<&'static str> {
     if path.split('/').any(|seg| seg.starts_with([':', '*'])) {
         return Some("a segment starting with : or * would make it a route pattern");
     }
-    if ROUTES.iter().any(|r| *r == path) || path.starts_with("/readyz/") {
+    if ROUTES.contains(&path) || path.starts_with("/readyz/") {
         return Some("the exporter already serves this path");
     }
     None
