@@ -839,6 +839,18 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     })
     .await;
     let flood_on = Instant::now();
+    // The server tells the two source addresses apart: each holds its own
+    // share (2) of the bcrypt queue, so more than one share is taken.
+    let web_state = e.running.web.clone().unwrap();
+    eventually(
+        "both addresses' shares of the bcrypt queue in use",
+        || async {
+            (web_state.auth().pending()
+                > etcd_readiness_exporter::web::auth::MAX_PENDING_PER_CLIENT)
+                .then_some(())
+        },
+    )
+    .await;
     prom.wait_scrapes("ere", 10).await;
     let window = flood_on.elapsed().as_secs() + 1;
     let (unauthorized, busy) = (count.unauthorized.load(Relaxed), count.busy.load(Relaxed));
@@ -868,7 +880,6 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     // what was beyond the flood's share (429s, checked before the window).
     assert!(unauthorized >= 3, "{count:?}");
     assert_eq!(count.other.load(Relaxed), 0, "{count:?}");
-    let web_state = e.running.web.clone().unwrap();
     assert_eq!(web_state.auth().cached().0, 1, "the one good credential");
     eprintln!(
         "flood of 120 connections for {window} s: up=1 in all {scrapes:?} scrapes; \
