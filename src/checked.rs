@@ -95,12 +95,41 @@ pub fn duration_in_range(
     if value < min || value > max {
         return Err(format!(
             "{flag} {} is out of range: allowed {} to {}",
-            human(value),
+            exact(value),
             human(min),
             human(max)
         ));
     }
     Ok(value)
+}
+
+/// `d` exactly, in the units of a duration flag (`1h1ms`, `1s500ms`,
+/// `0s`): what a range error shows of the value given, where [`human`]
+/// rounds (issue 21: `1h1ms` was shown as `1h`, inside the range it
+/// failed).
+pub fn exact(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".to_string();
+    }
+    let total = d.as_nanos();
+    let mut out = String::new();
+    let units: [(u128, &str); 6] = [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let mut rest = total;
+    for (size, unit) in units {
+        let n = rest / size;
+        rest %= size;
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
 }
 
 /// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
@@ -111,6 +140,30 @@ pub fn human(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 21: `--sample.interval 1h1ms` said "1h is out of range:
+    /// allowed 10ms to 1h".
+    #[test]
+    fn range_errors_state_the_value_given() {
+        let (min, max) = (Duration::from_millis(10), Duration::from_secs(3600));
+        let e = duration_in_range(
+            "--sample.interval",
+            max + Duration::from_millis(1),
+            min,
+            max,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "--sample.interval 1h1ms is out of range: allowed 10ms to 1h"
+        );
+        let e = duration_in_range("--x", Duration::from_micros(9_999), min, max).unwrap_err();
+        assert!(e.starts_with("--x 9ms999us is out of range"), "{e}");
+        assert_eq!(exact(Duration::from_millis(1500)), "1s500ms");
+        assert_eq!(exact(Duration::from_secs(90_061)), "25h1m1s");
+        assert_eq!(exact(Duration::ZERO), "0s");
+        assert_eq!(exact(Duration::from_nanos(1)), "1ns");
+    }
 
     #[test]
     fn absurd_seconds_are_errors_not_panics() {

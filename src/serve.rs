@@ -275,6 +275,7 @@ pub async fn start_with(
     let lifecycle = Lifecycle {
         enabled: config.web.lifecycle,
         web: web.clone(),
+        ..Lifecycle::default()
     };
     let mut main_router = app(state.clone()).layer(axum::Extension(lifecycle));
     let mut transport = Transport::Plain;
@@ -328,7 +329,7 @@ pub async fn start_with(
     for s in &mut servers {
         s.started().await;
     }
-    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %crate::sources::client::redact_credentials(&config.etcd.endpoint), policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
         probe_addr,

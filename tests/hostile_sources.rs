@@ -336,3 +336,122 @@ fn absurd_flags_exit_2_naming_the_flag_and_range() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--source.max-body-bytes"), "{err}");
 }
+
+/// Issue 21: `--web.telemetry-path` was used as an axum route pattern:
+/// `/history` panicked at start (exit 101), as did `/{`, `/a}`, `/:x` and
+/// `/*x`; `/{x}` and `/{*x}` served the metrics for every unknown path;
+/// `/x/{a}/{a}` left them unreachable; `/a b` and `/metrics?x=1` were
+/// accepted though no request can reach them. Each now exits 2 naming the
+/// flag, the value and why.
+#[test]
+fn telemetry_path_patterns_clashes_spaces_and_queries_exit_2_naming_the_flag() {
+    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
+    for (path, why) in [
+        ("/history", "already serves"),
+        ("/readyz", "already serves"),
+        ("/-/reload", "already serves"),
+        ("/{", "route pattern"),
+        ("/a}", "route pattern"),
+        ("/:x", "route pattern"),
+        ("/*x", "route pattern"),
+        ("/{x}", "route pattern"),
+        ("/{*x}", "route pattern"),
+        ("/x/{a}/{a}", "route pattern"),
+        ("/a b", "space"),
+        ("/metrics?x=1", "query"),
+        ("metrics", "must start with /"),
+    ] {
+        let out = std::process::Command::new(bin)
+            .arg("serve")
+            .args(["--web.listen-address", "127.0.0.1:0"])
+            .args(["--web.telemetry-path", path])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path:?}: {err}");
+        assert!(
+            err.contains(&format!("--web.telemetry-path {path:?}")) && err.contains(why),
+            "{path:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{path:?}: {err}");
+    }
+}
+
+/// Issue 21, item 8: `--sample.interval 1h1ms` said "1h is out of range";
+/// `--etcd.endpoint http://a:1,http://b:2` was accepted at start and failed
+/// later; `user:pass@` in `--etcd.endpoint` was written to the start-up log
+/// line.
+#[test]
+fn range_messages_state_the_value_lists_are_refused_and_credentials_never_logged() {
+    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin)
+            .arg("serve")
+            .args(["--web.listen-address", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--sample.interval", "1h1ms"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--sample.interval 1h1ms is out of range: allowed 10ms to 1h"),
+        "{err}"
+    );
+    let (code, err) = run(&["--etcd.endpoint", "http://a:1,http://b:2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--etcd.endpoint \"http://a:1,http://b:2\" is a list"),
+        "{err}"
+    );
+    let (code, err) = run(&["--etcd.endpoint", "http://u:s3cret@a:1, http://b:2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        !err.contains("s3cret") && err.contains("<redacted>@a:1"),
+        "{err}"
+    );
+
+    // Credentials in a working endpoint: never in a log line, from the
+    // start-up line to the connection errors that follow.
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let closed = etcd_readiness_exporter::localcluster::free_ports(1).unwrap()[0];
+    let mut child = std::process::Command::new(bin)
+        .arg("serve")
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .args([
+            "--etcd.endpoint",
+            &format!("http://user:s3cret@127.0.0.1:{closed}"),
+        ])
+        .args(["--sample.interval", "100ms", "--sample.timeout", "100ms"])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let text = loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        // The start-up line, then a second of rounds against the endpoint.
+        if text.contains("serving") {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            break std::fs::read_to_string(&log_path).unwrap_or_default();
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            panic!("no start-up line and error within 30 s:\n{text}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(
+        text.contains(&format!("<redacted>@127.0.0.1:{closed}")),
+        "{text}"
+    );
+}

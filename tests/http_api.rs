@@ -380,3 +380,113 @@ async fn the_status_page_renders_what_the_engine_published_not_the_store() {
     assert_eq!(h["transitions"][0]["state"], "not_ready", "{h}");
     assert_eq!(h["capacity"], 4096);
 }
+
+/// The values of issue 21 that panicked the server at start (`/history`:
+/// "Overlapping method route", `/{`, `/a}`, `/:x`, `/*x`), made it answer
+/// every unknown path with the metrics (`/{x}`, `/{*x}`), made the metrics
+/// unreachable (`/x/{a}/{a}`) or could never be requested (`/a b`,
+/// `/metrics?x=1`). Each is refused by the check `serve` runs at start
+/// (tests/hostile_sources.rs runs the binary); handed to `app` anyway, none
+/// panics and unknown paths stay 404. A literal custom path serves the
+/// metrics and nothing else.
+#[tokio::test]
+async fn telemetry_path_is_a_literal_path_never_a_pattern() {
+    use etcd_readiness_exporter::http::telemetry_path_problem;
+    let hostile = [
+        "/history",
+        "/{",
+        "/a}",
+        "/:x",
+        "/*x",
+        "/{x}",
+        "/{*x}",
+        "/x/{a}/{a}",
+        "/a b",
+        "/metrics?x=1",
+        "/metrics#x",
+        "/readyz/x",
+        "/-/reload",
+        "/",
+        "metrics",
+        "/a\u{1b}b",
+    ];
+    let (mut st, _) = state();
+    for path in hostile {
+        assert!(telemetry_path_problem(path).is_some(), "{path:?} accepted");
+        st.telemetry_path = path.to_string();
+        let (code, _, _) = get(&st, "/no/such/path", None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path:?}");
+        let (code, _, _) = get(&st, "/x/1/2", None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path:?}");
+    }
+    for path in [
+        "/metrics",
+        "/x/metrics",
+        "/metrics/",
+        "/a:b",
+        "/a*b",
+        "/%7Bx%7D",
+    ] {
+        assert_eq!(telemetry_path_problem(path), None, "{path:?}");
+    }
+    st.telemetry_path = "/x/metrics".to_string();
+    let (code, _, body) = get(&st, "/x/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(body.contains("etcd_readiness_"), "{body}");
+    for other in ["/metrics", "/x/other", "/x"] {
+        let (code, _, _) = get(&st, other, None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{other}");
+    }
+}
+
+/// Issue 21: 500 concurrent `POST /-/reload` spawned ~480 OS threads and
+/// kept ~30 MB: each ran a reload of its own on the blocking pool. Now one
+/// runs at a time and the requests arriving meanwhile wait for its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reloads_are_coalesced_into_one_in_flight() {
+    use etcd_readiness_exporter::http::ReloadFlight;
+    let flight = Arc::new(ReloadFlight::default());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let leader = {
+        let (flight, gate) = (flight.clone(), gate.clone());
+        tokio::spawn(async move {
+            flight
+                .run(move || async move {
+                    gate.notified().await;
+                    (StatusCode::OK, "policy reloaded once\n".to_string())
+                })
+                .await
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while flight.counts().0 < 1 {
+        assert!(Instant::now() < end, "the first reload never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut followers = Vec::new();
+    for _ in 0..500 {
+        let flight = flight.clone();
+        followers.push(tokio::spawn(async move {
+            flight
+                .run(|| async { (StatusCode::IM_A_TEAPOT, "a second reload ran\n".to_string()) })
+                .await
+        }));
+    }
+    while flight.counts().1 < 500 {
+        assert!(Instant::now() < end, "joined: {:?}", flight.counts());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gate.notify_one();
+    let want = (StatusCode::OK, "policy reloaded once\n".to_string());
+    assert_eq!(leader.await.unwrap(), want);
+    for f in followers {
+        assert_eq!(f.await.unwrap(), want);
+    }
+    assert_eq!(flight.counts(), (1, 500), "one reload for 501 requests");
+    // Once it answered, the next request reloads anew.
+    let again = flight
+        .run(|| async { (StatusCode::OK, "policy unchanged\n".to_string()) })
+        .await;
+    assert_eq!(again.1, "policy unchanged\n");
+    assert_eq!(flight.counts(), (2, 500));
+}

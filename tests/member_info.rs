@@ -179,3 +179,157 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
     // One series, the new one: the old identity's series is gone.
     wait_info(&e, &info_line(&new_cluster, &new_member, "other")).await;
 }
+
+/// `etcd_readiness_source_requests_total{source="etcd",call=CALL}` of a scrape.
+async fn requests(e: &Exporter, call: &str) -> f64 {
+    let want = format!("etcd_readiness_source_requests_total{{source=\"etcd\",call=\"{call}\"}} ");
+    e.get("/metrics")
+        .await
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(want.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// etcdctl against `endpoint`, with a 5 s command timeout: its stdout.
+fn etcdctl(endpoint: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("etcdctl")
+        .args(["--endpoints", endpoint, "--command-timeout=5s"])
+        .args(args)
+        .output()
+        .expect("etcdctl");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("{out:?}"))
+    }
+}
+
+/// Issue 21: on a learner, MemberList was asked on every Status (~10
+/// calls/s, "rpc not supported for learner"), the calls were not counted in
+/// `etcd_readiness_source_requests_total`, and the name was never learnt.
+/// Against a real learner (`etcdctl member add --learner`) of `etcd`: the
+/// identity is exported with an empty name (a learner answers nothing that
+/// carries it), MemberList is asked at most once per 30 s and counted, and
+/// once the learner is promoted the name appears at once.
+async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathBuf) {
+    use etcd_readiness_exporter::localcluster::LocalCluster;
+    let cluster = LocalCluster::builder(1).etcd(&etcd).start().expect("etcd");
+    let m1 = cluster.endpoint(0);
+    // The learner: added, then started on the existing cluster.
+    let ports = free_ports(2).unwrap();
+    let (client, peer) = (
+        format!("http://127.0.0.1:{}", ports[0]),
+        format!("http://127.0.0.1:{}", ports[1]),
+    );
+    let end = Instant::now() + DEADLINE;
+    let added = loop {
+        match etcdctl(
+            &m1,
+            &[
+                "member",
+                "add",
+                "learner1",
+                "--learner",
+                "--peer-urls",
+                &peer,
+            ],
+        ) {
+            Ok(out) => break out,
+            Err(e) => assert!(Instant::now() < end, "member add --learner: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // "Member 8e9e05c52164694d added to cluster cdf818194e3a8c32"
+    let mut words = added
+        .split_whitespace()
+        .skip_while(|w| *w != "Member")
+        .skip(1);
+    let learner_id = words.next().expect("member ID").to_string();
+    let cluster_id = words.nth(3).expect("cluster ID").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(dir.path().join("learner.log")).unwrap();
+    let m1_peer = format!("http://127.0.0.1:{}", cluster.members[0].peer_port);
+    let mut cmd = etcd_member_command(
+        &etcd,
+        "learner1",
+        &dir.path().join("learner.etcd"),
+        &client,
+        &peer,
+        &format!("m1={m1_peer},learner1={peer}"),
+    );
+    cmd.args(["--initial-cluster-state", "existing"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    let _learner = Killed(cmd.spawn().expect("etcd"));
+
+    let e = Exporter::start(&client, |_| {}).await;
+    wait_info(&e, &info_line(&cluster_id, &learner_id, "")).await;
+    let first = Instant::now();
+    // Status keeps running (several a second); MemberList does not follow.
+    let status_before = requests(&e, "status").await;
+    let end = Instant::now() + DEADLINE;
+    while requests(&e, "status").await < status_before + 40.0 {
+        assert!(Instant::now() < end, "Status is not being asked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let asked = requests(&e, "member_list").await;
+    let allowed = 1.0 + (first.elapsed().as_secs() / 30) as f64 + 1.0;
+    assert!(
+        asked >= 1.0 && asked <= allowed,
+        "MemberList asked {asked} times in {:?} on a learner (at most {allowed}); {} Status calls",
+        first.elapsed(),
+        requests(&e, "status").await
+    );
+    assert_eq!(
+        info_lines(&e).await,
+        [info_line(&cluster_id, &learner_id, "")],
+        "a learner's name is unknown"
+    );
+    eprintln!(
+        "{}: learner: {asked} MemberList and {} Status calls in {:?}",
+        etcd.display(),
+        requests(&e, "status").await,
+        first.elapsed()
+    );
+
+    // Promoted (once it has caught up): named at once, not 30 s later.
+    let end = Instant::now() + DEADLINE;
+    while let Err(e) = etcdctl(&m1, &["member", "promote", &learner_id]) {
+        assert!(Instant::now() < end, "member promote: {e}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // wait_info's deadline is RELIST_EVERY (30 s): the name must come
+    // from the promotion, not from the periodic re-ask.
+    assert_eq!(
+        DEADLINE,
+        etcd_readiness_exporter::sources::identity::RELIST_EVERY
+    );
+    wait_info(&e, &info_line(&cluster_id, &learner_id, "learner1")).await;
+    e.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_asked_member_list_at_most_every_30s_etcd_3_4() {
+    a_learner_is_asked_member_list_at_most_every_30s("etcd".into()).await;
+}
+
+/// The same against etcd 3.5.30 (`.ci/fetch-binaries etcd-3.5.30`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_asked_member_list_at_most_every_30s_etcd_3_5() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("bash")
+        .arg(format!("{root}/.ci/fetch-binaries"))
+        .arg("etcd-3.5.30")
+        .output()
+        .expect("bash .ci/fetch-binaries");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let dir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd-3.5.30 "))
+        .unwrap_or_else(|| panic!("fetch-binaries etcd-3.5.30: {out:?}"));
+    let etcd = std::path::Path::new(dir.trim()).join("usr/bin/etcd");
+    a_learner_is_asked_member_list_at_most_every_30s(etcd).await;
+}

@@ -673,3 +673,218 @@ fn broken_web_configs_fail_the_start_with_the_reason() {
         assert!(e.contains(want), "{want:?} not in {e}");
     }
 }
+
+/// The flood's TLS client: trusts `ca`, no client certificate.
+fn flood_tls(ca: &Path) -> tokio_rustls::TlsConnector {
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto};
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// What the flood's connections got back, by status.
+#[derive(Debug, Default)]
+struct FloodCount {
+    unauthorized: std::sync::atomic::AtomicU64,
+    busy: std::sync::atomic::AtomicU64,
+    other: std::sync::atomic::AtomicU64,
+    reconnects: std::sync::atomic::AtomicU64,
+}
+
+/// One keep-alive TLS connection from `source` to `target` sending GET
+/// /metrics with a new wrong password for `user` each time, until `stop`.
+async fn flood_connection(
+    n: usize,
+    source: std::net::IpAddr,
+    target: SocketAddr,
+    tls: tokio_rustls::TlsConnector,
+    count: Arc<FloodCount>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use base64::Engine;
+    use std::sync::atomic::Ordering::Relaxed;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut i = 0u64;
+    while !stop.load(Relaxed) {
+        let conn = async {
+            let sock = tokio::net::TcpSocket::new_v4().ok()?;
+            sock.bind(SocketAddr::new(source, 0)).ok()?;
+            let tcp = sock.connect(target).await.ok()?;
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").ok()?;
+            tls.connect(name, tcp).await.ok()
+        };
+        let Some(mut s) = tokio::time::timeout(Duration::from_secs(10), conn)
+            .await
+            .ok()
+            .flatten()
+        else {
+            count.reconnects.fetch_add(1, Relaxed);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let mut buf = Vec::new();
+        'requests: while !stop.load(Relaxed) {
+            i += 1;
+            let cred = base64::engine::general_purpose::STANDARD.encode(format!(
+                "prometheus:wrong-{n}-{i}-{}",
+                i.wrapping_mul(2654435761)
+            ));
+            let req = format!(
+                "GET /metrics HTTP/1.1\r\nHost: {target}\r\nAuthorization: Basic {cred}\r\n\r\n"
+            );
+            if s.write_all(req.as_bytes()).await.is_err() {
+                break;
+            }
+            // Read one response: the head, then Content-Length bytes.
+            buf.clear();
+            let mut chunk = [0u8; 4096];
+            let (head_end, len) = loop {
+                if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..p]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    break (p + 4, len);
+                }
+                match tokio::time::timeout(Duration::from_secs(30), s.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => break 'requests,
+                }
+            };
+            while buf.len() < head_end + len {
+                match s.read(&mut chunk).await {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => break 'requests,
+                }
+            }
+            let status = &buf[9..12.min(buf.len())];
+            let c = match status {
+                b"401" => &count.unauthorized,
+                b"429" => &count.busy,
+                _ => &count.other,
+            };
+            c.fetch_add(1, Relaxed);
+        }
+        count.reconnects.fetch_add(1, Relaxed);
+    }
+}
+
+/// Issue 21: with TLS and one bcrypt cost-10 user, 200 keep-alive
+/// connections sending random wrong passwords made a real Prometheus's
+/// `up` go to 0 in 11 of 12 scrapes: wrong attempts evicted the good entry
+/// from the one FIFO cache, and the next good request queued behind every
+/// waiting bcrypt. Now 120 connections (half from Prometheus's own address
+/// 127.0.0.1, half from 127.0.0.2) flood with a new wrong password each
+/// time while Prometheus scrapes through TLS + basic auth, and every scrape
+/// in the window is up — the flood demonstrably reached the bcrypt queue
+/// (401s) and was refused beyond its share (429s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_flood_leaves_prometheus_up() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let pki = pki::make_pki();
+    let web = pki.path("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server-key.pem\n\
+             basic_auth_users:\n  prometheus: '{}'\n",
+            bcrypt::hash(PASSWORD, 10).unwrap()
+        ),
+    )
+    .unwrap();
+    let e = exporter("http://127.0.0.1:9", &web, false).await;
+    let prom = Prometheus::start(&format!(
+        "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n\
+         scrape_configs:\n  - job_name: ere\n    scheme: https\n    tls_config:\n      \
+         ca_file: {}\n    basic_auth:\n      username: prometheus\n      \
+         password: '{PASSWORD}'\n    static_configs:\n      - targets: ['{}']\n",
+        s(&pki.path("ca.pem")),
+        e.addr()
+    ));
+    prom.wait_scrapes("ere", 2).await;
+
+    let count = Arc::new(FloodCount::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tls = flood_tls(&pki.path("ca.pem"));
+    let mut flood = Vec::new();
+    for n in 0..120 {
+        let source: std::net::IpAddr = if n % 2 == 0 { "127.0.0.1" } else { "127.0.0.2" }
+            .parse()
+            .unwrap();
+        flood.push(tokio::spawn(flood_connection(
+            n,
+            source,
+            e.addr(),
+            tls.clone(),
+            count.clone(),
+            stop.clone(),
+        )));
+    }
+    // The flood is on once wrong passwords are being refused both ways.
+    eventually("the flood to get 401s and 429s", || async {
+        (count.unauthorized.load(Relaxed) > 0 && count.busy.load(Relaxed) > 0).then_some(())
+    })
+    .await;
+    let flood_on = Instant::now();
+    // The server tells the two source addresses apart: each holds its own
+    // share (2) of the bcrypt queue, so more than one share is taken.
+    let web_state = e.running.web.clone().unwrap();
+    eventually(
+        "both addresses' shares of the bcrypt queue in use",
+        || async {
+            (web_state.auth().pending()
+                > etcd_readiness_exporter::web::auth::MAX_PENDING_PER_CLIENT)
+                .then_some(())
+        },
+    )
+    .await;
+    prom.wait_scrapes("ere", 10).await;
+    let window = flood_on.elapsed().as_secs() + 1;
+    let (unauthorized, busy) = (count.unauthorized.load(Relaxed), count.busy.load(Relaxed));
+    let scrapes = prom
+        .query(&format!("count_over_time(up{{job=\"ere\"}}[{window}s])"))
+        .await;
+    let lowest = prom
+        .query(&format!("min_over_time(up{{job=\"ere\"}}[{window}s])"))
+        .await;
+    stop.store(true, Relaxed);
+    for f in flood {
+        let _ = tokio::time::timeout(Duration::from_secs(40), f).await;
+    }
+    assert!(
+        scrapes.is_some_and(|n| n >= 10.0),
+        "scrapes in the window: {scrapes:?}"
+    );
+    assert_eq!(
+        lowest,
+        Some(1.0),
+        "a scrape failed under the flood ({window} s, {scrapes:?} scrapes; flood got \
+         {unauthorized} 401s, {busy} 429s; {count:?}): {:?}",
+        prom.target("ere").await
+    );
+    // The wrong passwords did cost bcrypts (401s after a check; a debug
+    // build's cost-10 bcrypt takes over a second), and the queue refused
+    // what was beyond the flood's share (429s, checked before the window).
+    assert!(unauthorized >= 3, "{count:?}");
+    assert_eq!(count.other.load(Relaxed), 0, "{count:?}");
+    assert_eq!(web_state.auth().cached().0, 1, "the one good credential");
+    eprintln!(
+        "flood of 120 connections for {window} s: up=1 in all {scrapes:?} scrapes; \
+         {unauthorized} 401s, {busy} 429s"
+    );
+    drop(prom);
+    e.running.shutdown().await;
+}

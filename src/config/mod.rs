@@ -27,11 +27,16 @@ pub enum ConfigError {
     #[error("--web.listen-address {0:?} is not HOST:PORT ({1})")]
     ListenAddress(String, String),
     #[error(
-        "--web.telemetry-path {0:?} must start with / and not be a path the exporter already serves"
+        "--web.telemetry-path {0:?}: {1} (a literal path starting with /, not one the exporter already serves)"
     )]
-    TelemetryPath(String),
+    TelemetryPath(String, &'static str),
     #[error("--etcd.endpoint {0:?} must start with http:// or https://")]
     Endpoint(String),
+    #[error(
+        "--etcd.endpoint {0:?} is a list: it takes the one member this exporter sits beside \
+         (run one exporter per member)"
+    )]
+    EndpointList(String),
     #[error("cannot read {flag} {path}: {error}")]
     Read {
         flag: &'static str,
@@ -182,16 +187,16 @@ fn web_access(a: &ServeArgs, listen: SocketAddr) -> Result<WebAccess, ConfigErro
     })
 }
 
-/// `--web.telemetry-path` must not shadow another endpoint.
+/// `--web.telemetry-path` must be a literal path that shadows no other
+/// endpoint (`http::telemetry_path_problem`).
 fn check_telemetry_path(a: &ServeArgs) -> Result<(), ConfigError> {
-    let reserved = ["/", "/readyz", "/livez", "/signals", "/policy"];
-    if !a.web_telemetry_path.starts_with('/')
-        || reserved.contains(&a.web_telemetry_path.as_str())
-        || a.web_telemetry_path.starts_with("/readyz/")
-    {
-        return Err(ConfigError::TelemetryPath(a.web_telemetry_path.clone()));
+    match crate::http::telemetry_path_problem(&a.web_telemetry_path) {
+        Some(why) => Err(ConfigError::TelemetryPath(
+            a.web_telemetry_path.clone(),
+            why,
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `--sample.*`, `--policy.reload-interval` and `--source.max-body-bytes`
@@ -231,20 +236,26 @@ fn check_sampling(a: &ServeArgs) -> Result<(), ConfigError> {
 /// `--etcd.*`: the endpoint, and TLS exactly when it is https://.
 fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
     let ep = a.etcd_endpoint.trim();
+    // Every message below shows the endpoint without its credentials.
+    let shown = crate::sources::client::redact_credentials(ep).into_owned();
+    if ep.contains(',') || ep.contains(char::is_whitespace) {
+        return Err(ConfigError::EndpointList(shown));
+    }
     let https = ep.starts_with("https://");
     if !https && !ep.starts_with("http://") {
-        return Err(ConfigError::Endpoint(ep.to_string()));
+        return Err(ConfigError::Endpoint(shown));
     }
+    let ep_shown = &shown;
     let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
         (None, None, None) if !https => None,
         (None, _, _) if https => {
             return Err(ConfigError::Tls(format!(
-                "--etcd.endpoint {ep} is https:// but --etcd.cacert is not set"
+                "--etcd.endpoint {ep_shown} is https:// but --etcd.cacert is not set"
             )));
         }
         (_, _, _) if !https => {
             return Err(ConfigError::Tls(format!(
-                "--etcd.cacert/--etcd.cert/--etcd.key are set but --etcd.endpoint {ep} is not https://"
+                "--etcd.cacert/--etcd.cert/--etcd.key are set but --etcd.endpoint {ep_shown} is not https://"
             )));
         }
         (Some(ca), cert, key) => {

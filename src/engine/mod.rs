@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use tokio::task::JoinHandle;
 
 pub mod history;
+pub mod loglimit;
 pub mod metrics;
 
 use crate::policy::{Evaluator, Policy};
@@ -62,6 +63,8 @@ struct EvalState {
     readings: Vec<Reading>,
     last_ready: Option<bool>,
     last_states: Vec<(String, CheckState)>,
+    /// Transition log lines per check and for readiness, rate-limited.
+    transition_log: loglimit::TransitionLog,
 }
 
 struct Shared {
@@ -116,6 +119,7 @@ impl EngineHandle {
                 readings: Vec::with_capacity(catalogue.len()),
                 last_ready: None,
                 last_states: Vec::new(),
+                transition_log: loglimit::TransitionLog::default(),
             }),
             catalogue,
             store,
@@ -278,7 +282,7 @@ impl EngineHandle {
             }
         };
         if verdict.reason.is_none() {
-            log_transitions(st, &verdict, &sh.metrics);
+            log_transitions(st, &verdict, &sh.metrics, now);
         }
         sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
         sh.history.observe(&verdict, &st.readings, now, wall);
@@ -286,7 +290,24 @@ impl EngineHandle {
     }
 }
 
-fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetrics) {
+/// The lane of the readiness line in [`loglimit::TransitionLog`] (no check
+/// can be named so: check names are identifiers).
+const READINESS_LANE: &str = "(readiness)";
+
+fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetrics, now: Instant) {
+    for s in st.transition_log.flush(now) {
+        if s.lane == READINESS_LANE {
+            tracing::info!(
+                suppressed = s.count,
+                "readiness: {} more transitions not logged in the last {}s (at most {} lines a second)",
+                s.count,
+                loglimit::WINDOW.as_secs(),
+                loglimit::LINES_PER_WINDOW
+            );
+        } else {
+            tracing::info!(check = %s.lane, suppressed = s.count, "{}: {} more transitions not logged in the last {}s (at most {} lines a second)", s.lane, s.count, loglimit::WINDOW.as_secs(), loglimit::LINES_PER_WINDOW);
+        }
+    }
     for c in &verdict.checks {
         let prev = st
             .last_states
@@ -299,6 +320,9 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
         if changed || prev.is_none() && c.state != CheckState::Pass {
             if changed {
                 metrics.check_transition(&c.name);
+            }
+            if !st.transition_log.allow(&c.name, now) {
+                continue;
             }
             let kind = match c.kind {
                 CheckKind::Check => "check",
@@ -335,7 +359,9 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             .filter(|c| c.kind == CheckKind::Check && c.state != CheckState::Pass)
             .map(|c| format!("{}: {}", c.name, c.explanation))
             .collect();
-        if verdict.ready {
+        if !st.transition_log.allow(READINESS_LANE, now) {
+            // Counted; one line says how many once the window is over.
+        } else if verdict.ready {
             tracing::info!(ready = true, "member is ready");
         } else {
             tracing::info!(ready = false, "member is not ready: {}", why.join("; "));

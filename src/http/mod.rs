@@ -52,6 +52,99 @@ pub struct Lifecycle {
     pub enabled: bool,
     /// The web configuration, when `--web.config.file` is set.
     pub web: Option<Arc<crate::web::WebState>>,
+    /// The reload in flight, which concurrent POSTs join.
+    pub flight: Arc<ReloadFlight>,
+}
+
+/// What a reload answered: the status and the text body.
+type ReloadAnswer = (StatusCode, String);
+
+/// Coalesces `POST /-/reload`: one reload runs at a time, in a task of its
+/// own (so a client that goes away does not abandon it); requests arriving
+/// while it runs wait for its answer instead of starting another (issue 21:
+/// 500 concurrent reloads spawned ~480 OS threads and kept ~30 MB).
+#[derive(Debug, Default)]
+pub struct ReloadFlight {
+    in_flight: std::sync::Mutex<Option<tokio::sync::watch::Receiver<Option<ReloadAnswer>>>>,
+    runs: std::sync::atomic::AtomicU64,
+    joined: std::sync::atomic::AtomicU64,
+}
+
+impl ReloadFlight {
+    /// Run `reload` unless one is in flight; either way, its answer.
+    pub async fn run<F, Fut>(self: &Arc<Self>, reload: F) -> ReloadAnswer
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ReloadAnswer> + Send + 'static,
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut rx = {
+            let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(rx) => {
+                    self.joined.fetch_add(1, Relaxed);
+                    rx.clone()
+                }
+                None => {
+                    let (tx, rx) = tokio::sync::watch::channel(None);
+                    *slot = Some(rx.clone());
+                    self.runs.fetch_add(1, Relaxed);
+                    let work = reload();
+                    let done = FlightDone {
+                        flight: self.clone(),
+                        tx,
+                    };
+                    tokio::spawn(async move {
+                        let answer = work.await;
+                        // Over before it answers: a request from now on
+                        // starts a reload of its own, which sees any change
+                        // made since this one read the files.
+                        done.flight.end(&done.tx);
+                        done.tx.send_replace(Some(answer));
+                    });
+                    rx
+                }
+            }
+        };
+        let answer = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|a| a.clone());
+        answer.unwrap_or((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reload failed: the reload ended without an answer\n".to_string(),
+        ))
+    }
+
+    fn end(&self, tx: &tokio::sync::watch::Sender<Option<ReloadAnswer>>) {
+        let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if slot
+            .as_ref()
+            .is_some_and(|rx| rx.same_channel(&tx.subscribe()))
+        {
+            *slot = None;
+        }
+    }
+
+    /// Reloads run, and requests that joined one in flight instead.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.runs.load(Relaxed), self.joined.load(Relaxed))
+    }
+}
+
+/// The sender of a flight's answer (dropped without one if the reload
+/// panicked: the waiters then get a 500, and the slot is freed).
+struct FlightDone {
+    flight: Arc<ReloadFlight>,
+    tx: tokio::sync::watch::Sender<Option<ReloadAnswer>>,
+}
+
+impl Drop for FlightDone {
+    fn drop(&mut self) {
+        self.flight.end(&self.tx);
+    }
 }
 
 /// The probe listener's router: `/readyz`, `/readyz/<check>` and `/livez`,
@@ -66,10 +159,55 @@ pub fn probe_app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The router with every endpoint and the request metrics.
+/// The main router's fixed paths (the telemetry path is added to them);
+/// `/readyz/` also owns everything below it.
+pub const ROUTES: [&str; 8] = [
+    "/",
+    "/history",
+    "/readyz",
+    "/readyz/{name}",
+    "/livez",
+    "/signals",
+    "/policy",
+    "/-/reload",
+];
+
+/// Why `path` cannot be the telemetry path: it must be a literal path
+/// (axum would read `{x}`, `{*x}`, `:x` or `*x` as a pattern, or panic on
+/// them), reachable by a request (no space, control character, non-ASCII,
+/// `?` or `#`), and not one of [`ROUTES`] or under `/readyz/`.
+pub fn telemetry_path_problem(path: &str) -> Option<&'static str> {
+    if !path.starts_with('/') {
+        return Some("it must start with /");
+    }
+    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
+        return Some(if c == ' ' {
+            "it contains a space, which no request can carry"
+        } else {
+            "it contains a control or non-ASCII character (percent-encode it)"
+        });
+    }
+    if path.contains(['?', '#']) {
+        return Some("a query (?) or fragment (#) is not part of a path");
+    }
+    if path.contains(['{', '}']) {
+        return Some("{ and } would make it a route pattern; it must be a literal path");
+    }
+    if path.split('/').any(|seg| seg.starts_with([':', '*'])) {
+        return Some("a segment starting with : or * would make it a route pattern");
+    }
+    if ROUTES.contains(&path) || path.starts_with("/readyz/") {
+        return Some("the exporter already serves this path");
+    }
+    None
+}
+
+/// The router with every endpoint and the request metrics. A telemetry
+/// path [`telemetry_path_problem`] refuses (the configuration checks it at
+/// start) serves the metrics nowhere rather than panic.
 pub fn app(state: AppState) -> Router {
     let telemetry = state.telemetry_path.clone();
-    Router::new()
+    let router = Router::new()
         .route("/", get(status_page))
         .route("/history", get(history))
         .route("/readyz", get(readyz_all))
@@ -77,8 +215,14 @@ pub fn app(state: AppState) -> Router {
         .route("/livez", get(livez))
         .route("/signals", get(signals))
         .route("/policy", get(policy))
-        .route(&telemetry, get(metrics))
-        .route("/-/reload", post(reload))
+        .route("/-/reload", post(reload));
+    let router = if telemetry_path_problem(&telemetry).is_none() {
+        router.route(&telemetry, get(metrics))
+    } else {
+        tracing::error!(path = %telemetry, "unusable telemetry path: the metrics are not served");
+        router
+    };
+    router
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .with_state(state)
@@ -123,6 +267,23 @@ async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle
             "Lifecycle API is not enabled (start with --web.enable-lifecycle); SIGHUP and file changes still reload\n".to_string(),
         );
     };
+    let flight = lifecycle.flight.clone();
+    let (status, body) = flight
+        .run(move || async move {
+            let r = reload_once(s, lifecycle).await;
+            let status = r.status();
+            let body = axum::body::to_bytes(r.into_body(), 1 << 20)
+                .await
+                .unwrap_or_default();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        })
+        .await;
+    respond(status, TEXT, body)
+}
+
+/// One reload of the web configuration and the policy: what `POST
+/// /-/reload` answers (through [`ReloadFlight`]).
+async fn reload_once(s: AppState, lifecycle: Lifecycle) -> Response {
     let mut web_line = None;
     if let Some(web) = lifecycle.web {
         let r = tokio::task::spawn_blocking(move || web.reload_now("http", false)).await;

@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -404,7 +405,7 @@ impl Server {
                 _ = &mut shutdown => break,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                 accepted = listener.accept() => match accepted {
-                    Ok((tcp, _peer)) => {
+                    Ok((tcp, peer)) => {
                         let _ = tcp.set_nodelay(true);
                         if self.conns.len() >= self.cap {
                             if self.conns.evict_and_wait().await {
@@ -417,11 +418,11 @@ impl Server {
                         }
                         match transport {
                             Transport::Plain => {
-                                tasks.spawn(self.serve_io(tcp, router.clone(), graceful_rx.clone()));
+                                tasks.spawn(self.serve_io(tcp, Some(peer), router.clone(), graceful_rx.clone()));
                             }
                             Transport::Tls(source) => {
                                 let handshake = tls_handshake(tcp, source(), self.metrics.clone());
-                                tasks.spawn(self.serve_conn(handshake, router.clone(), graceful_rx.clone()));
+                                tasks.spawn(self.serve_conn(handshake, Some(peer), router.clone(), graceful_rx.clone()));
                             }
                         }
                     }
@@ -459,17 +460,20 @@ impl Server {
         Ok(())
     }
 
-    /// Serve HTTP/1 or h2c on one accepted stream, under the watchdog.
+    /// Serve HTTP/1 or h2c on one accepted stream, under the watchdog;
+    /// `peer` (the source address) reaches handlers as
+    /// `ConnectInfo<SocketAddr>`.
     pub fn serve_io<I>(
         &self,
         io: I,
+        peer: Option<SocketAddr>,
         router: Router,
         graceful: watch::Receiver<bool>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        self.serve_conn(async move { Some(io) }, router, graceful)
+        self.serve_conn(async move { Some(io) }, peer, router, graceful)
     }
 
     /// Serve the stream `handshake` yields (`None`: close), under the
@@ -479,6 +483,7 @@ impl Server {
     pub fn serve_conn<I, H>(
         &self,
         handshake: H,
+        peer: Option<SocketAddr>,
         router: Router,
         mut graceful: watch::Receiver<bool>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static
@@ -516,9 +521,13 @@ impl Server {
             };
             let svc_state = state.clone();
             let svc_conns = conns.clone();
-            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
                 let guard = InFlight::start(svc_state.clone(), svc_conns.clone());
                 let router = router.clone();
+                if let Some(peer) = peer {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                }
                 async move {
                     let resp = router.oneshot(req.map(axum::body::Body::new)).await;
                     drop(guard);

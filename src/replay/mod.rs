@@ -172,7 +172,7 @@ fn plan(args: &ReplayArgs, now_ms: i64) -> Result<Plan, ReplayError> {
 fn member_key(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     labels
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "__name__" | "signal" | "source"))
+        .filter(|(k, _)| !prometheus::PER_SIGNAL_LABELS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

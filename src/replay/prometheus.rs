@@ -4,12 +4,28 @@
 //! bounded in time and in the size of its answer; chunks of one series are
 //! joined by their labels. Only plain series come back: what the history
 //! means is [`super::timeline`]'s business.
+//!
+//! Memory is bounded by what is read: each answer is at most
+//! `--prometheus.max-bytes`, and every series is charged, as it is parsed,
+//! what it will cost in memory (its labels, its points and the per-step
+//! row [`super::timeline`] builds for it, see [`series_cost`]; a new member
+//! also its report, [`MEMBER_COST`]) against one
+//! budget of `--prometheus.max-bytes` for the whole replay. The first series
+//! over it stops the parse with [`PromError::OverBudget`]: an answer of a
+//! million series fails after the few thousand that fit, not after
+//! building them all. Text Prometheus sends back (its `error`, a body) is
+//! made printable ([`super::render::printable`]) before it reaches an
+//! error message.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::render::printable;
 use super::timeline::Grid;
 use crate::sources::client::{self, TlsFiles};
 use crate::sources::{Reason, SampleError};
@@ -39,6 +55,48 @@ pub enum PromError {
     },
     #[error("Prometheus' answer to `{query}` is not a query_range result: {why}")]
     Parse { query: String, why: String },
+    #[error(
+        "the history Prometheus returned for `{query}` ({series} series so far over {steps} steps) \
+         needs more memory than --prometheus.max-bytes ({max} bytes) allows replay to hold: \
+         narrow --selector or the time range, lengthen --step, or raise the limit"
+    )]
+    OverBudget {
+        query: String,
+        series: u64,
+        steps: usize,
+        max: u64,
+    },
+}
+
+/// What a series costs in memory once read and replayed: its labels (with
+/// the map's overhead), 24 bytes a point as read and 18 bytes a step for
+/// the row it becomes in the per-member tables (a value, a known flag).
+pub fn series_cost(labels: &BTreeMap<String, String>, points: usize, steps: usize) -> u64 {
+    let labels: usize = labels.iter().map(|(k, v)| k.len() + v.len() + 64).sum();
+    (96 + labels + 24 * points + 18 * steps) as u64
+}
+
+/// What a member costs besides its series: its report (intervals, check
+/// spans) and its share of the rendered output. Measured with
+/// benches/replay_many_series.sh: about 21 KB a member at 241 steps, with
+/// no per-step growth to speak of at 5,761.
+pub const MEMBER_COST: u64 = 24 * 1024;
+
+/// The labels that tell one signal's series of a member from another's;
+/// the rest identify the member.
+pub const PER_SIGNAL_LABELS: [&str; 3] = ["__name__", "signal", "source"];
+
+/// A hash of the labels that identify `labels`' member.
+fn member_hash(labels: &BTreeMap<String, String>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (k, v) in labels {
+        if !PER_SIGNAL_LABELS.contains(&k.as_str()) {
+            k.hash(&mut h);
+            v.hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 /// One series over the whole grid: its labels and `(Unix ms, value)` points.
@@ -54,22 +112,25 @@ pub struct Prometheus {
     http: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
+    /// Memory charged so far for series read (see [`series_cost`]).
+    used: AtomicU64,
+    /// Series read so far.
+    series: AtomicU64,
+    /// The members seen so far (by [`member_hash`]), each charged
+    /// [`MEMBER_COST`] once.
+    members: std::sync::Mutex<std::collections::HashSet<u64>>,
 }
 
-#[derive(Deserialize)]
+/// A `query_range` answer, parsed with the budget (see [`EnvelopeSeed`]).
+#[derive(Default)]
 struct Envelope {
     status: String,
-    #[serde(default)]
     data: Option<Data>,
-    #[serde(default, rename = "errorType")]
     error_type: Option<String>,
-    #[serde(default)]
     error: Option<String>,
 }
 
-#[derive(Deserialize)]
 struct Data {
-    #[serde(rename = "resultType")]
     result_type: String,
     result: Vec<RawSeries>,
 }
@@ -93,7 +154,15 @@ impl Prometheus {
             http,
             timeout,
             max_bytes,
+            used: AtomicU64::new(0),
+            series: AtomicU64::new(0),
+            members: std::sync::Mutex::new(std::collections::HashSet::new()),
         })
+    }
+
+    /// Memory charged so far for the series read, in bytes.
+    pub fn charged(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
     }
 
     /// `query` evaluated at every step of `grid`, one request per chunk of at
@@ -104,7 +173,7 @@ impl Prometheus {
         while first < grid.steps {
             let last = (first + MAX_POINTS_PER_QUERY).min(grid.steps) - 1;
             for raw in self
-                .chunk(query, grid.at(first), grid.at(last), grid.step_ms)
+                .chunk(query, grid, grid.at(first), grid.at(last))
                 .await?
             {
                 let points = by_labels.entry(raw.metric).or_default();
@@ -128,10 +197,11 @@ impl Prometheus {
     async fn chunk(
         &self,
         query: &str,
+        grid: &Grid,
         start_ms: i64,
         end_ms: i64,
-        step_ms: i64,
     ) -> Result<Vec<RawSeries>, PromError> {
+        let step_ms = grid.step_ms;
         let secs = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
         let params = form_urlencoded::Serializer::new(String::new())
             .append_pair("query", query)
@@ -155,10 +225,27 @@ impl Prometheus {
         let status = fetched.status.as_u16();
         let parse = |why: String| PromError::Parse {
             query: query.to_string(),
-            why,
+            why: printable(&why).into_owned(),
         };
-        let env: Envelope = match serde_json::from_str(&fetched.body) {
+        let over = std::cell::Cell::new(false);
+        let seed = EnvelopeSeed {
+            charge: &|raw: &RawSeries| self.charge(raw, grid.steps),
+            over: &over,
+        };
+        let mut de = serde_json::Deserializer::from_str(&fetched.body);
+        let parsed = seed
+            .deserialize(&mut de)
+            .and_then(|env| de.end().map(|()| env));
+        let env: Envelope = match parsed {
             Ok(env) => env,
+            Err(_) if over.get() => {
+                return Err(PromError::OverBudget {
+                    query: query.to_string(),
+                    series: self.series.load(Ordering::Relaxed),
+                    steps: grid.steps,
+                    max: self.max_bytes,
+                });
+            }
             Err(e) if fetched.status.is_success() => return Err(parse(e.to_string())),
             Err(_) => {
                 let mut body: String = fetched.body.chars().take(200).collect();
@@ -168,19 +255,20 @@ impl Prometheus {
                 return Err(PromError::Refused {
                     query: query.to_string(),
                     status,
-                    error: body,
+                    error: printable(&body).into_owned(),
                 });
             }
         };
         if env.status != "success" || !fetched.status.is_success() {
+            let text = format!(
+                "{}: {}",
+                env.error_type.as_deref().unwrap_or("error"),
+                env.error.as_deref().unwrap_or("(no message)")
+            );
             return Err(PromError::Refused {
                 query: query.to_string(),
                 status,
-                error: format!(
-                    "{}: {}",
-                    env.error_type.as_deref().unwrap_or("error"),
-                    env.error.as_deref().unwrap_or("(no message)")
-                ),
+                error: printable(&text).into_owned(),
             });
         }
         let data = env.data.ok_or_else(|| parse("no `data`".to_string()))?;
@@ -191,6 +279,148 @@ impl Prometheus {
             )));
         }
         Ok(data.result)
+    }
+}
+
+impl Prometheus {
+    /// Charge `raw` against the budget; false when it does not fit.
+    fn charge(&self, raw: &RawSeries, steps: usize) -> bool {
+        let mut cost = series_cost(&raw.metric, raw.values.len(), steps);
+        let new_member = self
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(member_hash(&raw.metric));
+        if new_member {
+            cost += MEMBER_COST + 16;
+        }
+        self.series.fetch_add(1, Ordering::Relaxed);
+        let used = self.used.fetch_add(cost, Ordering::Relaxed) + cost;
+        used <= self.max_bytes
+    }
+}
+
+/// Parses an answer's envelope, handing `data.result` to [`ResultSeed`].
+struct EnvelopeSeed<'a> {
+    charge: &'a dyn Fn(&RawSeries) -> bool,
+    /// Set when a series did not fit: the parse error that follows is that.
+    over: &'a std::cell::Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Envelope, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Prometheus API answer (an object with `status`)")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        let mut env = Envelope::default();
+        let mut status = None;
+        while let Some(k) = map.next_key::<String>()? {
+            match k.as_str() {
+                "status" => status = Some(map.next_value::<String>()?),
+                "errorType" => env.error_type = map.next_value()?,
+                "error" => env.error = map.next_value()?,
+                "data" => {
+                    env.data = map.next_value_seed(DataSeed {
+                        charge: self.charge,
+                        over: self.over,
+                    })?
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        env.status = status.ok_or_else(|| de::Error::missing_field("status"))?;
+        Ok(env)
+    }
+}
+
+/// `data`: `resultType` and the `result` series, each charged as parsed.
+struct DataSeed<'a> {
+    charge: &'a dyn Fn(&RawSeries) -> bool,
+    over: &'a std::cell::Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = Option<Data>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DataSeed<'_> {
+    type Value = Option<Data>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("`data` with `resultType` and `result`")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Option<Data>, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<Data>, E> {
+        Ok(None)
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
+        d.deserialize_map(self)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Data>, A::Error> {
+        let (mut result_type, mut result) = (None, None);
+        while let Some(k) = map.next_key::<String>()? {
+            match k.as_str() {
+                "resultType" => result_type = Some(map.next_value::<String>()?),
+                "result" => {
+                    result = Some(map.next_value_seed(ResultSeed {
+                        charge: self.charge,
+                        over: self.over,
+                    })?)
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(Data {
+            result_type: result_type.ok_or_else(|| de::Error::missing_field("resultType"))?,
+            result: result.ok_or_else(|| de::Error::missing_field("result"))?,
+        }))
+    }
+}
+
+/// `result`: the series, each charged before the next is parsed.
+struct ResultSeed<'a> {
+    charge: &'a dyn Fn(&RawSeries) -> bool,
+    over: &'a std::cell::Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for ResultSeed<'_> {
+    type Value = Vec<RawSeries>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<RawSeries>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResultSeed<'_> {
+    type Value = Vec<RawSeries>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of series")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RawSeries>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(raw) = seq.next_element::<RawSeries>()? {
+            if !(self.charge)(&raw) {
+                self.over.set(true);
+                return Err(de::Error::custom("over the memory budget"));
+            }
+            out.push(raw);
+        }
+        Ok(out)
     }
 }
 

@@ -33,9 +33,44 @@ fn secs(ms: i64) -> Json {
     }
 }
 
-/// `{a="b",c="d"}`, as PromQL writes a label set.
+/// Whether `c` must not reach a terminal or an SVG as it is: control
+/// characters (ESC, CR, LF, BEL, DEL, C1) and the Unicode controls that
+/// reorder or hide text (bidi embeddings, overrides and isolates, zero
+/// width marks).
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` with every [`unprintable`] character written as a `\u{..}` escape:
+/// what text from Prometheus goes through before it is printed or drawn.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(unprintable) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if unprintable(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `{a="b",c="d"}`, as PromQL writes a label set; names and values made
+/// [`printable`] (a hostile Prometheus can send any label name).
 pub fn label_set(labels: &BTreeMap<String, String>) -> String {
-    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    let inner: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| {
+            // As Rust's `{:?}` quotes it: `\` and `"` escaped, so that an
+            // escape cannot be forged, then the unprintable characters.
+            let v = v.replace('\\', "\\\\").replace('"', "\\\"");
+            format!("{}=\"{}\"", printable(k), printable(&v))
+        })
+        .collect();
     format!("{{{}}}", inner.join(","))
 }
 
@@ -101,9 +136,27 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
         "missing_signals": h.missing_signals,
         "members": members,
     });
-    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    let mut s = json_escape_unprintable(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     s.push('\n');
     s
+}
+
+/// serde_json escapes the characters JSON requires (below U+0020) but
+/// writes DEL, the C1 controls and the bidi controls raw, which a terminal
+/// showing the document acts on. Outside strings pretty JSON has only
+/// ASCII whitespace, so every other [`unprintable`] character is inside a
+/// string, where `\uXXXX` means the same.
+fn json_escape_unprintable(doc: &str) -> String {
+    let mut out = String::with_capacity(doc.len());
+    for c in doc.chars() {
+        if unprintable(c) && !matches!(c, '\n' | '\t' | '\r') {
+            // Every unprintable character is in the BMP.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Milliseconds as a duration in the project's grammar (`0s`, not `0ms`).
@@ -240,8 +293,11 @@ const DIFF: &str = "#222222";
 const HELD: &str = "#e8a09a";
 const AXIS: &str = "#333333";
 
+/// Text for SVG: [`printable`] (XML 1.0 forbids most control characters,
+/// even as references), then XML-escaped.
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    printable(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

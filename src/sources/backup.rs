@@ -113,7 +113,7 @@ impl BackupSampler {
         .await?;
         parse(&body).map_err(|message| SampleError {
             reason: Reason::Parse,
-            message: format!("{url}: {message}"),
+            message: client::redact_credentials(&format!("{url}: {message}")).into_owned(),
         })
     }
 

@@ -145,7 +145,23 @@ pub struct Fetched {
 /// after reading at most `max_body` bytes. Bodies are never decompressed
 /// (reqwest is built without it and we send no `Accept-Encoding`); a
 /// compressed answer is refused, so a gzip bomb costs at most `max_body`.
+///
+/// Credentials in `url` (`user:pass@`) are redacted in every error message.
 pub async fn get(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+    max_body: u64,
+) -> Result<Fetched, SampleError> {
+    get_unredacted(client, url, timeout, max_body)
+        .await
+        .map_err(|mut e| {
+            e.message = redact_credentials(&e.message).into_owned();
+            e
+        })
+}
+
+async fn get_unredacted(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
@@ -242,7 +258,7 @@ pub async fn get_ok(
     if !f.status.is_success() {
         return Err(SampleError {
             reason: Reason::Status,
-            message: format!("GET {url}: status {}", f.status),
+            message: format!("GET {}: status {}", redact_credentials(url), f.status),
         });
     }
     Ok(f.body)
@@ -297,13 +313,66 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     };
     SampleError {
         reason,
-        message: format!("GET {url}: {chain}"),
+        message: redact_credentials(&format!("GET {url}: {chain}")).into_owned(),
     }
+}
+
+/// `text` with the user information of every URL in it (`user:pass@` after
+/// `scheme://`) replaced by `<redacted>@`: what any message or log line
+/// naming an endpoint or URL goes through, so a password given in a flag
+/// or in `--config` is never written out.
+pub fn redact_credentials(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") || !text.contains('@') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first '/', '?', '#', space or quote.
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '`' | '"' | '\'' | ')' | ']' | ',')
+                    || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("<redacted>");
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 21: `user:pass@` in `--etcd.endpoint` was written to the
+    /// start-up log line.
+    #[test]
+    fn credentials_in_urls_are_redacted_wherever_they_appear() {
+        assert_eq!(
+            redact_credentials("serving endpoint=http://user:s3cret@10.0.0.1:2379 policy=x"),
+            "serving endpoint=http://<redacted>@10.0.0.1:2379 policy=x"
+        );
+        assert_eq!(
+            redact_credentials(
+                "GET https://a:b@h/metrics: error sending request for url (https://a:b@h/metrics)"
+            ),
+            "GET https://<redacted>@h/metrics: error sending request for url (https://<redacted>@h/metrics)"
+        );
+        assert_eq!(redact_credentials("http://h:1/x@y"), "http://h:1/x@y");
+        assert_eq!(redact_credentials("user@example.com"), "user@example.com");
+        assert_eq!(redact_credentials("http://p%40ss@h"), "http://<redacted>@h");
+    }
 
     fn files(dir: &std::path::Path) -> TlsFiles {
         let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();

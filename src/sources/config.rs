@@ -183,10 +183,29 @@ impl Config {
                 return Err(invalid(format!("source `{n}` is defined twice")));
             }
             super::client::base_url(&src.url).map_err(|e| invalid(format!("source `{n}`: {e}")))?;
+            // Bounded like --sample.interval / --sample.timeout (issue 21:
+            // `interval: 1ms` sent 1,002 requests a second to the target).
+            let ranges = crate::config::FlagRanges::SAMPLE_INTERVAL;
+            crate::checked::duration_in_range(
+                &format!("source `{n}`: interval"),
+                src.interval,
+                ranges.0,
+                ranges.1,
+            )
+            .map_err(invalid)?;
+            let ranges = crate::config::FlagRanges::SAMPLE_TIMEOUT;
+            crate::checked::duration_in_range(
+                &format!("source `{n}`: timeout"),
+                src.timeout,
+                ranges.0,
+                ranges.1,
+            )
+            .map_err(invalid)?;
             if src.timeout > src.interval {
                 return Err(invalid(format!(
-                    "source `{n}`: timeout {:?} is longer than interval {:?}",
-                    src.timeout, src.interval
+                    "source `{n}`: timeout {} is longer than interval {}",
+                    crate::checked::exact(src.timeout),
+                    crate::checked::exact(src.interval)
                 )));
             }
             if src.signals.is_empty() {
@@ -354,6 +373,33 @@ mod tests {
         assert!(e.contains("scheme must be http or https"), "{e}");
         let e = err("sources:\n- name: A-b\n  url: http://x/\n  signals: {s: {metric: m}}\n");
         assert!(e.contains("source name `A-b`"), "{e}");
+    }
+
+    /// Issue 21: a scrape source accepted `interval: 1ms` (1,002 requests a
+    /// second to its target, 20 % of a core) while --sample.interval is
+    /// bounded to 10ms–1h. Now the same ranges hold for every source.
+    #[test]
+    fn scrape_interval_and_timeout_are_bounded_like_sample_interval() {
+        let src = |interval: &str, timeout: &str| {
+            format!(
+                "sources:\n- name: a\n  url: http://x/\n  interval: {interval}\n  timeout: {timeout}\n  signals: {{s: {{metric: m}}}}\n"
+            )
+        };
+        let e = err(&src("1ms", "1ms"));
+        assert!(
+            e.contains("source `a`: interval 1ms is out of range: allowed 10ms to 1h"),
+            "{e}"
+        );
+        let e = err(&src("1h1ms", "1s"));
+        assert!(e.contains("interval 1h1ms is out of range"), "{e}");
+        let e = err(&src("1h", "1h1ms"));
+        assert!(
+            e.contains("source `a`: timeout 1h1ms is out of range: allowed 1ms to 1h"),
+            "{e}"
+        );
+        let e = err(&src("1s", "2s"));
+        assert!(e.contains("timeout 2s is longer than interval 1s"), "{e}");
+        assert!(Config::parse("c.yaml", &src("10ms", "10ms")).is_ok());
     }
 
     #[test]

@@ -317,7 +317,7 @@ impl Shared {
                 .record_ok(self.ids.etcd_up, Value::Bool(false), at);
         }
         self.metrics.error(LABEL, Reason::Connect);
-        tracing::info!(endpoint = %self.config.endpoint, "connection to etcd lost: {why}");
+        tracing::info!(endpoint = %super::client::redact_credentials(&self.config.endpoint), "connection to etcd lost: {why}");
         self.round_finished();
     }
 
@@ -329,7 +329,7 @@ impl Shared {
             match self.open_watch().await {
                 Ok(mut stream) => {
                     if was_lost {
-                        tracing::info!(endpoint = %cfg.endpoint, "connection to etcd is back");
+                        tracing::info!(endpoint = %super::client::redact_credentials(&cfg.endpoint), "connection to etcd is back");
                     }
                     // Sample at once: the member answers again.
                     self.wake_status.notify_one();
@@ -404,8 +404,14 @@ impl Shared {
             if let (Some(info), Ok(st)) = (&self.member_info, &result)
                 && let Ok(client) = self.client().await
             {
-                info.observe(&client, st.header(), self.config.timeout)
-                    .await;
+                info.observe(
+                    &client,
+                    st.header(),
+                    st.is_learner(),
+                    self.config.timeout,
+                    &self.metrics,
+                )
+                .await;
             }
             tokio::select! {
                 _ = tokio::time::sleep(fast) => {}
@@ -633,7 +639,11 @@ async fn bounded<T>(
             if err.reason == Reason::Protocol {
                 let left = timeout.saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {
-                    err.message = format!("{what}: {hint} ({})", chain(&e));
+                    err.message = super::client::redact_credentials(&format!(
+                        "{what}: {hint} ({})",
+                        chain(&e)
+                    ))
+                    .into_owned();
                 }
             }
             Err(err)

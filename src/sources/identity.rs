@@ -8,6 +8,17 @@
 //! it) answers from the member's own view of the membership, without a raft
 //! round-trip or proposal and without needing quorum.
 //!
+//! MemberList is asked when the IDs are new, when the member stops being a
+//! learner, and otherwise at most every [`RELIST_EVERY`] — after an answer
+//! and after a failure alike — and every call is counted in
+//! `etcd_readiness_source_requests_total{source="etcd",call="member_list"}`.
+//! A learner cannot tell its name: etcd 3.4 and 3.5 refuse every call on a
+//! learner but Status and serializable reads ("rpc not supported for
+//! learner"), Status carries no name, and names are not in the keyspace a
+//! serializable read could reach. So a learner's name stays empty (or the
+//! one it had, for the same member) until it is promoted, and the reason is
+//! logged once at info level.
+//!
 //! There is at most one series. An identity never seen (no Status answered
 //! yet) is no series; once seen, it stays while etcd does not answer (a
 //! member that is down is still a member of its cluster); when it changes
@@ -105,15 +116,27 @@ fn next(
 pub struct MemberInfo {
     family: Family<InfoLabels, Gauge>,
     current: Arc<Mutex<Option<Identity>>>,
-    /// When MemberList last answered, to ask it at most every
-    /// [`RELIST_EVERY`] while the identity stays the same.
-    listed_at: Arc<Mutex<Option<std::time::Instant>>>,
+    /// When MemberList was last asked (whatever came of it), for which IDs,
+    /// and whether the member was a learner then.
+    asked: Arc<Mutex<Option<Asked>>>,
 }
 
-/// How often MemberList is asked again for an unchanged, named identity.
-/// Status runs many times a second; a member's name only changes when it
-/// publishes it (after start), which a new or nameless identity catches.
+/// The last MemberList call.
+#[derive(Clone, Copy, Debug)]
+struct Asked {
+    at: std::time::Instant,
+    ids: (u64, u64),
+    learner: bool,
+}
+
+/// How often MemberList is asked again for unchanged IDs, whether it
+/// answered (a name published late) or failed (a learner, an old etcd).
+/// Status runs many times a second; this bounds MemberList to one call in
+/// 30 s on a member that keeps refusing it.
 pub const RELIST_EVERY: Duration = Duration::from_secs(30);
+
+/// What etcd answers MemberList on a learner (3.4, 3.5).
+const LEARNER_REFUSAL: &str = "not supported for learner";
 
 impl MemberInfo {
     /// Register `etcd_readiness_member_info` in `registry` (the root one: the
@@ -133,41 +156,66 @@ impl MemberInfo {
         self.lock().clone()
     }
 
-    /// After a successful Status with `header`: ask MemberList for the
-    /// member's name (bounded by `timeout`) and update the series. A failure
-    /// of MemberList is logged at debug level and changes no signal.
+    /// Whether MemberList is due for `ids` now: new IDs, a learner just
+    /// promoted, or [`RELIST_EVERY`] since the last call.
+    fn due(&self, ids: (u64, u64), learner: bool) -> bool {
+        let asked = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        match asked {
+            None => true,
+            Some(a) if a.ids != ids => true,
+            Some(a) if a.learner && !learner => true,
+            Some(a) => a.at.elapsed() >= RELIST_EVERY,
+        }
+    }
+
+    /// After a successful Status with `header` (`learner`: what Status said):
+    /// ask MemberList for the member's name when it is due (bounded by
+    /// `timeout`, counted in `metrics` as source `etcd`, call
+    /// `member_list`) and update the series. A failure of MemberList is
+    /// logged at debug level (a learner's refusal once at info) and changes
+    /// no signal.
     pub async fn observe(
         &self,
         client: &etcd_client::Client,
         header: Option<&etcd_client::ResponseHeader>,
+        learner: bool,
         timeout: Duration,
+        metrics: &super::SourceMetrics,
     ) {
         let Some(h) = header else { return };
-        let (cluster_id, member_id) = (h.cluster_id(), h.member_id());
-        if cluster_id == 0 || member_id == 0 {
+        let ids = (h.cluster_id(), h.member_id());
+        let (cluster_id, member_id) = ids;
+        if cluster_id == 0 || member_id == 0 || !self.due(ids, learner) {
             return;
         }
-        let known = self.lock().as_ref().is_some_and(|c| {
-            c.cluster_id == cluster_id && c.member_id == member_id && !c.name.is_empty()
-        });
-        let recent = self
-            .listed_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|t| t.elapsed() < RELIST_EVERY);
-        if known && recent {
-            return;
-        }
+        let first_refusal = {
+            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+            let was = asked.filter(|a| a.ids == ids && a.learner);
+            *asked = Some(Asked {
+                at: std::time::Instant::now(),
+                ids,
+                learner,
+            });
+            was.is_none()
+        };
+        metrics.request("etcd", "member_list");
         let mut c = client.clone();
         let listed = match tokio::time::timeout(timeout, c.member_list()).await {
-            Ok(Ok(list)) => Ok({
-                *self.listed_at.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(std::time::Instant::now());
-                list.members()
-                    .iter()
-                    .find(|m| m.id() == member_id)
-                    .map(|m| bounded_name(m.name()))
-            }),
+            Ok(Ok(list)) => Ok(list
+                .members()
+                .iter()
+                .find(|m| m.id() == member_id)
+                .map(|m| bounded_name(m.name()))),
+            Ok(Err(e)) if e.to_string().contains(LEARNER_REFUSAL) => {
+                if first_refusal {
+                    tracing::info!(
+                        member_id = %hex_id(member_id),
+                        "the member is a learner: etcd answers MemberList only once it is promoted, so its name stays unknown until then (asked again every {}s)",
+                        RELIST_EVERY.as_secs()
+                    );
+                }
+                Err(())
+            }
             Ok(Err(e)) => {
                 tracing::debug!("MemberList failed: {e}");
                 Err(())
@@ -304,6 +352,30 @@ mod tests {
                 "etcd_readiness_member_info{cluster_id=\"5f5536148f58d498\",member_id=\"6d164ebc40afd3d\",name=\"a\\\"b\\nc\"} 1"
             ]
         );
+    }
+
+    /// Issue 21: on a learner, MemberList was asked again on every Status
+    /// (~10 calls/s) because only an answer set the time of the last call.
+    /// Now a call of any outcome does; new IDs and a promotion ask at once.
+    #[test]
+    fn member_list_is_due_at_most_every_30s_whatever_it_answered() {
+        let m = MemberInfo::default();
+        let ids = (CLUSTER, MEMBER);
+        assert!(m.due(ids, true), "never asked");
+        let asked = |at: std::time::Instant, learner| {
+            *m.asked.lock().unwrap() = Some(Asked { at, ids, learner });
+        };
+        let now = std::time::Instant::now();
+        asked(now, true);
+        assert!(!m.due(ids, true), "a learner asked just now");
+        assert!(m.due(ids, false), "promoted: ask at once");
+        assert!(m.due((CLUSTER, 0xabc), true), "another member");
+        asked(now, false);
+        assert!(!m.due(ids, false));
+        if let Some(earlier) = now.checked_sub(RELIST_EVERY) {
+            asked(earlier, true);
+            assert!(m.due(ids, true), "30 s later");
+        }
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl SourceMetrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "etcd_readiness_source_requests",
-            "Requests the exporter sent to a source, by call (etcd: status, range, watch)",
+            "Requests the exporter sent to a source, by call (etcd: status, range, watch, member_list)",
             requests.clone(),
         );
         SourceMetrics {

@@ -118,7 +118,7 @@ impl Sampler for ScrapeSampler {
         .and_then(|body| {
             promtext::parse(&body).map_err(|e| SampleError {
                 reason: Reason::Parse,
-                message: format!("{}: {e}", self.cfg.url),
+                message: client::redact_credentials(&format!("{}: {e}", self.cfg.url)).into_owned(),
             })
         });
         let at = Instant::now();
@@ -137,7 +137,9 @@ impl Sampler for ScrapeSampler {
             match extract(&samples, spec) {
                 Ok(v) => store.record_ok(*id, Value::Num(v), at),
                 Err(e) => {
-                    let msg = format!("{}: {}", self.cfg.url, e.message);
+                    let msg =
+                        client::redact_credentials(&format!("{}: {}", self.cfg.url, e.message))
+                            .into_owned();
                     store.record_err(*id, Arc::from(msg.as_str()), at);
                     first_err.get_or_insert(SampleError {
                         reason: e.reason,

@@ -105,12 +105,15 @@ struct HttpShape {
     headers: Option<BTreeMap<String, String>>,
 }
 
-/// `rate_limit`: a token bucket over all requests of the main listener.
+/// `rate_limit`: a token bucket over all requests of the main listener
+/// (exporter-toolkit), or one per client address with `per_client: true`
+/// (our extension).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RateLimitShape {
     interval: Option<String>,
     burst: Option<i64>,
+    per_client: Option<bool>,
 }
 
 /// The response headers exporter-toolkit lets a file set, with the values
@@ -124,11 +127,13 @@ const EXTRA_HEADERS: [(&str, Option<&[&str]>); 5] = [
 ];
 
 /// `rate_limit` in force: at most `burst` requests at once, one more per
-/// `interval`.
+/// `interval`; over all clients, or for each source address when
+/// `per_client` (an extension of exporter-toolkit's format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimit {
     pub interval: Duration,
     pub burst: u32,
+    pub per_client: bool,
 }
 
 /// A loaded, checked web configuration: what the main listener enforces.
@@ -144,6 +149,8 @@ pub struct WebConfig {
     pub users: BTreeMap<String, String>,
     /// Extra response headers (`http_server_config.headers`).
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The serving certificate's validity, when TLS is on.
+    pub cert_validity: Option<tls::Validity>,
     /// `http_server_config.http2` (default true): offer h2 in TLS's ALPN.
     pub http2: bool,
     pub rate_limit: Option<RateLimit>,
@@ -246,9 +253,16 @@ impl WebConfig {
                     tls::BuildError::Read(e) => e,
                     tls::BuildError::Invalid(m) => invalid(format!("tls_server_config: {m}")),
                 })?;
-                (Some(built.config), Some(built.client_auth))
+                (
+                    Some(built.config),
+                    Some((built.client_auth, built.validity)),
+                )
             }
             _ => (None, None),
+        };
+        let (client_auth, cert_validity) = match client_auth {
+            Some((auth, validity)) => (Some(auth), validity),
+            None => (None, None),
         };
         Ok(WebConfig {
             path: path.to_path_buf(),
@@ -256,6 +270,7 @@ impl WebConfig {
             client_auth,
             users,
             headers,
+            cert_validity,
             http2,
             rate_limit,
             sha256: hex::encode(hasher.finalize()),
@@ -360,7 +375,11 @@ fn rate_limit(r: RateLimitShape) -> Result<Option<RateLimit>, String> {
         .ok()
         .filter(|b| *b <= 1_000_000)
         .ok_or_else(|| format!("rate_limit.burst {burst} is out of range: allowed 0 to 1000000"))?;
-    Ok(Some(RateLimit { interval, burst }))
+    Ok(Some(RateLimit {
+        interval,
+        burst,
+        per_client: r.per_client.unwrap_or(false),
+    }))
 }
 
 #[cfg(test)]
@@ -458,9 +477,12 @@ mod tests {
             c.rate_limit,
             Some(RateLimit {
                 interval: Duration::from_secs(1),
-                burst: 20
+                burst: 20,
+                per_client: false,
             })
         );
+        let c = parse("rate_limit:\n  interval: 1s\n  burst: 2\n  per_client: true\n").unwrap();
+        assert!(c.rate_limit.unwrap().per_client);
         assert_eq!(
             parse("rate_limit:\n  interval: 0\n").unwrap().rate_limit,
             None

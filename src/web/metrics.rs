@@ -5,6 +5,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::metrics::reload_status::{Help, ReloadStatus};
@@ -21,6 +22,8 @@ pub enum Refusal {
     Unauthorized,
     /// Over `rate_limit` (429).
     RateLimited,
+    /// No place in the bcrypt queue for this client (429, `Retry-After`).
+    AuthBusy,
 }
 
 /// Cheap to clone (handles to shared atomics).
@@ -28,6 +31,10 @@ pub enum Refusal {
 pub struct WebMetrics {
     status: ReloadStatus,
     refused: Family<ReasonLabels, Counter>,
+    /// The serving certificate's notBefore / notAfter (Unix seconds; 0
+    /// without TLS).
+    cert_not_before: Gauge,
+    cert_not_after: Gauge,
 }
 
 impl WebMetrics {
@@ -45,13 +52,25 @@ impl WebMetrics {
         let m = WebMetrics {
             status,
             refused: Family::default(),
+            cert_not_before: Gauge::default(),
+            cert_not_after: Gauge::default(),
         };
         registry.register(
+            "etcd_readiness_web_tls_certificate_not_before_seconds",
+            "notBefore of the main listener's serving certificate in force, Unix seconds (0 without TLS)",
+            m.cert_not_before.clone(),
+        );
+        registry.register(
+            "etcd_readiness_web_tls_certificate_not_after_seconds",
+            "notAfter of the main listener's serving certificate in force, Unix seconds (0 without TLS): alert on it minus time() below a margin",
+            m.cert_not_after.clone(),
+        );
+        registry.register(
             "etcd_readiness_web_requests_refused",
-            "Requests the main listener refused before routing, by reason (unauthorized, rate_limited)",
+            "Requests the main listener refused before routing, by reason (unauthorized, rate_limited, auth_busy: no place in the bcrypt queue for the client)",
             m.refused.clone(),
         );
-        for reason in ["unauthorized", "rate_limited"] {
+        for reason in ["unauthorized", "rate_limited", "auth_busy"] {
             let _ = m.refused.get_or_create(&ReasonLabels { reason });
         }
         m
@@ -62,6 +81,18 @@ impl WebMetrics {
         self.status.mark_success(count);
     }
 
+    /// The validity of the certificate now in force.
+    pub(super) fn certificate(&self, validity: Option<super::tls::Validity>) {
+        let (b, a) = validity.map_or((0, 0), |v| (v.not_before, v.not_after));
+        self.cert_not_before.set(b);
+        self.cert_not_after.set(a);
+    }
+
+    /// notAfter of the certificate in force (0 without TLS).
+    pub fn certificate_not_after(&self) -> i64 {
+        self.cert_not_after.get()
+    }
+
     pub(super) fn mark_failure(&self) {
         self.status.mark_failure();
     }
@@ -70,6 +101,7 @@ impl WebMetrics {
         let reason = match why {
             Refusal::Unauthorized => "unauthorized",
             Refusal::RateLimited => "rate_limited",
+            Refusal::AuthBusy => "auth_busy",
         };
         self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }

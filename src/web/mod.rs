@@ -19,18 +19,20 @@ pub mod metrics;
 pub mod tls;
 pub mod watch;
 
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
-pub use auth::BasicAuth;
+pub use auth::{AuthOutcome, BasicAuth};
 pub use config::{WebConfig, WebConfigError};
 pub use metrics::{Refusal, WebMetrics};
 pub use watch::spawn_watcher;
@@ -66,11 +68,45 @@ pub enum WebReloadOutcome {
     Unchanged { sha256: String },
 }
 
+/// Most client addresses with a bucket of their own under
+/// `rate_limit.per_client`; beyond it, buckets refilled to full (idle
+/// clients) are dropped, and if none is, all are (a client whose bucket is
+/// dropped starts full again, as a new one would).
+pub const MAX_CLIENT_BUCKETS: usize = 4096;
+
 /// A token bucket (`rate_limit`), full at start as Go's `rate.Limiter`.
 #[derive(Debug)]
 struct Bucket {
     tokens: f64,
     last: Instant,
+}
+
+impl Bucket {
+    fn full(limit: &config::RateLimit) -> Bucket {
+        Bucket {
+            tokens: f64::from(limit.burst),
+            last: Instant::now(),
+        }
+    }
+
+    /// Refill for the time since the last take, then take a token if any.
+    fn take(&mut self, limit: &config::RateLimit, now: Instant) -> bool {
+        let refill = now.duration_since(self.last).as_secs_f64() / limit.interval.as_secs_f64();
+        self.tokens = (self.tokens + refill).min(f64::from(limit.burst));
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether it would be full by `now` (nothing taken lately).
+    fn refilled(&self, limit: &config::RateLimit, now: Instant) -> bool {
+        let refill = now.duration_since(self.last).as_secs_f64() / limit.interval.as_secs_f64();
+        self.tokens + refill >= f64::from(limit.burst)
+    }
 }
 
 /// The web configuration in force and what enforces it.
@@ -82,6 +118,8 @@ pub struct WebState {
     auth: BasicAuth,
     metrics: WebMetrics,
     bucket: Mutex<Bucket>,
+    /// One bucket per source address, with `rate_limit.per_client`.
+    clients: Mutex<HashMap<Option<IpAddr>, Bucket>>,
     /// Serialises reloads; holds the last failure's text while failing.
     failure: Mutex<Option<String>>,
 }
@@ -98,6 +136,7 @@ impl WebState {
     /// Put `initial` (loaded at start) in force.
     pub fn new(initial: WebConfig, metrics: WebMetrics) -> Arc<WebState> {
         metrics.mark_success(false);
+        note_certificate(&initial, &metrics, "start");
         let burst = initial.rate_limit.map_or(0.0, |r| f64::from(r.burst));
         Arc::new(WebState {
             path: initial.path.clone(),
@@ -109,6 +148,7 @@ impl WebState {
                 tokens: burst,
                 last: Instant::now(),
             }),
+            clients: Mutex::new(HashMap::new()),
             failure: Mutex::new(None),
         })
     }
@@ -197,32 +237,66 @@ impl WebState {
             let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
             b.tokens = new.rate_limit.map_or(0.0, |r| f64::from(r.burst));
             b.last = Instant::now();
+            self.clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
         }
+        let users_changed = old.users != new.users;
         let summary = new.summary();
+        note_certificate(&new, &self.metrics, trigger);
         self.current.store(Arc::new(new));
-        self.auth.clear();
+        if users_changed {
+            // Only then: a rotated certificate must not make every scraper
+            // pay a bcrypt again (the cache key holds the stored hash, so
+            // a changed or removed user can never match an old entry).
+            self.auth.clear();
+        }
         failure.take();
         self.metrics.mark_success(true);
         tracing::info!(path = %self.path.display(), %trigger, %sha256, %summary, "web config reloaded");
         Ok(WebReloadOutcome::Applied { sha256 })
     }
 
-    /// Take a token from the `rate_limit` bucket (always true without one).
-    fn allow(&self, config: &WebConfig) -> bool {
+    /// Take a token from the `rate_limit` bucket, the one of `client` with
+    /// `per_client` (always true without a limit).
+    fn allow(&self, config: &WebConfig, client: Option<IpAddr>) -> bool {
         let Some(limit) = config.rate_limit else {
             return true;
         };
-        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let refill = now.duration_since(b.last).as_secs_f64() / limit.interval.as_secs_f64();
-        b.tokens = (b.tokens + refill).min(f64::from(limit.burst));
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
+        if !limit.per_client {
+            return self
+                .bucket
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(&limit, now);
         }
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if !clients.contains_key(&client) && clients.len() >= MAX_CLIENT_BUCKETS {
+            clients.retain(|_, b| !b.refilled(&limit, now));
+            if clients.len() >= MAX_CLIENT_BUCKETS {
+                clients.clear();
+            }
+        }
+        clients
+            .entry(client)
+            .or_insert_with(|| Bucket::full(&limit))
+            .take(&limit, now)
+    }
+}
+
+/// Export the validity of `config`'s serving certificate and warn when it
+/// is expired or not yet valid (issue 21: an expired certificate was taken
+/// at reload without a word). It is still served: refusing it would turn a
+/// late rotation into an outage of the scrape, and clients refuse it anyway.
+fn note_certificate(config: &WebConfig, metrics: &WebMetrics, trigger: &str) {
+    metrics.certificate(config.cert_validity);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    if let Some(problem) = config.cert_validity.and_then(|v| v.problem(now)) {
+        tracing::warn!(path = %config.path.display(), %trigger, "the serving certificate {problem}: clients will refuse it; rotate it");
     }
 }
 
@@ -236,21 +310,38 @@ fn plain(status: StatusCode, body: &'static str) -> Response {
 }
 
 /// The main listener's middleware: rate limit (429), basic auth (401 with
-/// `WWW-Authenticate: Basic`), then the configured response headers on
+/// `WWW-Authenticate: Basic`; 429 with `Retry-After: 1` when the bcrypt
+/// queue has no place for this client, see [`auth`]), then the configured response headers on
 /// every answer — exporter-toolkit's order.
 pub async fn guard(State(web): State<Arc<WebState>>, req: Request, next: Next) -> Response {
     let config = web.current();
-    let mut resp = if !web.allow(&config) {
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let mut resp = if !web.allow(&config, client) {
         web.metrics.refused(Refusal::RateLimited);
         plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n")
-    } else if !config.users.is_empty() && !web.auth.check(&config, req.headers()).await {
-        web.metrics.refused(Refusal::Unauthorized);
-        let mut r = plain(StatusCode::UNAUTHORIZED, "Unauthorized\n");
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
-        r
-    } else {
+    } else if config.users.is_empty() {
         next.run(req).await
+    } else {
+        match web.auth.check(&config, req.headers(), client).await {
+            AuthOutcome::Ok => next.run(req).await,
+            AuthOutcome::Busy => {
+                web.metrics.refused(Refusal::AuthBusy);
+                let mut r = plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            AuthOutcome::Denied => {
+                web.metrics.refused(Refusal::Unauthorized);
+                let mut r = plain(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
+                r
+            }
+        }
     };
     for (name, value) in &config.headers {
         resp.headers_mut().insert(name.clone(), value.clone());
@@ -273,14 +364,98 @@ mod tests {
         WebState::new(c, WebMetrics::default())
     }
 
+    fn inline_tls(not_before: (i32, u8, u8), not_after: (i32, u8, u8)) -> WebConfig {
+        let mut p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        p.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
+        p.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        let indent = |pem: String| {
+            pem.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        };
+        let text = format!(
+            "tls_server_config:\n  cert: |\n{}  key: |\n{}",
+            indent(cert.pem()),
+            indent(key.serialize_pem())
+        );
+        WebConfig::from_text(Path::new("w.yml"), &text, &|_, _| unreachable!()).unwrap()
+    }
+
+    /// Issue 21: an expired serving certificate was accepted at reload
+    /// without a warning. Its validity is now exported (and a warning
+    /// logged at start and at every reload that applies it).
+    #[test]
+    fn an_expired_or_not_yet_valid_certificate_is_exported_and_named() {
+        let c = inline_tls((2000, 1, 1), (2001, 1, 1));
+        let v = c
+            .cert_validity
+            .expect("validity of the serving certificate");
+        assert_eq!((v.not_before, v.not_after), (946_684_800, 978_307_200));
+        let metrics = WebMetrics::default();
+        let _w = WebState::new(c, metrics.clone());
+        assert_eq!(metrics.certificate_not_after(), 978_307_200);
+        let now = 1_700_000_000;
+        assert_eq!(
+            v.problem(now).as_deref(),
+            Some("expired at 2001-01-01T00:00:00Z (notAfter)")
+        );
+        let future = inline_tls((2999, 1, 1), (3000, 1, 1))
+            .cert_validity
+            .unwrap();
+        assert!(
+            future
+                .problem(now)
+                .unwrap()
+                .starts_with("not valid before 2999-01-01")
+        );
+        let good = inline_tls((2000, 1, 1), (2999, 1, 1))
+            .cert_validity
+            .unwrap();
+        assert_eq!(good.problem(now), None);
+        let plain = WebMetrics::default();
+        let _w = WebState::new(
+            WebConfig::from_text(Path::new("w.yml"), "", &|_, _| unreachable!()).unwrap(),
+            plain.clone(),
+        );
+        assert_eq!(plain.certificate_not_after(), 0);
+    }
+
     #[test]
     fn the_rate_limit_allows_a_burst_then_refuses() {
         let w = state("rate_limit:\n  interval: 1h\n  burst: 2\n");
         let c = w.current();
-        assert!(w.allow(&c));
-        assert!(w.allow(&c));
-        assert!(!w.allow(&c), "the third request within the hour");
+        let (a, b): (Option<IpAddr>, Option<IpAddr>) = (
+            Some("10.0.0.1".parse().unwrap()),
+            Some("10.0.0.2".parse().unwrap()),
+        );
+        assert!(w.allow(&c, a));
+        assert!(w.allow(&c, b));
+        assert!(!w.allow(&c, a), "the third request within the hour");
         let open = state("");
-        assert!((0..100).all(|_| open.allow(&open.current())));
+        assert!((0..100).all(|_| open.allow(&open.current(), a)));
+    }
+
+    /// Issue 21: one global bucket turned a flood from one address into
+    /// 429s for the legitimate scraper (15 of 15). With `per_client` each
+    /// source address has its own.
+    #[test]
+    fn a_per_client_rate_limit_keeps_a_flooder_out_of_others_buckets() {
+        let w = state("rate_limit:\n  interval: 1h\n  burst: 2\n  per_client: true\n");
+        let c = w.current();
+        let flood: Option<IpAddr> = Some("10.0.0.66".parse().unwrap());
+        let scraper: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
+        let allowed = (0..1000).filter(|_| w.allow(&c, flood)).count();
+        assert_eq!(allowed, 2, "the flooder gets its burst only");
+        assert!(w.allow(&c, scraper));
+        assert!(w.allow(&c, scraper));
+        assert!(!w.allow(&c, scraper));
+        // Bounded: many addresses never hold more than MAX_CLIENT_BUCKETS.
+        for i in 0..(MAX_CLIENT_BUCKETS as u32 + 100) {
+            let ip = Some(IpAddr::V4(std::net::Ipv4Addr::from(0x0a01_0000 + i)));
+            let _ = w.allow(&c, ip);
+        }
+        assert!(w.clients.lock().unwrap().len() <= MAX_CLIENT_BUCKETS);
     }
 }

@@ -45,6 +45,42 @@ impl From<String> for BuildError {
 pub(super) struct Built {
     pub config: Arc<ServerConfig>,
     pub client_auth: String,
+    /// The serving certificate's validity (the chain's first certificate).
+    pub validity: Option<Validity>,
+}
+
+/// When a certificate is valid: `notBefore` and `notAfter` in Unix seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Validity {
+    /// Of the DER certificate `der` (None when it does not parse: rustls
+    /// then refuses it at the handshake, as it always did).
+    pub fn of(der: &[u8]) -> Option<Validity> {
+        let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
+        Some(Validity {
+            not_before: c.validity().not_before.timestamp(),
+            not_after: c.validity().not_after.timestamp(),
+        })
+    }
+
+    /// Why the certificate is not valid at `now` (Unix seconds), if it is not.
+    pub fn problem(&self, now: i64) -> Option<String> {
+        let at = |t: i64| crate::replay::time::rfc3339(t.saturating_mul(1000));
+        if now > self.not_after {
+            Some(format!("expired at {} (notAfter)", at(self.not_after)))
+        } else if now < self.not_before {
+            Some(format!(
+                "not valid before {} (notBefore)",
+                at(self.not_before)
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Go's `tls.ClientAuthType`, by exporter-toolkit's names.
@@ -292,6 +328,7 @@ pub(super) fn build(
         None => None,
     };
     let chain = certs(&cert_pem, "cert_file")?;
+    let validity = chain.first().and_then(|c| Validity::of(c.as_ref()));
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("key_file: no PEM private key found ({e})"))?;
 
@@ -349,6 +386,7 @@ pub(super) fn build(
     Ok(Built {
         config: Arc::new(config),
         client_auth: auth.name().to_string(),
+        validity,
     })
 }
 
