@@ -449,32 +449,41 @@ impl Shared {
                     store.record_pending(ids.sget_ms, started, Some(1000.0), trust, "read");
                 }
             });
-            let (q, s) = wake_at_expiry(&self.notifier, trust.base, async {
-                tokio::join!(self.read(false), async {
-                    if with_sget {
-                        Some(self.read(true).await)
-                    } else {
-                        None
-                    }
+            // Each read's answer is recorded the moment it arrives: a
+            // serializable read answered locally in 1 ms must not wait for a
+            // linearizable one stuck without quorum (it was outdated then, and
+            // the serializable_read check flapped with every round).
+            let record = |id: SignalId, r: &Result<f64, SampleError>| {
+                self.record_in(epoch, |store| match r {
+                    Ok(ms) => store.record_ok(id, Value::Num(*ms), started),
+                    Err(e) => store.record_err(id, Arc::from(e.message.as_str()), started),
                 })
+            };
+            let (q, s) = wake_at_expiry(&self.notifier, trust.base, async {
+                tokio::join!(
+                    async {
+                        let q = self.read(false).await;
+                        (record(ids.qget_ms, &q), q)
+                    },
+                    async {
+                        if with_sget {
+                            let s = self.read(true).await;
+                            self.notifier.wake();
+                            Some((record(ids.sget_ms, &s), s))
+                        } else {
+                            None
+                        }
+                    }
+                )
             })
             .await;
             let took = started.elapsed();
+            let (recorded, q) = q;
+            let s = s.map(|(_, s)| s);
             let err = q
                 .as_ref()
                 .err()
                 .or(s.as_ref().and_then(|s| s.as_ref().err()));
-            let recorded = self.record_in(epoch, |store| {
-                for (id, r) in [(ids.qget_ms, Some(&q)), (ids.sget_ms, s.as_ref())] {
-                    match r {
-                        Some(Ok(ms)) => store.record_ok(id, Value::Num(*ms), started),
-                        Some(Err(e)) => {
-                            store.record_err(id, Arc::from(e.message.as_str()), started)
-                        }
-                        None => {}
-                    }
-                }
-            });
             self.metrics.observe(LABEL, took, err);
             if recorded {
                 self.round_finished();
