@@ -151,22 +151,7 @@ impl Exporter {
     /// and the exporter's `/readyz?verbose` and `/signals` (shown by the test
     /// runner when the test then fails).
     pub async fn wait_for(&self, path: &str, status: u16, deadline: Duration) -> Resp {
-        let end = Instant::now() + deadline;
-        loop {
-            let r = self.get(path).await;
-            if r.status == status {
-                return r;
-            }
-            if Instant::now() > end {
-                self.explain(&format!(
-                    "GET {path}: wanted {status} within {deadline:?}, last answer {} {}",
-                    r.status, r.body
-                ))
-                .await;
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.wait_until(path, deadline, |r| r.status == status).await
     }
 
     /// Print what explains the exporter's state: `/readyz?verbose` and
