@@ -42,24 +42,54 @@ async fn wait_info(e: &Exporter, want: &str) {
     }
 }
 
-/// (member ID, cluster ID) as etcd's log at `path` prints them at start,
-/// "starting member 6d164ebc40afd3d in cluster 5f5536148f58d498", once it has.
+/// (member ID, cluster ID) as etcd's log at `path` prints them at start:
+/// 3.4 in text, "starting member 6d164ebc40afd3d in cluster 5f5536148f58d498";
+/// 3.5 in JSON, `"msg":"starting local member","local-member-id":"…",
+/// "cluster-id":"…"`.
 async fn logged_ids(path: &std::path::Path) -> (String, String) {
     let end = Instant::now() + DEADLINE;
-    let log = loop {
+    loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text.contains(" in cluster ") {
-            break text;
+        if let Some(ids) = ids_in_etcd_log(&text) {
+            return ids;
         }
         assert!(Instant::now() < end, "etcd did not start:\n{text}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ids_in_etcd_log(log: &str) -> Option<(String, String)> {
+    if let Some(rest) = log.split("starting member ").nth(1) {
+        let mut words = rest.split_whitespace();
+        let member = words.next()?.to_string();
+        if words.next() == Some("in") && words.next() == Some("cluster") {
+            return Some((member, words.next()?.to_string()));
+        }
+    }
+    let line = log
+        .lines()
+        .find(|l| l.contains(r#""msg":"starting local member""#))?;
+    let field = |name: &str| {
+        let key = format!(r#""{name}":""#);
+        let rest = &line[line.find(&key)? + key.len()..];
+        Some(rest[..rest.find('"')?].to_string())
     };
-    let rest = log.split("starting member ").nth(1).unwrap();
-    let mut words = rest.split_whitespace();
-    let member = words.next().unwrap().to_string();
-    assert_eq!(words.next(), Some("in"));
-    assert_eq!(words.next(), Some("cluster"));
-    (member, words.next().unwrap().to_string())
+    Some((field("local-member-id")?, field("cluster-id")?))
+}
+
+#[test]
+fn etcd_ids_are_read_from_3_4_text_and_3_5_json_logs() {
+    let v34 = "2026-12-01 10:00:00.000 I | etcdserver: starting member 6d164ebc40afd3d in cluster 5f5536148f58d498\n";
+    assert_eq!(
+        ids_in_etcd_log(v34),
+        Some(("6d164ebc40afd3d".into(), "5f5536148f58d498".into()))
+    );
+    let v35 = r#"{"level":"info","caller":"etcdserver/raft.go:507","msg":"starting local member","local-member-id":"18f4b4fc3ad12d13","cluster-id":"a691eaf543d66225"}"#;
+    assert_eq!(
+        ids_in_etcd_log(v35),
+        Some(("18f4b4fc3ad12d13".into(), "a691eaf543d66225".into()))
+    );
+    assert_eq!(ids_in_etcd_log("nothing yet"), None);
 }
 
 /// The member ID etcdctl prints for the member called `name`

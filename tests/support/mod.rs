@@ -151,7 +151,8 @@ impl Exporter {
     /// and the exporter's `/readyz?verbose` and `/signals` (shown by the test
     /// runner when the test then fails).
     pub async fn wait_for(&self, path: &str, status: u16, deadline: Duration) -> Resp {
-        self.wait_until(path, deadline, |r| r.status == status).await
+        self.wait_until(path, deadline, |r| r.status == status)
+            .await
     }
 
     /// Print what explains the exporter's state: `/readyz?verbose` and
