@@ -94,6 +94,11 @@ fresh_root_make() {
   case "$root" in /|""|/root|/var|/var/tmp) _fr_log "refusing ROOT=$root"; return 1 ;; esac
   _fr_base
   fresh_root_clean "$root"
+  # Never remove through a mount (its /dev is the host's).
+  if findmnt -rn -o TARGET | awk -v r="$root" '$0 == r || index($0, r"/") == 1' | grep -q .; then
+    _fr_log "$root still has mounts below it; not removing it"
+    return 1
+  fi
   rm -rf "$root"
   cp -a "$FRESH_BASE" "$root"
   rm -f "$root/.debootstrap-done"
@@ -121,6 +126,12 @@ fresh_root_make() {
   printf '#!/bin/sh\n# fresh root: no daemons started by package scripts\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 0755 "$root/usr/sbin/policy-rc.d"
 
+  # The root is a mount point of its own (bound onto itself, private), as a
+  # container's is: inside it `unshare --mount --propagation private` works
+  # (the monitoring test runs Alertmanager so), and nothing mounted inside
+  # propagates back to the host.
+  mount --bind "$root" "$root"
+  mount --make-private "$root"
   mount -t proc proc "$root/proc"
   mount -t sysfs sysfs "$root/sys"
   mount --rbind /dev "$root/dev"
