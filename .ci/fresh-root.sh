@@ -133,7 +133,10 @@ fresh_root_make() {
   mount --bind "$root" "$root"
   mount --make-private "$root"
   mount -t proc proc "$root/proc"
-  mount -t sysfs sysfs "$root/sys"
+  # /sys with the host's cgroup mounts below it (tests/cpu_quota.rs runs
+  # the binary in a real cgroup with a CFS quota).
+  mount --rbind /sys "$root/sys"
+  mount --make-rslave "$root/sys"
   mount --rbind /dev "$root/dev"
   mount --make-rslave "$root/dev"
   local rustup=${RUSTUP_HOME:-$HOME/.rustup} cargo=${CARGO_HOME:-$HOME/.cargo}

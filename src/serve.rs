@@ -376,7 +376,7 @@ fn etcd_config_for_this_process(etcd: &EtcdConfig) -> EtcdConfig {
             limit_millicores = %q.millicores(),
             quota = ?q.quota,
             period = ?q.period,
-            trust = ?etcd.trust(),
+            trust = ?etcd.trust().base,
             "CPU limit: the exporter can be frozen for up to one CFS period, so a pending etcd call \
              outdates the last answer only after that period and a margin"
         );
