@@ -286,21 +286,24 @@ async fn a_nan_scrape_value_is_unknown_with_a_reason() {
     alive(&e).await;
 }
 
+/// `serve ARGS` on a free port as a process: (exit code, stderr). For flags
+/// refused at start (the process exits before it serves).
+fn serve_exit(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etcd-readiness-exporter"))
+        .arg("serve")
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn absurd_flags_exit_2_naming_the_flag_and_range() {
-    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin)
-            .arg("serve")
-            .args(["--web.listen-address", "127.0.0.1:0"])
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = serve_exit;
     // Regressions: this exited 101 (a panic in the duration parser) ...
     let (code, err) = run(&["--sample.interval", "9999999999999999h"]);
     assert_eq!(code, Some(2), "{err}");
@@ -345,7 +348,6 @@ fn absurd_flags_exit_2_naming_the_flag_and_range() {
 /// flag, the value and why.
 #[test]
 fn telemetry_path_patterns_clashes_spaces_and_queries_exit_2_naming_the_flag() {
-    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
     for (path, why) in [
         ("/history", "already serves"),
         ("/readyz", "already serves"),
@@ -361,14 +363,8 @@ fn telemetry_path_patterns_clashes_spaces_and_queries_exit_2_naming_the_flag() {
         ("/metrics?x=1", "query"),
         ("metrics", "must start with /"),
     ] {
-        let out = std::process::Command::new(bin)
-            .arg("serve")
-            .args(["--web.listen-address", "127.0.0.1:0"])
-            .args(["--web.telemetry-path", path])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{path:?}: {err}");
+        let (code, err) = serve_exit(&["--web.telemetry-path", path]);
+        assert_eq!(code, Some(2), "{path:?}: {err}");
         assert!(
             err.contains(&format!("--web.telemetry-path {path:?}")) && err.contains(why),
             "{path:?}: {err}"
@@ -383,19 +379,7 @@ fn telemetry_path_patterns_clashes_spaces_and_queries_exit_2_naming_the_flag() {
 /// line.
 #[test]
 fn range_messages_state_the_value_lists_are_refused_and_credentials_never_logged() {
-    let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin)
-            .arg("serve")
-            .args(["--web.listen-address", "127.0.0.1:0"])
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = serve_exit;
     let (code, err) = run(&["--sample.interval", "1h1ms"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
@@ -421,7 +405,7 @@ fn range_messages_state_the_value_lists_are_refused_and_credentials_never_logged
     let log_path = dir.path().join("log");
     let log = std::fs::File::create(&log_path).unwrap();
     let closed = etcd_readiness_exporter::localcluster::free_ports(1).unwrap()[0];
-    let mut child = std::process::Command::new(bin)
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_etcd-readiness-exporter"))
         .arg("serve")
         .args(["--web.listen-address", "127.0.0.1:0"])
         .args([
