@@ -281,9 +281,11 @@ impl Shared {
             return Ok(c.clone());
         }
         let cfg = &self.config;
+        // The client's own request timeout leaves room for the contention
+        // credit: [`bounded`] decides when a call has taken too long.
         let mut opts = ConnectOptions::new()
-            .with_timeout(cfg.timeout)
-            .with_connect_timeout(cfg.timeout);
+            .with_timeout(cfg.timeout + CONTENDED_TRUST_MAX)
+            .with_connect_timeout(cfg.timeout + CONTENDED_TRUST_MAX);
         if let Some(tls) = &cfg.tls {
             let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
             if let Some((cert, key)) = &tls.identity {
@@ -631,6 +633,14 @@ fn record_status_err(ids: &Ids, store: &SignalStore, e: &SampleError, at: Instan
 /// [`SampleError`] with a message an operator can act on. A failure that
 /// looks like the wrong protocol (HTTP/1, TLS vs plain text) is diagnosed
 /// with one extra [`probe`] of `endpoint`, within the same deadline.
+///
+/// The deadline is `timeout` plus the time the node's CPU was contended
+/// while the call ran, at most [`CONTENDED_TRUST_MAX`]: the same credit a
+/// pending call's trust gets ([`EtcdConfig::trust`]), so one rule decides how
+/// long a call is given, whether its answer is awaited or its lateness
+/// judged. A healthy member on a node busy for a moment is late because it
+/// could not run, not because it cannot serve; a frozen member on an idle
+/// node still times out at `timeout`.
 async fn bounded<T>(
     timeout: Duration,
     endpoint: &str,
@@ -638,15 +648,49 @@ async fn bounded<T>(
     call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, SampleError> {
     let started = Instant::now();
-    match tokio::time::timeout(timeout, call).await {
-        Err(_) => Err(SampleError::new(
+    let stalled_at_start = crate::contention::cpu_stalled();
+    let contended = || match (stalled_at_start, crate::contention::cpu_stalled()) {
+        (Some(a), Some(b)) => b
+            .saturating_sub(a)
+            .min(started.elapsed())
+            .min(CONTENDED_TRUST_MAX),
+        _ => Duration::ZERO,
+    };
+    tokio::pin!(call);
+    let mut granted = Duration::ZERO;
+    let outcome = loop {
+        let deadline = tokio::time::Instant::from_std(started + timeout + granted);
+        match tokio::time::timeout_at(deadline, &mut call).await {
+            Ok(v) => break Some(v),
+            Err(_) => {
+                // Another check once the credit grew by at least 1 ms, so
+                // the loop ends: the credit is capped and only grows.
+                let credit = contended();
+                if credit < granted + Duration::from_millis(1) {
+                    break None;
+                }
+                granted = credit;
+            }
+        }
+    };
+    match outcome {
+        None => Err(SampleError::new(
             Reason::Timeout,
-            format!("{what}: request timed out after {}", fmt_ms(timeout)),
+            if granted.is_zero() {
+                format!("{what}: request timed out after {}", fmt_ms(timeout))
+            } else {
+                format!(
+                    "{what}: request timed out after {} ({} plus {} while the node's CPU was contended)",
+                    fmt_ms(timeout + granted),
+                    fmt_ms(timeout),
+                    fmt_ms(granted)
+                )
+            },
         )),
-        Ok(Err(e)) => {
+        Some(Err(e)) => {
             let mut err = classify(what, &e, timeout);
             if err.reason == Reason::Protocol {
-                let left = timeout.saturating_sub(started.elapsed());
+                let left = (timeout + granted).saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {
                     err.message = super::client::redact_credentials(&format!(
                         "{what}: {hint} ({})",
@@ -657,7 +701,7 @@ async fn bounded<T>(
             }
             Err(err)
         }
-        Ok(Ok(v)) => Ok(v),
+        Some(Ok(v)) => Ok(v),
     }
 }
 

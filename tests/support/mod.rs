@@ -95,6 +95,17 @@ impl EtcdCluster {
     }
 }
 
+/// The exporter's log lines (readiness transitions with their reasons,
+/// source errors) go to the test's captured output, so a failing test shows
+/// why the member changed state; a passing one prints nothing. Once per test
+/// binary; the threads of the test's runtime inherit the capture.
+pub fn capture_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .try_init();
+}
+
 /// The exporter's serve pipeline, in-process, on a free port.
 pub struct Exporter {
     pub running: Running,
@@ -112,6 +123,7 @@ impl Exporter {
     /// Serve for `endpoint` with test timing (200ms interval and timeout
     /// unless `tweak` changes them).
     pub async fn start(endpoint: &str, tweak: impl FnOnce(&mut ServeArgs)) -> Exporter {
+        capture_logs();
         let mut args = ServeArgs::for_endpoint(endpoint);
         args.web_listen_address = "127.0.0.1:0".to_string();
         args.sample_interval = Duration::from_millis(250);
