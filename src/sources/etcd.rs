@@ -245,14 +245,20 @@ const LABEL: &str = "etcd";
 impl Shared {
     async fn run(self: Arc<Self>) {
         let fast = self.config.fast();
-        let fast_bound = staleness_bound(fast, self.config.timeout);
+        // A call is given up to CONTENDED_TRUST_MAX more on a busy node
+        // (`bounded`); its samples are kept as much longer.
+        let bound = |period| {
+            let base = staleness_bound(period, self.config.timeout);
+            Trust {
+                base,
+                contended_max: base + CONTENDED_TRUST_MAX,
+            }
+        };
         for id in self.ids.all() {
-            self.store.set_staleness(id, fast_bound);
+            self.store.set_staleness(id, bound(fast));
         }
-        self.store.set_staleness(
-            self.ids.sget_ms,
-            staleness_bound(self.config.interval, self.config.timeout),
-        );
+        self.store
+            .set_staleness(self.ids.sget_ms, bound(self.config.interval));
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
     }
 
@@ -688,7 +694,8 @@ async fn bounded<T>(
             },
         )),
         Some(Err(e)) => {
-            let mut err = classify(what, &e, timeout);
+            // tonic's own request timeout is set CONTENDED_TRUST_MAX later.
+            let mut err = classify(what, &e, timeout + CONTENDED_TRUST_MAX);
             if err.reason == Reason::Protocol {
                 let left = (timeout + granted).saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {

@@ -185,12 +185,24 @@ pub struct SlotInfo {
 
 #[derive(Clone, Debug, Default)]
 struct Slot {
-    last_good: Option<(Value, Instant, SystemTime)>,
+    last_good: Option<Good>,
     /// Set when the most recent attempt failed; cleared by a good sample.
     failure: Option<(Arc<str>, Instant)>,
     /// A measurement in flight since this instant, whose result grows by
     /// `per_second` units per second waited; cleared by any result.
     pending: Option<PendingSince>,
+}
+
+/// A good sample: its value, when its call started (its age counts from
+/// there), the wall clock at recording, and the contended-time counter when
+/// its call started (its staleness bound grows by the node's contended CPU
+/// time since then, as the signal's [`Trust`] allows).
+#[derive(Clone, Copy, Debug)]
+struct Good {
+    value: Value,
+    at: Instant,
+    wall: SystemTime,
+    stalled_at: Duration,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -207,7 +219,7 @@ struct PendingSince {
 #[derive(Debug)]
 pub struct SignalStore {
     slots: Mutex<Vec<Slot>>,
-    staleness: Mutex<Vec<Duration>>,
+    staleness: Mutex<Vec<Trust>>,
     /// Microseconds the node's CPU has been contended, as last set by the
     /// runtime (monotonic: a smaller value is ignored).
     cpu_stalled_us: AtomicU64,
@@ -220,7 +232,7 @@ impl SignalStore {
     pub fn new(catalogue: &Catalogue) -> Self {
         SignalStore {
             slots: Mutex::new(vec![Slot::default(); catalogue.len()]),
-            staleness: Mutex::new(vec![DEFAULT_STALENESS; catalogue.len()]),
+            staleness: Mutex::new(vec![Trust::fixed(DEFAULT_STALENESS); catalogue.len()]),
             cpu_stalled_us: AtomicU64::new(0),
         }
     }
@@ -234,10 +246,13 @@ impl SignalStore {
     }
 
     /// A good sample is older than `bound` → the reading is unknown (stale).
-    /// Sources set this to a few of their intervals plus their timeout.
-    pub fn set_staleness(&self, id: SignalId, bound: Duration) {
+    /// Sources set this to a few of their intervals plus their timeout. As a
+    /// [`Trust`], the bound grows by the node's contended CPU time since the
+    /// sample's call started, up to `contended_max`: a source whose calls
+    /// are given longer on a busy node has its samples kept longer too.
+    pub fn set_staleness(&self, id: SignalId, bound: impl Into<Trust>) {
         let mut s = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
-        s[id.index()] = bound;
+        s[id.index()] = bound.into();
     }
 
     /// Record a good sample. A number that is NaN or ±Inf is recorded as a
@@ -261,9 +276,20 @@ impl SignalStore {
             );
             return;
         }
+        let stalled_now = self.cpu_stalled();
         let mut slots = self.lock_slots();
         let slot = &mut slots[id.index()];
-        slot.last_good = Some((value, at, SystemTime::now()));
+        // The counter when the call started, if it was recorded as pending.
+        let stalled_at = slot
+            .pending
+            .filter(|p| p.since <= at)
+            .map_or(stalled_now, |p| p.stalled_at_start);
+        slot.last_good = Some(Good {
+            value,
+            at,
+            wall: SystemTime::now(),
+            stalled_at,
+        });
         slot.failure = None;
         slot.pending = None;
     }
@@ -359,7 +385,7 @@ impl SignalStore {
             .map(|(i, (slot, bound))| SlotInfo {
                 id: SignalId(i as u16),
                 reading: reading_of(slot, *bound, now, stalled),
-                last_good_wall: slot.last_good.map(|(_, _, w)| w),
+                last_good_wall: slot.last_good.map(|g| g.wall),
                 last_error: slot.failure.as_ref().map(|(e, _)| e.clone()),
             })
             .collect()
@@ -372,8 +398,8 @@ impl SignalStore {
     }
 }
 
-fn reading_of(slot: &Slot, bound: Duration, now: Instant, stalled: Duration) -> Reading {
-    let mut r = reading_without_pending(slot, bound, now);
+fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Reading {
+    let mut r = reading_without_pending(slot, bound, now, stalled);
     if let Some(p) = slot.pending {
         let waited = now.saturating_duration_since(p.since);
         let at_least = p
@@ -402,10 +428,8 @@ fn reading_of(slot: &Slot, bound: Duration, now: Instant, stalled: Duration) -> 
     r
 }
 
-fn reading_without_pending(slot: &Slot, bound: Duration, now: Instant) -> Reading {
-    let last_good_age = slot
-        .last_good
-        .map(|(_, at, _)| now.saturating_duration_since(at));
+fn reading_without_pending(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Reading {
+    let last_good_age = slot.last_good.map(|g| now.saturating_duration_since(g.at));
     if let Some((error, at)) = &slot.failure {
         return Reading {
             value: None,
@@ -419,8 +443,17 @@ fn reading_without_pending(slot: &Slot, bound: Duration, now: Instant) -> Readin
     }
     match slot.last_good {
         None => Reading::NEVER,
-        Some((value, at, _)) => {
+        Some(Good {
+            value,
+            at,
+            stalled_at,
+            ..
+        }) => {
             let age = now.saturating_duration_since(at);
+            // As for a pending call: contended time beyond the age itself
+            // cannot be this sample's.
+            let contended = stalled.saturating_sub(stalled_at).min(age);
+            let (bound, _) = bound.with_contention(contended);
             if age > bound {
                 Reading {
                     value: None,
@@ -519,6 +552,52 @@ mod tests {
         let r = s.reading(id, t0 + Duration::from_secs(4));
         assert_eq!(r.value, None);
         assert!(matches!(r.unknown, Unknown::Stale { .. }));
+    }
+
+    #[test]
+    fn contended_cpu_time_since_the_call_started_keeps_a_sample_longer_up_to_the_cap() {
+        let (c, s) = store();
+        let id = c.id("etcd_up");
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        s.set_staleness(
+            id,
+            Trust {
+                base: ms(300),
+                contended_max: ms(1300),
+            },
+        );
+        // The call starts with the counter at 10 s and answers after the
+        // node's CPU was contended for 900 ms.
+        s.set_cpu_stalled(ms(10_000));
+        s.record_pending(id, t0, None, ms(100), "Status");
+        s.set_cpu_stalled(ms(10_900));
+        s.record_ok(id, Value::Bool(false), t0);
+        // 1.1 s after the call started: 300 ms + 900 ms contended > 1.1 s.
+        assert_eq!(s.reading(id, t0 + ms(1100)).value, Some(Value::Bool(false)));
+        // Contended time counts at most up to the sample's age ...
+        s.set_cpu_stalled(ms(20_000));
+        assert_eq!(s.reading(id, t0 + ms(1250)).value, Some(Value::Bool(false)));
+        // ... and never beyond the cap.
+        let r = s.reading(id, t0 + ms(1400));
+        assert_eq!(r.value, None);
+        assert!(
+            matches!(r.unknown, Unknown::Stale { bound, .. } if bound == ms(1300)),
+            "{r:?}"
+        );
+        // On an idle node the base bound holds.
+        let (c, s) = store();
+        let id = c.id("etcd_up");
+        s.set_staleness(
+            id,
+            Trust {
+                base: ms(300),
+                contended_max: ms(1300),
+            },
+        );
+        s.record_ok(id, Value::Bool(true), t0);
+        assert_eq!(s.reading(id, t0 + ms(300)).value, Some(Value::Bool(true)));
+        assert_eq!(s.reading(id, t0 + ms(301)).value, None);
     }
 
     #[test]
