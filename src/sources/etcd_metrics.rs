@@ -2,14 +2,16 @@
 //! Prometheus endpoint (etcd's `--listen-metrics-urls`, or the client port's
 //! `/metrics`), read each round with the one HTTP client and body reader of
 //! the HTTP sources and the one Prometheus text parser, into three signals:
-//! `defrag_inflight` (`etcd_disk_defrag_inflight`, etcd 3.5+),
+//! `defrag_inflight` (`etcd_disk_defrag_inflight`; measured on 3.4.23 and
+//! 3.5.30),
 //! `db_quota_ratio` (`etcd_mvcc_db_total_size_in_bytes` /
 //! `etcd_server_quota_backend_bytes`) and `active_peers`
 //! (`etcd_network_active_peers`, summed).
 //!
-//! What these numbers need that a generic scrape source cannot say: 3.4 has
-//! no defrag gauge (the signal is unknown with that reason, and the round is
-//! not an error: it is the version, not a fault); etcd creates the peer
+//! What these numbers need that a generic scrape source cannot say: an
+//! older 3.4 release without the defrag gauge leaves the signal unknown
+//! naming its version, and the round is not an error (it is the version,
+//! not a fault; on 3.5 a missing gauge is one); etcd creates the peer
 //! gauges only when a peer connects (none = 0 peers); a quota of -1 means
 //! "no quota". Any other absurd number (NaN, negative, a gauge that is not
 //! 0 or 1) makes its signal unknown with the value, never a panic.
@@ -166,7 +168,7 @@ pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
         Err(Missing {
             reason: Reason::Mismatch,
             message: format!(
-                "etcd {version} does not export etcd_disk_defrag_inflight (etcd 3.5 and later do)"
+                "etcd {version} does not export etcd_disk_defrag_inflight (3.4.23 and 3.5 do)"
             ),
             fault: false,
         })
@@ -331,16 +333,17 @@ etcd_server_version{server_version=\"3.5.30\"} 1
     }
 
     #[test]
-    fn etcd_3_4_has_no_defrag_gauge_which_is_unknown_with_the_version_not_a_fault() {
+    fn an_old_3_4_without_the_defrag_gauge_is_unknown_with_the_version_not_a_fault() {
+        // 3.4.23 (Debian 12) exports the gauge; an older 3.4 may not.
         let text = ETCD_35
             .replace("etcd_disk_defrag_inflight 1\n", "")
-            .replace("3.5.30", "3.4.23");
+            .replace("3.5.30", "3.4.13");
         let m = read(&text);
         let e = m.defrag_inflight.unwrap_err();
         assert!(!e.fault, "{e:?}");
         assert_eq!(
             e.message,
-            "etcd 3.4.23 does not export etcd_disk_defrag_inflight (etcd 3.5 and later do)"
+            "etcd 3.4.13 does not export etcd_disk_defrag_inflight (3.4.23 and 3.5 do)"
         );
         assert_eq!(m.db_quota_ratio, Ok(0.25));
         // On 3.5 the same absence is a fault: something is wrong.

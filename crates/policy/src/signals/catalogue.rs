@@ -279,7 +279,7 @@ const BUILTIN: &[(&str, SignalType, BuiltinSource, &str, &str)] = {
             Bool,
             EtcdMetrics,
             "",
-            "The member is defragmenting its backend (etcd_disk_defrag_inflight, etcd 3.5+; unknown on 3.4, which has no such metric).",
+            "The member is defragmenting its backend (etcd_disk_defrag_inflight == 1; unknown where etcd does not export it).",
         ),
         (
             "db_quota_ratio",
