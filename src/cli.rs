@@ -41,7 +41,7 @@ pub enum Command {
         /// The built-in sources `serve` will run, comma-separated (etcd is
         /// always on): e.g. `--sources etcd,owner` for a `serve` without
         /// `--backup.url`. Default: all of them.
-        #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["etcd", "backup", "owner"])]
+        #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["etcd", "backup", "owner", "etcd_metrics"])]
         sources: Option<Vec<String>>,
     },
     /// Run policy unit tests (YAML files; see docs/policy-language.md).
@@ -93,6 +93,10 @@ pub fn run() -> ExitCode {
                 if let Some(on) = &sources {
                     catalogue.set_source_enabled(&Source::Backup, on.iter().any(|s| s == "backup"));
                     catalogue.set_source_enabled(&Source::Owner, on.iter().any(|s| s == "owner"));
+                    catalogue.set_source_enabled(
+                        &Source::EtcdMetrics,
+                        on.iter().any(|s| s == "etcd_metrics"),
+                    );
                 }
                 check_files(&files, &catalogue)
             }
@@ -175,7 +179,8 @@ pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
 
 /// Which sources a valid policy reads, and the `serve` flags they need: a
 /// policy `check` accepts with every source assumed is refused by a `serve`
-/// that does not configure one of them.
+/// that does not configure one of them, unless the policy names its signals
+/// only on the left of `??` (an optional term, listed as such).
 fn sources_needed(p: &Policy, catalogue: &Catalogue) -> String {
     let mut used: Vec<Source> = Vec::new();
     for id in p.signals_used() {
@@ -184,21 +189,33 @@ fn sources_needed(p: &Policy, catalogue: &Catalogue) -> String {
             used.push(src);
         }
     }
-    let needs: Vec<String> = used
-        .iter()
-        .filter(|s| **s != Source::Etcd)
-        .map(|s| format!("{} ({})", s.label(), s.enabled_by()))
+    let required: Vec<Source> = p
+        .signals_required()
+        .into_iter()
+        .map(|id| catalogue.get(id).source.clone())
         .collect();
+    let flags = |want_required: bool| -> Vec<String> {
+        used.iter()
+            .filter(|s| **s != Source::Etcd && required.contains(s) == want_required)
+            .map(|s| format!("{} ({})", s.label(), s.enabled_by()))
+            .collect()
+    };
+    let (needs, optional) = (flags(true), flags(false));
     let names: Vec<String> = used.iter().map(Source::label).collect();
-    if needs.is_empty() {
-        format!("sources: {} (always on)", names.join(", "))
-    } else {
-        format!(
-            "sources: {}; serve needs {}",
-            names.join(", "),
-            needs.join(", ")
-        )
+    let mut out = format!("sources: {}", names.join(", "));
+    if needs.is_empty() && optional.is_empty() {
+        out.push_str(" (always on)");
     }
+    if !needs.is_empty() {
+        out.push_str(&format!("; serve needs {}", needs.join(", ")));
+    }
+    if !optional.is_empty() {
+        out.push_str(&format!(
+            "; optional (loads without, the `??` fallback decides): {}",
+            optional.join(", ")
+        ));
+    }
+    out
 }
 
 /// `test FILE...`: like `promtool test rules`.

@@ -30,6 +30,7 @@ use crate::sources::RoundNotifier;
 use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdConfig;
+use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::scrape::ScrapeSampler;
@@ -41,8 +42,11 @@ use crate::sources::scrape::ScrapeSampler;
 pub fn catalogue_for(config: &ServeConfig) -> anyhow::Result<Catalogue> {
     let mut c = Catalogue::builtin();
     crate::sources::config::configure_catalogue(
-        config.backup.is_some(),
-        config.owner.is_some(),
+        crate::sources::config::BuiltinSources {
+            backup: config.backup.is_some(),
+            owner: config.owner.is_some(),
+            etcd_metrics: config.etcd_metrics.is_some(),
+        },
         config.scrape.as_ref(),
         &mut c,
     )
@@ -133,6 +137,12 @@ pub async fn start_with(
         Some(o) => Some(OwnerSampler::new(o.clone(), &catalogue).context("--owner.name")?),
         None => None,
     };
+    let etcd_metrics = match &config.etcd_metrics {
+        Some(m) => {
+            Some(EtcdMetricsSampler::new(m.clone(), &catalogue).context("--etcd.metrics-url")?)
+        }
+        None => None,
+    };
     let scrapes = match &config.scrape {
         Some(c) => ScrapeSampler::all(c, &catalogue).context("--config")?,
         None => Vec::new(),
@@ -207,6 +217,16 @@ pub async fn start_with(
         tasks.push(crate::sources::spawn(
             o,
             move || OwnerSampler::new(cfg.clone(), &cat),
+            store.clone(),
+            notifier.clone(),
+            source_metrics.clone(),
+        ));
+    }
+    if let (Some(m), Some(cfg)) = (etcd_metrics, config.etcd_metrics.clone()) {
+        let cat = catalogue.clone();
+        tasks.push(crate::sources::spawn(
+            m,
+            move || EtcdMetricsSampler::new(cfg.clone(), &cat),
             store.clone(),
             notifier.clone(),
             source_metrics.clone(),

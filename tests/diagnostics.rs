@@ -125,10 +125,10 @@ fn check_command_accepts_every_shipped_policy() {
     insta::assert_snapshot!(out, @r"
     policies/card.policy: OK: 4 checks; signals: leader, qget_ms, owner_ok, rev_lag
       sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
-    policies/default.policy: OK: 5 checks, 2 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag
-      sources: etcd (always on)
-    policies/gardener.policy: OK: 6 checks, 3 warnings, 1 with hold-down; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, backup_healthy, full_snapshot_age
-      sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
+    policies/default.policy: OK: 6 checks, 3 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag, defrag_inflight, db_quota_ratio
+      sources: etcd, etcd_metrics; optional (loads without, the `??` fallback decides): etcd_metrics (--etcd.metrics-url)
+    policies/gardener.policy: OK: 7 checks, 4 warnings, 1 with hold-down; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, backup_healthy, full_snapshot_age, defrag_inflight, db_quota_ratio
+      sources: etcd, owner, backup, etcd_metrics; serve needs backup (--backup.url); optional (loads without, the `??` fallback decides): owner (--owner.name and --owner.id), etcd_metrics (--etcd.metrics-url)
     ");
 }
 
@@ -152,6 +152,37 @@ fn check_with_sources_refuses_what_serve_without_them_would() {
     assert_eq!(code, 0, "{out}{err}");
     let (code, _, err) = cli(&["check", "--sources", "etcd,dns", "policies/card.policy"]);
     assert_eq!(code, 2, "an unknown source is a usage error: {err}");
+}
+
+/// Issue 23: the default policy's defrag term is optional, so `serve`
+/// without `--etcd.metrics-url` loads it; a bare `defrag_inflight` is not.
+#[test]
+fn check_with_sources_loads_the_default_policy_without_the_etcd_metrics_source() {
+    let (code, out, err) = cli(&["check", "--sources", "etcd", "policies/default.policy"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bare.policy");
+    std::fs::write(&path, "check d: !defrag_inflight\n").unwrap();
+    let (code, _, err) = cli(&["check", "--sources", "etcd", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "signal `defrag_inflight` comes from the etcd_metrics source, which is not configured"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("set --etcd.metrics-url to enable it"), "{err}");
+    let (code, out, err) = cli(&[
+        "check",
+        "--sources",
+        "etcd,etcd_metrics",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("serve needs etcd_metrics (--etcd.metrics-url)"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -286,6 +286,84 @@ async fn a_nan_scrape_value_is_unknown_with_a_reason() {
     alive(&e).await;
 }
 
+/// The etcd metrics source (`--etcd.metrics-url`) against a hostile
+/// endpoint: an endless body is cut off at the limit, absurd gauges are
+/// unknown with their values, and a sane answer is read again. Trouble
+/// there never cuts traffic alone: the default policy's defrag term is
+/// `!(defrag_inflight ?? false)`, so the member stays ready throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_etcd_metrics_source_cuts_off_endless_bodies_refuses_absurd_gauges_and_recovers() {
+    let etcd = Etcd::start().await;
+    let hostile = HostileServer::start().await;
+    hostile.set("/metrics", Behaviour::EndlessChunked);
+    let url = hostile.url();
+    let e = Exporter::start(&etcd.client_url, move |a| {
+        a.etcd_metrics_url = Some(url);
+        a.etcd_metrics_interval = Duration::from_millis(250);
+    })
+    .await;
+    for name in ["defrag_inflight", "db_quota_ratio", "active_peers"] {
+        wait_signal(&e, name, "the endless body cut off", |s| {
+            error_has(s, "more than the limit of 4194304 bytes")
+        })
+        .await;
+    }
+    let r = e.wait_for("/readyz", 200, WAIT).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(hostile.max_conn_bytes() < MAX_BYTES_PER_CONNECTION);
+
+    let absurd = "etcd_server_has_leader 1\n\
+                  etcd_disk_defrag_inflight 7\n\
+                  etcd_mvcc_db_total_size_in_bytes NaN\n\
+                  etcd_server_quota_backend_bytes 0\n\
+                  etcd_network_active_peers{Local=\"a\",Remote=\"b\"} -Inf\n";
+    hostile.set("/metrics", Behaviour::Fixed(absurd.as_bytes().to_vec()));
+    let d = wait_signal(&e, "defrag_inflight", "an absurd gauge refused", |s| {
+        error_has(s, "etcd_disk_defrag_inflight is 7, not 0 or 1")
+    })
+    .await;
+    assert_eq!(d["value"], serde_json::Value::Null, "{d}");
+    let q = e.signal("db_quota_ratio").await;
+    assert!(
+        error_has(&q, "etcd_mvcc_db_total_size_in_bytes is NaN, not a size"),
+        "{q}"
+    );
+    let p = e.signal("active_peers").await;
+    assert!(
+        error_has(&p, "etcd_network_active_peers is -inf, not a size"),
+        "{p}"
+    );
+    let r = e.get("/readyz?verbose").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("[+]not_defragmenting ok"), "{}", r.body);
+
+    let sane = "etcd_server_has_leader 1\n\
+                etcd_disk_defrag_inflight 1\n\
+                etcd_mvcc_db_total_size_in_bytes 1e9\n\
+                etcd_server_quota_backend_bytes 2e9\n";
+    hostile.set("/metrics", Behaviour::Fixed(sane.as_bytes().to_vec()));
+    wait_signal(&e, "db_quota_ratio", "a sane answer read again", |s| {
+        s["value"] == serde_json::json!(0.5)
+    })
+    .await;
+    assert_eq!(
+        e.signal("active_peers").await["value"],
+        serde_json::json!(0.0)
+    );
+    let r = e.wait_for("/readyz", 503, WAIT).await;
+    assert!(
+        r.body.contains("[-]not_defragmenting failed")
+            || e.get("/readyz?verbose")
+                .await
+                .body
+                .contains("[-]not_defragmenting failed"),
+        "{}",
+        r.body
+    );
+    let l = e.wait_for("/livez?verbose", 200, WAIT).await;
+    assert!(!l.body.contains("restarted"), "{}", l.body);
+}
+
 /// `serve ARGS` on a free port as a process: (exit code, stderr). For flags
 /// refused at start (the process exits before it serves).
 fn serve_exit(args: &[&str]) -> (Option<i32>, String) {

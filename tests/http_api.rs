@@ -219,7 +219,7 @@ async fn readyz_single_check_and_did_you_mean() {
     assert!(body.starts_with("[-]linearizable_read failed: qget_ms unknown"));
     let (code, _, body) = get(&st, "/readyz/lineariable_read", None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
-    insta::assert_snapshot!(body, @r#"no check named "lineariable_read"; did you mean "linearizable_read"? (checks: leader, linearizable_read, serializable_read, non_learner, data_corruption, nospace, apply_lag)"#);
+    insta::assert_snapshot!(body, @r#"no check named "lineariable_read"; did you mean "linearizable_read"? (checks: leader, linearizable_read, serializable_read, non_learner, data_corruption, nospace, apply_lag, not_defragmenting, db_quota)"#);
 }
 
 #[tokio::test]

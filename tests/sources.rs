@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Unknown, Value};
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
-use etcd_readiness_exporter::sources::config::{Config, configure_catalogue};
+use etcd_readiness_exporter::sources::config::{BuiltinSources, Config, configure_catalogue};
 use etcd_readiness_exporter::sources::etcd::{self as etcd_source, EtcdConfig};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
@@ -422,7 +422,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     );
     let config = Config::parse("sources.yaml", &yaml).unwrap();
     let mut cat = Catalogue::builtin();
-    configure_catalogue(false, false, Some(&config), &mut cat).unwrap();
+    configure_catalogue(BuiltinSources::default(), Some(&config), &mut cat).unwrap();
     let store = SignalStore::new(&cat);
     let mut samplers = ScrapeSampler::all(&config, &cat).unwrap();
     assert_eq!(samplers.len(), 1);

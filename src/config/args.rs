@@ -40,6 +40,21 @@ pub struct ServeArgs {
         default_value = "health"
     )]
     pub etcd_probe_key: String,
+    /// This member's own metrics endpoint: etcd's --listen-metrics-urls
+    /// (e.g. http://127.0.0.1:2381; /metrics is added to a URL without a
+    /// path), or the client port's https://…/metrics with the --etcd.cacert,
+    /// --etcd.cert and --etcd.key of the etcd source. Enables defrag_inflight,
+    /// db_quota_ratio and active_peers. Off by default.
+    #[arg(
+        long = "etcd.metrics-url",
+        env = "ERE_ETCD_METRICS_URL",
+        value_name = "URL"
+    )]
+    pub etcd_metrics_url: Option<String>,
+    /// Time between reads of --etcd.metrics-url (each is one GET of etcd's
+    /// whole /metrics); its deadline is --sample.timeout, at most this.
+    #[arg(long = "etcd.metrics-interval", env = "ERE_ETCD_METRICS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub etcd_metrics_interval: Duration,
     /// Time between sample rounds.
     #[arg(long = "sample.interval", env = "ERE_SAMPLE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub sample_interval: Duration,

@@ -16,6 +16,7 @@ use crate::sources::backup::BackupConfig;
 use crate::sources::client::TlsFiles;
 use crate::sources::config::Config as ScrapeFile;
 use crate::sources::etcd::{EtcdConfig, EtcdTls};
+use crate::sources::etcd_metrics::EtcdMetricsConfig;
 use crate::sources::owner::OwnerConfig;
 
 /// The default policy, used when `--policy` is not given.
@@ -56,6 +57,8 @@ pub enum ConfigError {
     PolicyFile(String),
     #[error("{0}")]
     Owner(String),
+    #[error("--etcd.metrics-url: {0}")]
+    EtcdMetrics(String),
     #[error("--config: {0}")]
     ScrapeConfig(String),
     #[error("{0}")]
@@ -102,6 +105,8 @@ pub struct ServeConfig {
     pub sample_timeout: Duration,
     /// The backup sidecar source, when `--backup.url` is given.
     pub backup: Option<BackupConfig>,
+    /// This member's metrics endpoint, when `--etcd.metrics-url` is given.
+    pub etcd_metrics: Option<EtcdMetricsConfig>,
     /// The DNS owner check, when `--owner.name` and `--owner.id` are given.
     pub owner: Option<OwnerConfig>,
     /// Generic scrape sources from `--config`.
@@ -139,6 +144,7 @@ impl ServeConfig {
             sample_interval: a.sample_interval,
             sample_timeout: a.sample_timeout,
             backup: backup_config(a),
+            etcd_metrics: etcd_metrics_config(a)?,
             owner: owner_config(a)?,
             scrape: scrape_config(a)?,
         })
@@ -325,6 +331,38 @@ fn backup_config(a: &ServeArgs) -> Option<BackupConfig> {
         timeout: a.sample_timeout,
         max_body_bytes: a.source_max_body_bytes,
     })
+}
+
+/// `--etcd.metrics-url` and `--etcd.metrics-interval`: the member's own
+/// metrics endpoint. An https:// URL is the client port's `/metrics`, which
+/// takes the etcd source's TLS files; http:// takes none.
+fn etcd_metrics_config(a: &ServeArgs) -> Result<Option<EtcdMetricsConfig>, ConfigError> {
+    let Some(flag) = &a.etcd_metrics_url else {
+        return Ok(None);
+    };
+    let url = crate::sources::etcd_metrics::metrics_url(flag)
+        .map_err(|e| ConfigError::EtcdMetrics(e.to_string()))?;
+    in_range(
+        "--etcd.metrics-interval",
+        a.etcd_metrics_interval,
+        FlagRanges::SAMPLE_INTERVAL,
+    )?;
+    let tls = if url.starts_with("https://") {
+        TlsFiles {
+            ca: a.etcd_cacert.clone(),
+            cert: a.etcd_cert.clone(),
+            key: a.etcd_key.clone(),
+        }
+    } else {
+        TlsFiles::default()
+    };
+    Ok(Some(EtcdMetricsConfig {
+        url,
+        tls,
+        interval: a.etcd_metrics_interval,
+        timeout: a.sample_timeout.min(a.etcd_metrics_interval),
+        max_body_bytes: a.source_max_body_bytes,
+    }))
 }
 
 /// `--owner.*`: the DNS owner check, if `--owner.name` and `--owner.id` are set.

@@ -297,21 +297,32 @@ pub fn selector(spec: &SignalSpec) -> String {
     format!("{}{{{}}}", spec.metric, labels.join(","))
 }
 
+/// Which optional built-in sources `serve` runs (etcd always runs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuiltinSources {
+    /// `--backup.url`.
+    pub backup: bool,
+    /// `--owner.name` and `--owner.id`.
+    pub owner: bool,
+    /// `--etcd.metrics-url`.
+    pub etcd_metrics: bool,
+}
+
 /// Make `catalogue` match what `serve` runs: add the scrape signals of
-/// `scrapes` and disable the backup and owner signals when those sources are
-/// not configured (a policy naming them then fails to load, saying which flag
-/// enables them).
+/// `scrapes` and disable the signals of the built-in sources that are not
+/// configured (a policy naming them then fails to load, saying which flag
+/// enables them, unless it names them only on the left of `??`).
 pub fn configure_catalogue(
-    backup: bool,
-    owner: bool,
+    on: BuiltinSources,
     scrapes: Option<&Config>,
     catalogue: &mut Catalogue,
 ) -> Result<(), NameClash> {
     if let Some(config) = scrapes {
         extend_catalogue(config, catalogue)?;
     }
-    catalogue.set_source_enabled(&Source::Backup, backup);
-    catalogue.set_source_enabled(&Source::Owner, owner);
+    catalogue.set_source_enabled(&Source::Backup, on.backup);
+    catalogue.set_source_enabled(&Source::Owner, on.owner);
+    catalogue.set_source_enabled(&Source::EtcdMetrics, on.etcd_metrics);
     Ok(())
 }
 
@@ -419,7 +430,15 @@ mod tests {
     #[test]
     fn a_policy_naming_an_unconfigured_owner_source_is_rejected_with_the_flag() {
         let mut cat = Catalogue::builtin();
-        configure_catalogue(true, false, None, &mut cat).unwrap();
+        configure_catalogue(
+            BuiltinSources {
+                backup: true,
+                ..Default::default()
+            },
+            None,
+            &mut cat,
+        )
+        .unwrap();
         let src = "check owner: owner_ok\ncheck backup: rev_lag < 5000\n";
         let d = crate::policy::Policy::compile("card.policy", src, &cat).unwrap_err();
         let text = d.to_string();
@@ -432,8 +451,60 @@ mod tests {
             text.contains("set --owner.name and --owner.id to enable it"),
             "{text}"
         );
-        configure_catalogue(true, true, None, &mut cat).unwrap();
+        configure_catalogue(
+            BuiltinSources {
+                backup: true,
+                owner: true,
+                etcd_metrics: false,
+            },
+            None,
+            &mut cat,
+        )
+        .unwrap();
         crate::policy::Policy::compile("card.policy", src, &cat).unwrap();
+    }
+
+    #[test]
+    fn an_unconfigured_source_loads_only_on_the_left_of_a_fallback() {
+        let mut cat = Catalogue::builtin();
+        configure_catalogue(BuiltinSources::default(), None, &mut cat).unwrap();
+        let compile = |src: &str| crate::policy::Policy::compile("p", src, &cat);
+        // An optional term: loads, and the source is not required.
+        let p = compile("check leader: leader\ncheck d: !(defrag_inflight ?? false)\n").unwrap();
+        assert_eq!(
+            p.signals_used(),
+            vec![cat.id("leader"), cat.id("defrag_inflight")]
+        );
+        assert_eq!(p.signals_required(), vec![cat.id("leader")]);
+        // Named outside `??`, or on its right, or in a `let`: refused with the flag.
+        for src in [
+            "check d: !defrag_inflight\n",
+            "check d: leader ?? defrag_inflight\n",
+            "let d = defrag_inflight\ncheck x: !(d ?? false)\n",
+        ] {
+            let e = compile(src).unwrap_err().to_string();
+            assert!(
+                e.contains("set --etcd.metrics-url to enable it"),
+                "{src}: {e}"
+            );
+        }
+        // Configured, the same signal is required wherever it is not under `??`.
+        configure_catalogue(
+            BuiltinSources {
+                etcd_metrics: true,
+                ..Default::default()
+            },
+            None,
+            &mut cat,
+        )
+        .unwrap();
+        let p = crate::policy::Policy::compile(
+            "p",
+            "check d: !defrag_inflight && ((active_peers > 0) ?? true)\n",
+            &cat,
+        )
+        .unwrap();
+        assert_eq!(p.signals_required(), vec![cat.id("defrag_inflight")]);
     }
 
     #[test]
@@ -442,7 +513,7 @@ mod tests {
         let src = "check fsync: fsync_count >= 0\n";
         assert!(crate::policy::Policy::compile("p", src, &Catalogue::builtin()).is_err());
         let mut cat = Catalogue::builtin();
-        configure_catalogue(false, false, Some(&c), &mut cat).unwrap();
+        configure_catalogue(BuiltinSources::default(), Some(&c), &mut cat).unwrap();
         crate::policy::Policy::compile("p", src, &cat).unwrap();
     }
 }

@@ -1,5 +1,5 @@
-//! Sources: the parts that sample the outside world — this etcd member, the
-//! backup sidecar, the DNS owner record, generic Prometheus endpoints — into
+//! Sources: the parts that sample the outside world — this etcd member (over
+//! gRPC, and its own metrics endpoint), the backup sidecar, the DNS owner record, generic Prometheus endpoints — into
 //! the signal store.
 //! Each source but etcd implements [`Sampler`]; [`spawn`] runs one sampler on
 //! its own supervised tokio task at its interval (a panic restarts it with a
@@ -14,6 +14,7 @@ pub mod backup;
 pub mod client;
 pub mod config;
 pub mod etcd;
+pub mod etcd_metrics;
 pub mod identity;
 pub mod owner;
 pub mod promtext;

@@ -32,6 +32,10 @@ pub struct Compiled {
     /// in order of first mention: computed once, so nothing ever expands a
     /// `let` at each of its uses.
     pub let_leaves: Vec<Vec<Leaf>>,
+    /// Signals named outside every `??` left-hand side, in order of first
+    /// mention: a policy needs their sources configured; the others are
+    /// optional terms.
+    pub required: Vec<SignalId>,
 }
 
 struct Checker<'a> {
@@ -44,6 +48,13 @@ struct Checker<'a> {
     /// Names of lets defined anywhere in the file, to tell "used before its let"
     /// from "unknown".
     later_lets: HashMap<String, Span>,
+    /// How many `??` left-hand sides enclose the expression being checked:
+    /// inside one, a signal whose source is not configured is allowed (it
+    /// reads as unknown and the fallback decides).
+    optional_depth: u32,
+    /// Signals named at least once outside every `??` left-hand side (or in
+    /// a `let`): `serve` needs their sources.
+    required: Vec<SignalId>,
     diags: Vec<Diagnostic>,
 }
 
@@ -59,6 +70,8 @@ pub fn compile(
             nodes: Vec::new(),
             lets: Vec::new(),
             let_leaves: Vec::new(),
+            optional_depth: 0,
+            required: Vec::new(),
             later_lets: stmts
                 .iter()
                 .filter_map(|s| match s {
@@ -143,6 +156,7 @@ pub fn compile(
             lets: c.lets,
             checks,
             let_leaves: c.let_leaves,
+            required: c.required,
         })
     } else {
         c.diags.sort_by_key(|d| d.span.start);
@@ -545,7 +559,10 @@ impl Checker<'_> {
                 }
             }
             ExprKind::Binary(op, l, r) => {
+                let optional = *op == BinOp::Coalesce;
+                self.optional_depth += u32::from(optional);
                 let a = self.expr(l);
+                self.optional_depth -= u32::from(optional);
                 let b = self.expr(r);
                 let (a, b) = (a?, b?);
                 let (ta, tb) = (self.ty(a), self.ty(b));
@@ -566,7 +583,12 @@ impl Checker<'_> {
         }
         if let Some(id) = self.catalogue.lookup(name) {
             let def = self.catalogue.get(id);
-            if !self.catalogue.is_enabled(id) {
+            if self.optional_depth == 0 && !self.required.contains(&id) {
+                self.required.push(id);
+            }
+            // Under a `??` the term is optional: without its source the
+            // signal is unknown ("not configured") and the fallback decides.
+            if !self.catalogue.is_enabled(id) && self.optional_depth == 0 {
                 let source = def.source.label();
                 let flag = def.source.enabled_by();
                 self.diags.push(

@@ -38,6 +38,9 @@ pub struct Policy {
     checks: Vec<CheckDef>,
     /// Per `let`, the signals it reads (see `check::Compiled::let_leaves`).
     let_leaves: Vec<Vec<program::Leaf>>,
+    /// Signals named outside every `??` left-hand side (see
+    /// [`Policy::signals_required`]).
+    required: Vec<SignalId>,
     /// Names of every catalogue signal, by id, for explanations.
     signal_names: Arc<[String]>,
 }
@@ -57,6 +60,7 @@ impl Policy {
             lets: compiled.lets,
             checks: compiled.checks,
             let_leaves: compiled.let_leaves,
+            required: compiled.required,
             signal_names: catalogue.iter().map(|(_, d)| d.name.clone()).collect(),
         })
     }
@@ -104,6 +108,14 @@ impl Policy {
             }
         }
         out
+    }
+
+    /// The signals whose sources the policy needs, in order of first
+    /// mention: every signal it reads except those named only on the left
+    /// of `??` (optional terms, which load without their source and whose
+    /// fallback decides while it is not configured).
+    pub fn signals_required(&self) -> Vec<SignalId> {
+        self.required.clone()
     }
 
     pub fn signal_name(&self, id: SignalId) -> &str {

@@ -35,6 +35,8 @@ pub enum Source {
     Backup,
     /// The DNS owner check (`--owner.name`, `--owner.id`).
     Owner,
+    /// This etcd member's own Prometheus metrics (`--etcd.metrics-url`).
+    EtcdMetrics,
     /// A generic Prometheus scrape source from `--config`, by its name.
     Scrape(String),
 }
@@ -46,6 +48,7 @@ impl Source {
             Source::Etcd => "etcd".to_string(),
             Source::Backup => "backup".to_string(),
             Source::Owner => "owner".to_string(),
+            Source::EtcdMetrics => "etcd_metrics".to_string(),
             Source::Scrape(name) => format!("scrape:{name}"),
         }
     }
@@ -56,6 +59,7 @@ impl Source {
             Source::Etcd => "--etcd.endpoint".to_string(),
             Source::Backup => "--backup.url".to_string(),
             Source::Owner => "--owner.name and --owner.id".to_string(),
+            Source::EtcdMetrics => "--etcd.metrics-url".to_string(),
             Source::Scrape(name) => format!("the scrape source `{name}` in --config"),
         }
     }
@@ -270,6 +274,27 @@ const BUILTIN: &[(&str, SignalType, BuiltinSource, &str, &str)] = {
             "ms",
             "Latency of the last owner TXT lookup, in milliseconds.",
         ),
+        (
+            "defrag_inflight",
+            Bool,
+            EtcdMetrics,
+            "",
+            "The member is defragmenting its backend (etcd_disk_defrag_inflight == 1; unknown where etcd does not export it).",
+        ),
+        (
+            "db_quota_ratio",
+            Number,
+            EtcdMetrics,
+            "",
+            "etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes: how full the backend is (NOSPACE at 1).",
+        ),
+        (
+            "active_peers",
+            Number,
+            EtcdMetrics,
+            "",
+            "Peer connections this member has open (etcd_network_active_peers summed; 0 alone or cut off).",
+        ),
     ]
 };
 
@@ -278,6 +303,7 @@ enum BuiltinSource {
     Etcd,
     Backup,
     Owner,
+    EtcdMetrics,
 }
 
 impl Catalogue {
@@ -293,6 +319,7 @@ impl Catalogue {
                     BuiltinSource::Etcd => Source::Etcd,
                     BuiltinSource::Backup => Source::Backup,
                     BuiltinSource::Owner => Source::Owner,
+                    BuiltinSource::EtcdMetrics => Source::EtcdMetrics,
                 },
                 unit,
                 help: (*help).to_string(),

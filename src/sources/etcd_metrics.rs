@@ -1,0 +1,455 @@
+//! The etcd metrics source (`--etcd.metrics-url`): this member's own
+//! Prometheus endpoint (etcd's `--listen-metrics-urls`, or the client port's
+//! `/metrics`), read each round with the one HTTP client and body reader of
+//! the HTTP sources and the one Prometheus text parser, into three signals:
+//! `defrag_inflight` (`etcd_disk_defrag_inflight`; measured on 3.4.23 and
+//! 3.5.30),
+//! `db_quota_ratio` (`etcd_mvcc_db_total_size_in_bytes` /
+//! `etcd_server_quota_backend_bytes`) and `active_peers`
+//! (`etcd_network_active_peers`, summed).
+//!
+//! What these numbers need that a generic scrape source cannot say: an
+//! older 3.4 release without the defrag gauge leaves the signal unknown
+//! naming its version, and the round is not an error (it is the version,
+//! not a fault; on 3.5 a missing gauge is one); etcd creates the peer
+//! gauges only when a peer connects (none = 0 peers); a quota of -1 means
+//! "no quota". Any other absurd number (NaN, negative, a gauge that is not
+//! 0 or 1) makes its signal unknown with the value, never a panic.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::client::{self, SourceError, TlsFiles};
+use super::config::{Aggregate, SignalSpec};
+use super::promtext::{self, Sample};
+use super::scrape::extract;
+use super::{Reason, SampleError, Sampler};
+use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+
+/// Validated settings of the etcd metrics source.
+#[derive(Clone, Debug)]
+pub struct EtcdMetricsConfig {
+    /// The URL to GET (`/metrics` added when the flag had no path).
+    pub url: String,
+    /// With an `https://` URL: the etcd source's `--etcd.cacert`,
+    /// `--etcd.cert`, `--etcd.key` (the client port wants the same client
+    /// certificate as the gRPC API); empty for `http://`.
+    pub tls: TlsFiles,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Largest body read (`--source.max-body-bytes`).
+    pub max_body_bytes: u64,
+}
+
+/// `--etcd.metrics-url` as written → the URL to GET: etcd's
+/// `--listen-metrics-urls` value (`http://127.0.0.1:2381`) gets `/metrics`;
+/// a URL with a path is taken as it is.
+pub fn metrics_url(flag: &str) -> Result<String, SourceError> {
+    let base = client::base_url(flag.trim())?;
+    let parsed = reqwest::Url::parse(&base)
+        .map_err(|e| SourceError::Invalid(format!("invalid URL `{base}`: {e}")))?;
+    if parsed.path().is_empty() || parsed.path() == "/" {
+        Ok(format!("{base}/metrics"))
+    } else {
+        Ok(base)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ids {
+    defrag: SignalId,
+    quota_ratio: SignalId,
+    active_peers: SignalId,
+}
+
+/// Samples this member's metrics endpoint.
+pub struct EtcdMetricsSampler {
+    cfg: EtcdMetricsConfig,
+    client: reqwest::Client,
+    ids: Ids,
+}
+
+impl EtcdMetricsSampler {
+    pub fn new(cfg: EtcdMetricsConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+        client::base_url(&cfg.url)?;
+        let client = client::build_client(&cfg.tls, cfg.timeout)?;
+        let ids = Ids {
+            defrag: catalogue.id("defrag_inflight"),
+            quota_ratio: catalogue.id("db_quota_ratio"),
+            active_peers: catalogue.id("active_peers"),
+        };
+        Ok(EtcdMetricsSampler { cfg, client, ids })
+    }
+}
+
+/// Why one signal of this source has no value: `fault` is false where the
+/// member simply does not export it (etcd 3.4's missing defrag gauge),
+/// which leaves the signal unknown without failing the round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Missing {
+    pub reason: Reason,
+    pub message: String,
+    pub fault: bool,
+}
+
+impl Missing {
+    fn fault(reason: Reason, message: impl Into<String>) -> Self {
+        Missing {
+            reason,
+            message: message.into(),
+            fault: true,
+        }
+    }
+}
+
+/// What one scrape of etcd's metrics says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberMetrics {
+    pub defrag_inflight: Result<bool, Missing>,
+    pub db_quota_ratio: Result<f64, Missing>,
+    pub active_peers: Result<f64, Missing>,
+}
+
+fn one(samples: &[Sample], metric: &str, aggregate: Aggregate) -> Result<f64, Missing> {
+    let spec = SignalSpec {
+        metric: metric.to_string(),
+        labels: Default::default(),
+        aggregate,
+    };
+    extract(samples, &spec).map_err(|e| Missing::fault(e.reason, e.message))
+}
+
+fn finite_non_negative(metric: &str, v: f64) -> Result<f64, Missing> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(Missing::fault(
+            Reason::Parse,
+            format!("{metric} is {v}, not a size"),
+        ))
+    }
+}
+
+/// Read the signals from a parsed scrape. Pure, for tests.
+pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
+    // etcd exports etcd_server_has_leader on every version: without it
+    // this is not etcd's metrics endpoint, and every signal says so.
+    if !samples.iter().any(|s| s.name == "etcd_server_has_leader") {
+        let m = Missing::fault(
+            Reason::Mismatch,
+            "no etcd_server_has_leader in the answer: is this etcd's metrics endpoint (--listen-metrics-urls)?",
+        );
+        return MemberMetrics {
+            defrag_inflight: Err(m.clone()),
+            db_quota_ratio: Err(m.clone()),
+            active_peers: Err(m),
+        };
+    }
+    let version = samples
+        .iter()
+        .find(|s| s.name == "etcd_server_version")
+        .and_then(|s| s.label("server_version"))
+        .unwrap_or("of unknown version");
+    let defrag_inflight = if samples
+        .iter()
+        .any(|s| s.name == "etcd_disk_defrag_inflight")
+    {
+        one(samples, "etcd_disk_defrag_inflight", Aggregate::Single).and_then(|v| {
+            if v == 0.0 || v == 1.0 {
+                Ok(v == 1.0)
+            } else {
+                Err(Missing::fault(
+                    Reason::Parse,
+                    format!("etcd_disk_defrag_inflight is {v}, not 0 or 1"),
+                ))
+            }
+        })
+    } else if version.starts_with("3.4.") || version.starts_with("3.3.") {
+        Err(Missing {
+            reason: Reason::Mismatch,
+            message: format!(
+                "etcd {version} does not export etcd_disk_defrag_inflight (3.4.23 and 3.5 do)"
+            ),
+            fault: false,
+        })
+    } else {
+        Err(Missing::fault(
+            Reason::Mismatch,
+            format!("etcd {version} exports no etcd_disk_defrag_inflight"),
+        ))
+    };
+    let size = one(
+        samples,
+        "etcd_mvcc_db_total_size_in_bytes",
+        Aggregate::Single,
+    )
+    .and_then(|v| finite_non_negative("etcd_mvcc_db_total_size_in_bytes", v));
+    let quota = one(
+        samples,
+        "etcd_server_quota_backend_bytes",
+        Aggregate::Single,
+    );
+    let db_quota_ratio = size.and_then(|size| {
+        let quota = quota?;
+        if quota.is_finite() && quota < 0.0 {
+            // etcd: a negative --quota-backend-bytes turns the quota off.
+            return Err(Missing {
+                reason: Reason::Mismatch,
+                message: format!("etcd has no backend quota (etcd_server_quota_backend_bytes is {quota})"),
+                fault: false,
+            });
+        }
+        if !quota.is_finite() || quota == 0.0 {
+            return Err(Missing::fault(
+                Reason::Parse,
+                format!("etcd_server_quota_backend_bytes is {quota}, not a quota"),
+            ));
+        }
+        let ratio = size / quota;
+        if ratio.is_finite() {
+            Ok(ratio)
+        } else {
+            Err(Missing::fault(
+                Reason::Parse,
+                format!("etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes = {size} / {quota} is not a finite ratio"),
+            ))
+        }
+    });
+    // etcd creates a peer's series when the peer first connects: none yet
+    // (a one-member cluster, or a member cut off since its start) is 0.
+    let active_peers = if samples
+        .iter()
+        .any(|s| s.name == "etcd_network_active_peers")
+    {
+        samples
+            .iter()
+            .filter(|s| s.name == "etcd_network_active_peers")
+            .try_fold(0.0, |sum, s| {
+                finite_non_negative("etcd_network_active_peers", s.value).map(|v| sum + v)
+            })
+    } else {
+        Ok(0.0)
+    };
+    MemberMetrics {
+        defrag_inflight,
+        db_quota_ratio,
+        active_peers,
+    }
+}
+
+impl Sampler for EtcdMetricsSampler {
+    fn source(&self) -> Source {
+        Source::EtcdMetrics
+    }
+
+    fn interval(&self) -> Duration {
+        self.cfg.interval
+    }
+
+    fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        vec![self.ids.defrag, self.ids.quota_ratio, self.ids.active_peers]
+    }
+
+    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+        let ids = self.ids;
+        let url = &self.cfg.url;
+        let fetched = client::get_ok(&self.client, url, self.cfg.timeout, self.cfg.max_body_bytes)
+            .await
+            .and_then(|body| {
+                promtext::parse(&body).map_err(|e| SampleError {
+                    reason: Reason::Parse,
+                    message: client::redact_credentials(&format!("{url}: {e}")).into_owned(),
+                })
+            });
+        let at = Instant::now();
+        let samples = match fetched {
+            Ok(s) => s,
+            Err(e) => {
+                let msg: Arc<str> = Arc::from(format!("etcd metrics: {}", e.message));
+                for id in self.signals() {
+                    store.record_err(id, msg.clone(), at);
+                }
+                return Err(e);
+            }
+        };
+        let m = read_metrics(&samples);
+        let mut first_fault: Option<SampleError> = None;
+        let mut missing = |id: SignalId, e: Missing| {
+            let msg = client::redact_credentials(&format!("{url}: {}", e.message)).into_owned();
+            store.record_err(id, Arc::from(msg.as_str()), at);
+            if e.fault && first_fault.is_none() {
+                first_fault = Some(SampleError::new(e.reason, msg));
+            }
+        };
+        match m.defrag_inflight {
+            Ok(b) => store.record_ok(ids.defrag, Value::Bool(b), at),
+            Err(e) => missing(ids.defrag, e),
+        }
+        match m.db_quota_ratio {
+            Ok(r) => store.record_ok(ids.quota_ratio, Value::Num(r), at),
+            Err(e) => missing(ids.quota_ratio, e),
+        }
+        match m.active_peers {
+            Ok(n) => store.record_ok(ids.active_peers, Value::Num(n), at),
+            Err(e) => missing(ids.active_peers, e),
+        }
+        first_fault.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines of a real etcd 3.5.30 scrape this source reads (3 members).
+    const ETCD_35: &str = "\
+# TYPE etcd_disk_defrag_inflight gauge
+etcd_disk_defrag_inflight 1
+# TYPE etcd_mvcc_db_total_size_in_bytes gauge
+etcd_mvcc_db_total_size_in_bytes 5.36870912e+08
+# TYPE etcd_network_active_peers gauge
+etcd_network_active_peers{Local=\"a\",Remote=\"b\"} 1
+etcd_network_active_peers{Local=\"a\",Remote=\"c\"} 1
+# TYPE etcd_server_has_leader gauge
+etcd_server_has_leader 1
+etcd_server_quota_backend_bytes 2.147483648e+09
+etcd_server_version{server_version=\"3.5.30\"} 1
+";
+
+    fn read(text: &str) -> MemberMetrics {
+        read_metrics(&promtext::parse(text).unwrap())
+    }
+
+    #[test]
+    fn etcd_3_5_gives_all_three_signals() {
+        let m = read(ETCD_35);
+        assert_eq!(m.defrag_inflight, Ok(true));
+        assert_eq!(m.db_quota_ratio, Ok(0.25));
+        assert_eq!(m.active_peers, Ok(2.0));
+    }
+
+    #[test]
+    fn an_old_3_4_without_the_defrag_gauge_is_unknown_with_the_version_not_a_fault() {
+        // 3.4.23 (Debian 12) exports the gauge; an older 3.4 may not.
+        let text = ETCD_35
+            .replace("etcd_disk_defrag_inflight 1\n", "")
+            .replace("3.5.30", "3.4.13");
+        let m = read(&text);
+        let e = m.defrag_inflight.unwrap_err();
+        assert!(!e.fault, "{e:?}");
+        assert_eq!(
+            e.message,
+            "etcd 3.4.13 does not export etcd_disk_defrag_inflight (3.4.23 and 3.5 do)"
+        );
+        assert_eq!(m.db_quota_ratio, Ok(0.25));
+        // On 3.5 the same absence is a fault: something is wrong.
+        let m = read(&ETCD_35.replace("etcd_disk_defrag_inflight 1\n", ""));
+        assert!(m.defrag_inflight.unwrap_err().fault);
+    }
+
+    #[test]
+    fn no_peer_series_is_zero_peers() {
+        let text: String = ETCD_35
+            .lines()
+            .filter(|l| !l.starts_with("etcd_network_active_peers"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(read(&text).active_peers, Ok(0.0));
+    }
+
+    #[test]
+    fn something_else_than_etcd_is_named() {
+        let m = read("up 1\n");
+        let e = m.defrag_inflight.unwrap_err();
+        assert!(e.fault);
+        assert!(
+            e.message.contains("is this etcd's metrics endpoint"),
+            "{}",
+            e.message
+        );
+        assert_eq!(m.active_peers.unwrap_err(), e);
+    }
+
+    #[test]
+    fn absurd_numbers_are_unknown_with_the_value_never_a_panic() {
+        let with = |from: &str, to: &str| read(&ETCD_35.replace(from, to));
+        for v in ["2", "NaN", "-1", "+Inf", "0.5"] {
+            let e = with(
+                "etcd_disk_defrag_inflight 1",
+                &format!("etcd_disk_defrag_inflight {v}"),
+            )
+            .defrag_inflight
+            .unwrap_err();
+            assert!(e.fault && e.message.contains("not 0 or 1"), "{v}: {e:?}");
+        }
+        for v in ["NaN", "-5", "+Inf"] {
+            let e = with(
+                "etcd_mvcc_db_total_size_in_bytes 5.36870912e+08",
+                &format!("etcd_mvcc_db_total_size_in_bytes {v}"),
+            )
+            .db_quota_ratio
+            .unwrap_err();
+            assert!(e.message.contains("not a size"), "{v}: {e:?}");
+        }
+        for v in ["0", "NaN", "+Inf", "-Inf"] {
+            let e = with(
+                "etcd_server_quota_backend_bytes 2.147483648e+09",
+                &format!("etcd_server_quota_backend_bytes {v}"),
+            )
+            .db_quota_ratio
+            .unwrap_err();
+            assert!(e.fault && e.message.contains("not a quota"), "{v}: {e:?}");
+        }
+        let e = with(
+            "etcd_server_quota_backend_bytes 2.147483648e+09",
+            "etcd_server_quota_backend_bytes -1",
+        )
+        .db_quota_ratio
+        .unwrap_err();
+        assert!(!e.fault && e.message.contains("no backend quota"), "{e:?}");
+        // A tiny quota would make the ratio infinite: unknown, with both numbers.
+        let e = with(
+            "etcd_server_quota_backend_bytes 2.147483648e+09",
+            "etcd_server_quota_backend_bytes 1e-300",
+        )
+        .db_quota_ratio
+        .unwrap_err();
+        assert!(e.message.contains("not a finite ratio"), "{e:?}");
+        let e = with("Remote=\"c\"} 1", "Remote=\"c\"} NaN")
+            .active_peers
+            .unwrap_err();
+        assert!(
+            e.message.contains("etcd_network_active_peers is NaN"),
+            "{e:?}"
+        );
+        // Two defrag series: the selector says how many matched.
+        let e = read(&format!(
+            "{ETCD_35}etcd_disk_defrag_inflight{{x=\"y\"}} 0\n"
+        ))
+        .defrag_inflight
+        .unwrap_err();
+        assert!(e.message.starts_with("2 series match"), "{e:?}");
+    }
+
+    #[test]
+    fn the_flag_gets_metrics_when_it_has_no_path() {
+        assert_eq!(
+            metrics_url("http://127.0.0.1:2381").unwrap(),
+            "http://127.0.0.1:2381/metrics"
+        );
+        assert_eq!(
+            metrics_url("http://127.0.0.1:2381/").unwrap(),
+            "http://127.0.0.1:2381/metrics"
+        );
+        assert_eq!(
+            metrics_url("https://10.0.0.1:2379/metrics").unwrap(),
+            "https://10.0.0.1:2379/metrics"
+        );
+        assert!(metrics_url("127.0.0.1:2381").is_err());
+        assert!(metrics_url("unix:///x").is_err());
+    }
+}
