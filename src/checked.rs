@@ -16,6 +16,35 @@ pub const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(60);
 /// values (e.g. `1e19`, `1e300`) are not timestamps.
 pub const MAX_UNIX_SECONDS: f64 = 253_402_300_799.0;
 
+/// The range each duration and size flag (and the same setting in the
+/// `--config` sources file) accepts. Values outside are
+/// refused at start (exit code 2) with the flag and the range, so no
+/// arithmetic on them later can overflow.
+pub struct FlagRanges;
+
+impl FlagRanges {
+    pub const SAMPLE_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(10), Duration::from_secs(3600));
+    /// Also at most `--sample.interval`.
+    pub const SAMPLE_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(1), Duration::from_secs(3600));
+    pub const POLICY_RELOAD_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
+    pub const OWNER_INTERVAL: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
+    /// Also at most `--owner.interval`.
+    pub const OWNER_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(1), Duration::from_secs(3600));
+    pub const MAX_BODY_BYTES: (u64, u64) = (1024, 256 * 1024 * 1024);
+    pub const WEB_MAX_CONNECTIONS: (usize, usize) = (1, 1_000_000);
+    /// `--web.read-header-timeout` and `--web.idle-timeout`.
+    pub const WEB_TIMEOUT: (Duration, Duration) =
+        (Duration::from_millis(100), Duration::from_secs(3600));
+    /// The kubelet's default grace period is 30s; leave room for the rest.
+    pub const WEB_SHUTDOWN_TIMEOUT: (Duration, Duration) =
+        (Duration::ZERO, Duration::from_secs(25));
+}
+
 /// Why a number is not a usable duration or timestamp.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CheckedError {
@@ -134,7 +163,7 @@ pub fn exact(d: Duration) -> String {
 
 /// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
 pub fn human(d: Duration) -> String {
-    crate::duration::human(d.as_secs_f64())
+    crate::text::fmt_duration(d.as_secs_f64())
 }
 
 #[cfg(test)]

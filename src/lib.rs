@@ -24,7 +24,7 @@ pub mod localcluster;
 pub mod logging;
 pub mod metrics;
 pub use etcd_readiness_policy::yaml as policy_yaml;
-pub use etcd_readiness_policy::{duration, policy, policytest, signals, verdict};
+pub use etcd_readiness_policy::{duration, policy, policytest, signals, text, verdict};
 pub mod reload;
 pub mod replay;
 pub mod serve;

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::checked::FlagRanges;
 use crate::sources::backup::BackupConfig;
 use crate::sources::client::TlsFiles;
 use crate::sources::config::Config as ScrapeFile;
@@ -467,34 +468,6 @@ const MAX_PARSED_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 /// `etcd_readiness_policy::duration`); anything beyond a year is an error (clap turns them into exit code 2 naming the flag).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s, MAX_PARSED_DURATION).map_err(|e| e.to_string())
-}
-
-/// The range each duration and size flag accepts. Values outside are
-/// refused at start (exit code 2) with the flag and the range, so no
-/// arithmetic on them later can overflow.
-pub struct FlagRanges;
-
-impl FlagRanges {
-    pub const SAMPLE_INTERVAL: (Duration, Duration) =
-        (Duration::from_millis(10), Duration::from_secs(3600));
-    /// Also at most `--sample.interval`.
-    pub const SAMPLE_TIMEOUT: (Duration, Duration) =
-        (Duration::from_millis(1), Duration::from_secs(3600));
-    pub const POLICY_RELOAD_INTERVAL: (Duration, Duration) =
-        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
-    pub const OWNER_INTERVAL: (Duration, Duration) =
-        (Duration::from_millis(100), Duration::from_secs(24 * 3600));
-    /// Also at most `--owner.interval`.
-    pub const OWNER_TIMEOUT: (Duration, Duration) =
-        (Duration::from_millis(1), Duration::from_secs(3600));
-    pub const MAX_BODY_BYTES: (u64, u64) = (1024, 256 * 1024 * 1024);
-    pub const WEB_MAX_CONNECTIONS: (usize, usize) = (1, 1_000_000);
-    /// `--web.read-header-timeout` and `--web.idle-timeout`.
-    pub const WEB_TIMEOUT: (Duration, Duration) =
-        (Duration::from_millis(100), Duration::from_secs(3600));
-    /// The kubelet's default grace period is 30s; leave room for the rest.
-    pub const WEB_SHUTDOWN_TIMEOUT: (Duration, Duration) =
-        (Duration::ZERO, Duration::from_secs(25));
 }
 
 fn in_range(flag: &str, v: Duration, range: (Duration, Duration)) -> Result<(), ConfigError> {

@@ -25,7 +25,8 @@ use serde_json::json;
 
 use crate::engine::PolicyStatus;
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
-use crate::policy::eval::{describe_unknown, fmt_duration, fmt_num};
+use crate::policy::eval::describe_unknown;
+use crate::text::{cut, fmt_duration, fmt_value, html_escape};
 use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
 use crate::verdict::{CheckKind, CheckState, Verdict, unix_seconds};
 
@@ -76,34 +77,6 @@ pub struct PageInput<'a> {
     pub telemetry_path: &'a str,
     /// The wall clock at the request: the right edge of the timeline.
     pub now: SystemTime,
-}
-
-/// Escape text for HTML element content and quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `s` cut to at most `max` bytes at a character boundary, with a marker.
-fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
 }
 
 /// A wall-clock time as `2026-11-30 08:54:01Z`.
@@ -216,7 +189,7 @@ pub fn render_page(i: &PageInput) -> String {
 <header><h1>etcd-readiness-exporter</h1><nav aria-label=\"machine endpoints\">",
         verdict_word.0
     );
-    let tp = esc(&rel(i.telemetry_path));
+    let tp = html_escape(&rel(i.telemetry_path));
     for (href, text) in [
         ("./readyz?verbose", "/readyz?verbose"),
         ("./readyz?format=json", "/readyz?format=json"),
@@ -237,7 +210,7 @@ pub fn render_page(i: &PageInput) -> String {
         out,
         "\n<h2>Policy text</h2>\n<pre id=\"policy-text\">{}</pre>\n\
 <script>{SCRIPT}</script>\n</body></html>\n",
-        esc(i.policy.policy.source())
+        html_escape(i.policy.policy.source())
     );
     out
 }
@@ -263,7 +236,7 @@ pub fn render_live(i: &PageInput) -> String {
     let _ = writeln!(
         out,
         "<div id=\"live\" data-sha=\"{}\">",
-        esc(i.policy.policy.sha256())
+        html_escape(i.policy.policy.sha256())
     );
     banner(&mut out, i);
     checks_table(&mut out, i);
@@ -305,7 +278,7 @@ This member is <b>{word}</b>"
             fmt_duration(age.as_secs_f64())
         );
     } else if let Some(r) = &v.reason {
-        let _ = write!(out, "{}", esc(&cut(r, MAX_TEXT)));
+        let _ = write!(out, "{}", html_escape(&cut(r, MAX_TEXT)));
     } else {
         let failing: Vec<&str> = v
             .checks
@@ -330,7 +303,7 @@ This member is <b>{word}</b>"
                 out,
                 "{} of {checks} checks not passing: {}",
                 failing.len(),
-                esc(&cut(&failing.join(", "), MAX_TEXT))
+                html_escape(&cut(&failing.join(", "), MAX_TEXT))
             );
         }
         if warns > 0 {
@@ -393,16 +366,16 @@ fn checks_table(out: &mut String, i: &PageInput) {
         let explanation = if c.explanation.is_empty() {
             "<small>passing</small>".to_string()
         } else {
-            esc(&cut(&c.explanation, MAX_TEXT))
+            html_escape(&cut(&c.explanation, MAX_TEXT))
         };
         let _ = writeln!(
             out,
             "<tr data-check=\"{}\" data-state=\"{}\"><th scope=\"row\">{}<br><code>{}</code></th><td data-l=\"kind\">{kind}</td><td>{}</td>\
 <td data-l=\"since\">{}</td><td data-l=\"hold-down left\">{hold_cell}</td><td class=\"x\">{explanation}</td></tr>",
-            esc(&c.name),
+            html_escape(&c.name),
             state.as_str(),
-            esc(&c.name),
-            esc(&cut(&c.expr, MAX_TEXT)),
+            html_escape(&c.name),
+            html_escape(&cut(&c.expr, MAX_TEXT)),
             state_badge(state),
             time_el(i.now, c.since),
         );
@@ -614,7 +587,7 @@ the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
     out.push_str("<div class=\"scroll\"><table class=\"tl\" id=\"timeline-table\"><tbody>\n");
     for (lane, kind) in &lanes {
         let spans = lane_spans(h, lane, start, now);
-        let name = esc(lane.name());
+        let name = html_escape(lane.name());
         let label = if *lane == Lane::Readiness {
             "<b>readiness</b>".to_string()
         } else {
@@ -664,9 +637,8 @@ fn value_text(ty: SignalType, unit: &str, r: &Reading) -> String {
     match r.value {
         None => "—".to_string(),
         Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Num(n)) if ty == SignalType::Duration || unit == "s" => fmt_duration(n),
-        Some(Value::Num(n)) if unit.is_empty() => fmt_num(n),
-        Some(Value::Num(n)) => format!("{} {unit}", fmt_num(n)),
+        Some(Value::Num(n)) if ty == SignalType::Duration => fmt_value(n, "s"),
+        Some(Value::Num(n)) => fmt_value(n, unit),
     }
 }
 
@@ -694,7 +666,7 @@ fn signals_table(out: &mut String, i: &PageInput) {
             ),
             _ => format!(
                 "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
-                esc(&cut(&describe_unknown(r), MAX_TEXT))
+                html_escape(&cut(&describe_unknown(r), MAX_TEXT))
             ),
         };
         let age = r.last_good_age.map_or("—".to_string(), |a| {
@@ -702,18 +674,18 @@ fn signals_table(out: &mut String, i: &PageInput) {
         });
         let error = match &r.unknown {
             Unknown::Failed { error, .. } => {
-                format!("<span class=\"err\">{}</span>", esc(&cut(error, MAX_TEXT)))
+                format!("<span class=\"err\">{}</span>", html_escape(&cut(error, MAX_TEXT)))
             }
             _ => "—".to_string(),
         };
         let _ = writeln!(
             out,
             "<tr data-signal=\"{}\"><th scope=\"row\" title=\"{}\"><code>{}</code></th><td data-l=\"value\">{}</td><td>{known}</td><td data-l=\"age\">{age}</td><td data-l=\"source\">{}</td><td class=\"x\" data-l=\"last error\">{error}</td></tr>",
-            esc(&def.name),
-            esc(&cut(&def.help, MAX_TEXT)),
-            esc(&def.name),
-            esc(&value_text(def.ty, def.unit, r)),
-            esc(&def.source.label()),
+            html_escape(&def.name),
+            html_escape(&cut(&def.help, MAX_TEXT)),
+            html_escape(&def.name),
+            html_escape(&value_text(def.ty, def.unit, r)),
+            html_escape(&def.source.label()),
         );
     }
     out.push_str("</tbody></table></div>\n");
@@ -725,15 +697,15 @@ fn policy_meta(out: &mut String, i: &PageInput) {
         out,
         "<h2 id=\"policy\">Policy in force</h2>\n<dl><dt>file</dt><dd><code>{}</code></dd><dt>sha256</dt><dd><code>{}</code></dd>\
 <dt>loaded at</dt><dd>{}</dd><dt>summary</dt><dd>{}</dd><dt>last reload error</dt><dd>{}</dd></dl>\n",
-        esc(p.policy.path()),
-        esc(p.policy.sha256()),
+        html_escape(p.policy.path()),
+        html_escape(p.policy.sha256()),
         time_el(i.now, p.loaded_at),
-        esc(&p.policy.summary()),
+        html_escape(&p.policy.summary()),
         match &p.last_reload_error {
             None => "none".to_string(),
             Some(e) => format!(
                 "<pre class=\"err\" id=\"reload-error\">{}</pre>",
-                esc(&cut(e, 4 * MAX_TEXT))
+                html_escape(&cut(e, 4 * MAX_TEXT))
             ),
         }
     );
@@ -1020,7 +992,7 @@ mod tests {
         let budget = page_budget(
             f.policy.policy.checks().len(),
             f.catalogue.len(),
-            esc(f.policy.policy.source()).len(),
+            html_escape(f.policy.policy.source()).len(),
         );
         assert!(page.len() <= budget, "{} > {budget}", page.len());
         assert!(
@@ -1061,7 +1033,7 @@ mod tests {
         let budget = page_budget(
             f.policy.policy.checks().len(),
             f.catalogue.len(),
-            esc(f.policy.policy.source()).len(),
+            html_escape(f.policy.policy.source()).len(),
         );
         assert!(page.len() <= budget, "{} > {budget}", page.len());
         eprintln!(

@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 
+use crate::text::cut;
 use crate::policy::diag::did_you_mean;
 use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
@@ -69,20 +70,9 @@ fn verdict_problem(verdict: &Verdict, stale: Option<Duration>) -> Option<String>
     verdict.reason.clone()
 }
 
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... (truncated)", &s[..end])
-}
-
 /// Request input as it may be echoed back.
 fn echo(s: &str) -> String {
-    truncate(s, MAX_ECHO)
+    cut(s, MAX_ECHO).into_owned()
 }
 
 fn explanation(c: &CheckReport) -> String {
@@ -91,7 +81,7 @@ fn explanation(c: &CheckReport) -> String {
     } else {
         c.explanation.clone()
     };
-    truncate(&e, MAX_EXPLANATION)
+    cut(&e, MAX_EXPLANATION).into_owned()
 }
 
 /// One `[+]`/`[-]` line and whether it fails readiness.
@@ -237,7 +227,7 @@ pub fn render_one(
             body.push_str(&format!("; did you mean {best:?}?"));
         }
         body.push_str(&format!(" (checks: {})", known_checks.join(", ")));
-        body = truncate(&body, MAX_BODY - 100);
+        body = cut(&body, MAX_BODY - 100).into_owned();
         body.push('\n');
         if q.json {
             body = json!({ "error": body.trim_end() }).to_string();
@@ -285,7 +275,7 @@ fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
         o.insert("excluded".into(), json!(excluded));
         o.insert(
             "explanation".into(),
-            json!(truncate(&c.explanation, MAX_EXPLANATION)),
+            json!(cut(&c.explanation, MAX_EXPLANATION)),
         );
     }
     v
@@ -304,7 +294,7 @@ fn bounded_json(mut v: serde_json::Value) -> String {
                     for k in shed {
                         if *k == "explanation" {
                             let e = o.get(*k).and_then(|e| e.as_str()).unwrap_or("").to_string();
-                            o.insert((*k).into(), json!(truncate(&e, 80)));
+                            o.insert((*k).into(), json!(cut(&e, 80)));
                         } else {
                             o.remove(*k);
                         }
@@ -335,7 +325,7 @@ fn bounded_json(mut v: serde_json::Value) -> String {
     // Still too long (a huge reason): keep only what the kubelet needs.
     json!({
         "ready": v.get("ready").cloned().unwrap_or(json!(false)),
-        "reason": v.get("reason").and_then(|r| r.as_str()).map(|r| truncate(r, MAX_EXPLANATION)),
+        "reason": v.get("reason").and_then(|r| r.as_str()).map(|r| cut(r, MAX_EXPLANATION)),
         "truncated": true,
     })
     .to_string()
@@ -398,7 +388,7 @@ mod tests {
             let r = render_one(&verdict(), None, &long, &["leader"], &q);
             assert_eq!(r.status, StatusCode::NOT_FOUND);
             assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
-            assert!(r.body.contains("... (truncated)"), "{}", r.body);
+            assert!(r.body.contains("… ("), "{}", r.body);
         }
     }
 }

@@ -145,7 +145,7 @@ fn plan(args: &ReplayArgs, now_ms: i64) -> Result<Plan, ReplayError> {
         return Err(ReplayError::Flag(format!(
             "--end `{}` is {} in the future: Prometheus holds no history there",
             args.end,
-            crate::duration::human((end - now_ms) as f64 / 1000.0)
+            crate::text::fmt_duration((end - now_ms) as f64 / 1000.0)
         )));
     }
     let step = time::parse_step(&args.step)?;

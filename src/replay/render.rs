@@ -11,7 +11,7 @@ use serde_json::{Value as Json, json};
 
 use super::time::rfc3339;
 use super::timeline::{CheckSpan, Grid, Interval, MemberReport};
-use crate::duration::human;
+use crate::text::{fmt_duration, html_escape};
 use crate::verdict::{CheckKind, CheckState};
 
 /// What was replayed, for the heading of every format.
@@ -164,7 +164,7 @@ fn dur(ms: i64) -> String {
     if ms == 0 {
         "0s".to_string()
     } else {
-        human(ms as f64 / 1000.0)
+        fmt_duration(ms as f64 / 1000.0)
     }
 }
 
@@ -186,7 +186,7 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
         &h.policy_sha256[..h.policy_sha256.len().min(12)],
         rfc3339(g.start_ms),
         rfc3339(g.end_ms),
-        human(g.step_ms as f64 / 1000.0),
+        fmt_duration(g.step_ms as f64 / 1000.0),
         members.len(),
         if members.len() == 1 { "" } else { "s" }
     );
@@ -295,12 +295,9 @@ const AXIS: &str = "#333333";
 
 /// Text for SVG: [`printable`] (XML 1.0 forbids most control characters,
 /// even as references), then XML-escaped.
+/// `s` made [`printable`], then escaped for SVG text and attributes.
 fn esc(s: &str) -> String {
-    printable(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    html_escape(&printable(s))
 }
 
 fn verdict_color(ready: Option<bool>) -> &'static str {
@@ -535,7 +532,7 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
         axis_y + 34.0,
         rfc3339(g.start_ms),
         rfc3339(g.end_ms),
-        human(g.step_ms as f64 / 1000.0)
+        fmt_duration(g.step_ms as f64 / 1000.0)
     );
     let height = axis_y + 50.0;
     let mut legend = String::new();

@@ -185,7 +185,7 @@ impl Config {
             super::client::base_url(&src.url).map_err(|e| invalid(format!("source `{n}`: {e}")))?;
             // Bounded like --sample.interval / --sample.timeout (issue 21:
             // `interval: 1ms` sent 1,002 requests a second to the target).
-            let ranges = crate::config::FlagRanges::SAMPLE_INTERVAL;
+            let ranges = crate::checked::FlagRanges::SAMPLE_INTERVAL;
             crate::checked::duration_in_range(
                 &format!("source `{n}`: interval"),
                 src.interval,
@@ -193,7 +193,7 @@ impl Config {
                 ranges.1,
             )
             .map_err(invalid)?;
-            let ranges = crate::config::FlagRanges::SAMPLE_TIMEOUT;
+            let ranges = crate::checked::FlagRanges::SAMPLE_TIMEOUT;
             crate::checked::duration_in_range(
                 &format!("source `{n}`: timeout"),
                 src.timeout,

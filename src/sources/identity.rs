@@ -69,11 +69,7 @@ pub const MAX_NAME_BYTES: usize = 253;
 
 /// `name` cut to at most [`MAX_NAME_BYTES`], at a character boundary.
 fn bounded_name(name: &str) -> String {
-    let mut end = name.len().min(MAX_NAME_BYTES);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    name[..end].to_string()
+    crate::text::cut_at(name, MAX_NAME_BYTES).to_string()
 }
 
 /// An etcd ID as etcdctl prints it: `fmt.Sprintf("%x", id)`.

@@ -57,44 +57,10 @@ pub type FileReader<'a> = &'a dyn Fn(&'static str, &Path) -> Result<Vec<u8>, Web
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileShape {
-    tls_server_config: Option<TlsShape>,
+    tls_server_config: Option<tls::TlsShape>,
     http_server_config: Option<HttpShape>,
     basic_auth_users: Option<BTreeMap<String, String>>,
     rate_limit: Option<RateLimitShape>,
-}
-
-/// `tls_server_config`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct TlsShape {
-    pub cert: Option<String>,
-    pub key: Option<String>,
-    pub client_ca: Option<String>,
-    pub cert_file: Option<String>,
-    pub key_file: Option<String>,
-    pub client_auth_type: Option<String>,
-    pub client_ca_file: Option<String>,
-    pub client_allowed_sans: Option<Vec<String>>,
-    pub min_version: Option<String>,
-    pub max_version: Option<String>,
-    pub cipher_suites: Option<Vec<String>>,
-    pub prefer_server_cipher_suites: Option<bool>,
-    pub curve_preferences: Option<Vec<String>>,
-}
-
-impl TlsShape {
-    /// exporter-toolkit's `IsEnabled`: any certificate, key, CA or client
-    /// auth setting turns TLS on; an empty `tls_server_config` does not.
-    fn is_enabled(&self) -> bool {
-        let set = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
-        set(&self.cert)
-            || set(&self.key)
-            || set(&self.client_ca)
-            || set(&self.cert_file)
-            || set(&self.key_file)
-            || set(&self.client_ca_file)
-            || set(&self.client_auth_type)
-    }
 }
 
 /// `http_server_config`.
@@ -249,7 +215,9 @@ impl WebConfig {
                     files.push(full);
                     Ok(bytes)
                 };
-                let built = tls::build(&t, http2, &mut reader).map_err(|e| match e {
+                let settings =
+                    tls::settings(&t).map_err(|m| invalid(format!("tls_server_config: {m}")))?;
+                let built = tls::build(settings, http2, &mut reader).map_err(|e| match e {
                     tls::BuildError::Read(e) => e,
                     tls::BuildError::Invalid(m) => invalid(format!("tls_server_config: {m}")),
                 })?;

@@ -25,18 +25,54 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 
-use super::config::{TlsShape, WebConfigError};
+use serde::Deserialize;
 
-/// Reads a file the section names: `(what, path as written)` → its bytes.
-pub(super) type SectionReader<'a> =
-    &'a mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, WebConfigError>;
+/// `tls_server_config`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsShape {
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub client_ca: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub client_auth_type: Option<String>,
+    pub client_ca_file: Option<String>,
+    pub client_allowed_sans: Option<Vec<String>>,
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    pub cipher_suites: Option<Vec<String>>,
+    pub prefer_server_cipher_suites: Option<bool>,
+    pub curve_preferences: Option<Vec<String>>,
+}
 
-pub(super) enum BuildError {
-    Read(WebConfigError),
+impl TlsShape {
+    /// exporter-toolkit's `IsEnabled`: any certificate, key, CA or client
+    /// auth setting turns TLS on; an empty `tls_server_config` does not.
+    pub(super) fn is_enabled(&self) -> bool {
+        let set = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+        set(&self.cert)
+            || set(&self.key)
+            || set(&self.client_ca)
+            || set(&self.cert_file)
+            || set(&self.key_file)
+            || set(&self.client_ca_file)
+            || set(&self.client_auth_type)
+    }
+}
+
+/// Reads a file the section names: `(what, path as written)` → its bytes,
+/// or the caller's own error `E` (the web config's, which says which file).
+pub(super) type SectionReader<'a, E> = &'a mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, E>;
+
+/// Why [`build`] failed: a file could not be read (the reader's error), or
+/// what was read is not usable.
+pub(super) enum BuildError<E> {
+    Read(E),
     Invalid(String),
 }
 
-impl From<String> for BuildError {
+impl<E> From<String> for BuildError<E> {
     fn from(s: String) -> Self {
         BuildError::Invalid(s)
     }
@@ -236,11 +272,23 @@ fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String>
 
 /// Build the rustls configuration; `read(what, path)` reads the files the
 /// section names. `http2` decides the ALPN offer.
-pub(super) fn build(
-    t: &TlsShape,
-    http2: bool,
-    read: SectionReader<'_>,
-) -> Result<Built, BuildError> {
+/// What a `tls_server_config` asks for, checked: which material comes
+/// from where, the client-auth policy, versions and the crypto provider with
+/// the chosen suites and groups. Built by [`settings`] without reading a
+/// file, so every rule about the section's shape is testable without PEM.
+pub(super) struct TlsSettings {
+    cert: Source,
+    key: Source,
+    ca: Option<Source>,
+    auth: ClientAuth,
+    versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    allowed_sans: Option<Vec<String>>,
+    prefer_server_order: bool,
+}
+
+/// The section's shape → [`TlsSettings`], or why it is unusable. No IO.
+pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
     let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
     let pick = |inline: &Option<String>,
                 file: &Option<String>,
@@ -266,12 +314,9 @@ pub(super) fn build(
     )?;
     let auth = ClientAuth::parse(t.client_auth_type.as_deref())?;
     if ca.is_some() && auth == ClientAuth::No {
-        return Err(
-            "client CA's have been configured without a Client Auth Policy \
+        return Err("client CA's have been configured without a Client Auth Policy \
                     (set client_auth_type, e.g. RequireAndVerifyClientCert)"
-                .to_string()
-                .into(),
-        );
+            .to_string());
     }
     if matches!(
         auth,
@@ -281,13 +326,17 @@ pub(super) fn build(
         return Err(format!(
             "client_auth_type {} needs client_ca_file (or client_ca) to verify client certificates against",
             auth.name()
-        )
-        .into());
+        ));
+    }
+    if t.client_allowed_sans.is_some() && auth == ClientAuth::No {
+        return Err("client_allowed_sans needs a client_auth_type that asks for client \
+                    certificates (e.g. RequireAndVerifyClientCert)"
+            .to_string());
     }
     let min = version("min_version", t.min_version.as_deref(), 12)?;
     let max = version("max_version", t.max_version.as_deref(), 13)?;
     if min > max {
-        return Err(format!("min_version TLS{min} is above max_version TLS{max}").into());
+        return Err(format!("min_version TLS{min} is above max_version TLS{max}"));
     }
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if min <= 12 {
@@ -312,26 +361,69 @@ pub(super) fn build(
     if let Some(names) = t.curve_preferences.as_ref().filter(|n| !n.is_empty()) {
         provider.kx_groups = curves(names)?;
     }
-    let provider = Arc::new(provider);
+    Ok(TlsSettings {
+        cert,
+        key,
+        ca,
+        auth,
+        versions,
+        provider: Arc::new(provider),
+        allowed_sans: t.client_allowed_sans.clone(),
+        prefer_server_order: t.prefer_server_cipher_suites.unwrap_or(true),
+    })
+}
 
-    let load =
-        |s: Source, what: &'static str, read: SectionReader<'_>| -> Result<Vec<u8>, BuildError> {
-            match s {
-                Source::Inline(text) => Ok(text.into_bytes()),
-                Source::File(path) => read(what, &path).map_err(BuildError::Read),
-            }
-        };
-    let cert_pem = load(cert, "tls_server_config.cert_file", read)?;
-    let key_pem = load(key, "tls_server_config.key_file", read)?;
-    let ca_pem = match ca {
-        Some(ca) => Some(load(ca, "tls_server_config.client_ca_file", read)?),
+/// [`TlsSettings`] → a rustls server configuration: reads the files through
+/// `read`, parses the PEM and assembles the client verifier.
+pub(super) fn build<E>(
+    s: TlsSettings,
+    http2: bool,
+    read: SectionReader<'_, E>,
+) -> Result<Built, BuildError<E>> {
+    let mut load = |src: Source, what: &'static str| -> Result<Vec<u8>, BuildError<E>> {
+        match src {
+            Source::Inline(text) => Ok(text.into_bytes()),
+            Source::File(path) => read(what, &path).map_err(BuildError::Read),
+        }
+    };
+    let cert_pem = load(s.cert, "tls_server_config.cert_file")?;
+    let key_pem = load(s.key, "tls_server_config.key_file")?;
+    let ca_pem = match s.ca {
+        Some(ca) => Some(load(ca, "tls_server_config.client_ca_file")?),
         None => None,
     };
     let chain = certs(&cert_pem, "cert_file")?;
     let validity = chain.first().and_then(|c| Validity::of(c.as_ref()));
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("key_file: no PEM private key found ({e})"))?;
+    let verifier = verifier(s.auth, ca_pem.as_deref(), &s.provider, s.allowed_sans)?;
+    let mut config = ServerConfig::builder_with_provider(s.provider)
+        .with_protocol_versions(&s.versions)
+        .map_err(|e| format!("min_version/max_version/cipher_suites: {e}"))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("cert_file and key_file: {e}"))?;
+    config.ignore_client_order = s.prefer_server_order;
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(Built {
+        config: Arc::new(config),
+        client_auth: s.auth.name().to_string(),
+        validity,
+    })
+}
 
+/// The client verifier `auth` asks for, trusting `ca_pem` where it
+/// verifies, narrowed to `allowed_sans` where given.
+fn verifier(
+    auth: ClientAuth,
+    ca_pem: Option<&[u8]>,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+    allowed_sans: Option<Vec<String>>,
+) -> Result<Arc<dyn ClientCertVerifier>, String> {
     let verifier: Arc<dyn ClientCertVerifier> = match auth {
         ClientAuth::No => WebPkiClientVerifier::no_client_auth(),
         ClientAuth::Request | ClientAuth::RequireAny => Arc::new(AnyClientCert {
@@ -340,8 +432,7 @@ pub(super) fn build(
         }),
         ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify => {
             let mut roots = RootCertStore::empty();
-            let ca_certs = certs(ca_pem.as_deref().unwrap_or_default(), "client_ca_file")?;
-            for c in ca_certs {
+            for c in certs(ca_pem.unwrap_or_default(), "client_ca_file")? {
                 roots
                     .add(c)
                     .map_err(|e| format!("client_ca_file: unusable CA certificate ({e})"))?;
@@ -356,37 +447,12 @@ pub(super) fn build(
                 .map_err(|e| format!("client_ca_file: cannot verify clients with it ({e})"))?
         }
     };
-    let verifier = match t.client_allowed_sans.as_ref() {
-        Some(sans) if auth != ClientAuth::No => Arc::new(AllowedSans {
+    Ok(match allowed_sans {
+        Some(sans) => Arc::new(AllowedSans {
             inner: verifier,
-            sans: sans.clone(),
-        }) as Arc<dyn ClientCertVerifier>,
-        Some(_) => {
-            return Err(
-                "client_allowed_sans needs a client_auth_type that asks for client \
-                        certificates (e.g. RequireAndVerifyClientCert)"
-                    .to_string()
-                    .into(),
-            );
-        }
+            sans,
+        }),
         None => verifier,
-    };
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|e| format!("min_version/max_version/cipher_suites: {e}"))?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("cert_file and key_file: {e}"))?;
-    config.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
-    config.alpn_protocols = if http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    Ok(Built {
-        config: Arc::new(config),
-        client_auth: auth.name().to_string(),
-        validity,
     })
 }
 
@@ -570,6 +636,57 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_section_is_checked_without_reading_a_file() {
+        let shape = |f: &dyn Fn(&mut TlsShape)| {
+            let mut t = TlsShape {
+                cert_file: Some("c.pem".into()),
+                key_file: Some("k.pem".into()),
+                ..TlsShape::default()
+            };
+            f(&mut t);
+            t
+        };
+        let err = |t: TlsShape| settings(&t).err().expect("refused");
+        let ok = settings(&shape(&|_| {})).expect("cert and key files are enough");
+        assert_eq!(ok.auth, ClientAuth::No);
+        assert_eq!(ok.versions.len(), 2);
+        assert!(ok.prefer_server_order);
+        assert_eq!(
+            err(shape(&|t| t.cert = Some("PEM".into()))),
+            "set cert or cert_file, not both"
+        );
+        assert_eq!(
+            err(shape(&|t| t.key_file = None)),
+            "missing one of key or key_file"
+        );
+        assert!(err(shape(&|t| t.client_ca_file = Some("ca.pem".into())))
+            .contains("without a Client Auth Policy"));
+        assert!(err(shape(&|t| {
+            t.client_auth_type = Some("RequireAndVerifyClientCert".into())
+        }))
+        .contains("needs client_ca_file"));
+        assert!(err(shape(&|t| t.client_allowed_sans = Some(vec!["a".into()])))
+            .contains("client_allowed_sans needs a client_auth_type"));
+        assert_eq!(
+            err(shape(&|t| {
+                t.min_version = Some("TLS13".into());
+                t.max_version = Some("TLS12".into());
+            })),
+            "min_version TLS13 is above max_version TLS12"
+        );
+        let narrow = settings(&shape(&|t| {
+            t.cipher_suites = Some(vec!["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384".into()]);
+            t.curve_preferences = Some(vec!["X25519".into()]);
+            t.min_version = Some("TLS13".into());
+        }))
+        .expect("valid");
+        assert_eq!(narrow.versions.len(), 1);
+        assert_eq!(narrow.provider.kx_groups.len(), 1);
+        // The three TLS 1.3 suites stay on beside the one TLS 1.2 suite.
+        assert_eq!(narrow.provider.cipher_suites.len(), 4);
+    }
+
     /// A CA, a server certificate for 127.0.0.1 and a client certificate
     /// with the SANs `client.example` and 10.0.0.1, as PEM.
     struct Pem {
@@ -615,10 +732,11 @@ mod tests {
             client_allowed_sans: sans,
             ..TlsShape::default()
         };
-        match build(&t, true, &mut |_, _| unreachable!()) {
+        let read: SectionReader<'_, String> = &mut |_, _| unreachable!();
+        match build(settings(&t)?, true, read) {
             Ok(b) => Ok(b.config),
             Err(BuildError::Invalid(m)) => Err(m),
-            Err(BuildError::Read(e)) => Err(e.to_string()),
+            Err(BuildError::Read(e)) => Err(e),
         }
     }
 
@@ -707,7 +825,11 @@ mod tests {
             cipher_suites: suites,
             ..TlsShape::default()
         };
-        let built = |t: TlsShape| match build(&t, true, &mut |_, _| unreachable!()) {
+        let built = |t: TlsShape| match build::<String>(
+            settings(&t).expect("a valid section"),
+            true,
+            &mut |_, _| unreachable!(),
+        ) {
             Ok(b) => b.config,
             Err(_) => panic!("a valid section"),
         };

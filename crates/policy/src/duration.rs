@@ -54,49 +54,10 @@ pub fn parse(text: &str, max: Duration) -> Result<Duration, DurationError> {
     if secs > max.as_secs_f64() {
         return Err(DurationError::TooLong {
             text: text.to_string(),
-            limit: human(max.as_secs_f64()),
+            limit: crate::text::fmt_duration(max.as_secs_f64()),
         });
     }
     Duration::try_from_secs_f64(secs).map_err(|_| DurationError::Syntax(text.to_string()))
-}
-
-/// A number as explanations show it: integers without a fraction, others
-/// with up to three decimals (`1432`, `1.235`).
-pub fn fmt_num(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        let s = format!("{n:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-/// Seconds as a person writes a duration, in the grammar above:
-/// `250ms`, `3.2s`, `2m30s`, `1h5m`; `unknown` for NaN or infinity.
-pub fn human(secs: f64) -> String {
-    if !secs.is_finite() {
-        return "unknown".to_string();
-    }
-    if secs < 0.0 {
-        return format!("-{}", human(-secs));
-    }
-    if secs < 1.0 {
-        return format!("{}ms", fmt_num((secs * 1000.0).round()));
-    }
-    if secs < 60.0 {
-        return format!("{}s", fmt_num((secs * 10.0).round() / 10.0));
-    }
-    if secs >= 1e12 {
-        return format!("{}s", fmt_num(secs));
-    }
-    let total = secs as u64;
-    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
-    match (h, m, s) {
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
 }
 
 #[cfg(test)]
@@ -136,18 +97,11 @@ mod tests {
     }
 
     #[test]
-    fn formatting() {
-        for (secs, text) in [
-            (0.25, "250ms"),
-            (3.2, "3.2s"),
-            (150.0, "2m30s"),
-            (120.0, "2m"),
-            (3900.0, "1h5m"),
-            (f64::NAN, "unknown"),
-        ] {
-            assert_eq!(human(secs), text, "{secs}");
+    fn what_is_written_reads_back() {
+        // `text::fmt_duration` writes in this grammar (rounded as it says).
+        for secs in [0.25, 3.2, 59.0, 150.0, 120.0, 3900.0, 7200.0] {
+            let text = crate::text::fmt_duration(secs);
+            assert_eq!(parse_secs(&text), Some(secs), "{text}");
         }
-        assert_eq!(fmt_num(1432.0), "1432");
-        assert_eq!(fmt_num(1.23456), "1.235");
     }
 }

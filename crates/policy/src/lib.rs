@@ -2,7 +2,8 @@
 //! its own so that the data flow is enforced by Cargo: this crate knows the
 //! [`signals`] catalogue and readings, the [`policy`] language (parse →
 //! check → evaluate + explain) and the [`verdict`] it produces, and the
-//! [`policytest`] runner behind the `test` command. It depends on no async
+//! [`policytest`] runner behind the `test` command, and how all of it is
+//! written for people ([`text`]). It depends on no async
 //! runtime, HTTP stack or clock: time is passed in as `Instant`s, so the same
 //! evaluator runs in `serve`, in `test` and in the conformance tables.
 
@@ -12,5 +13,6 @@ pub mod duration;
 pub mod policy;
 pub mod policytest;
 pub mod signals;
+pub mod text;
 pub mod verdict;
 pub mod yaml;

@@ -325,7 +325,7 @@ impl PolicyCompiler<'_> {
                 CheckKind::Check
             },
             root,
-            expr_text: collapse_ws(term.span.text(c.src)),
+            expr_text: crate::text::collapse_ws(term.span.text(c.src)),
             hold: hold_down,
             signals,
         });
@@ -382,17 +382,6 @@ fn unique_name(base: &str, taken: &HashMap<String, Span>) -> String {
         .expect("an unused suffix exists")
 }
 
-pub fn collapse_ws(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for (i, w) in s.split_whitespace().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        out.push_str(w);
-    }
-    out
-}
-
 fn describe_ty(ty: SignalType) -> &'static str {
     match ty {
         SignalType::Bool => "a bool",
@@ -412,7 +401,7 @@ impl Checker<'_> {
     }
 
     fn text(&self, span: Span) -> String {
-        collapse_ws(span.text(self.src))
+        crate::text::collapse_ws(span.text(self.src))
     }
 
     fn first_signal(&self, e: &Expr) -> Option<String> {
@@ -470,7 +459,7 @@ impl Checker<'_> {
                         format!(
                             "hold-down {} is longer than the limit of {}",
                             quoted(&self.text(span)),
-                            super::eval::fmt_duration(max)
+                            crate::text::fmt_duration(max)
                         ),
                         span,
                     )
@@ -838,7 +827,7 @@ impl Checker<'_> {
                 if other.ends_with("_ms") {
                     Some(format!(
                         "`{other}` is a number of milliseconds: write `{}`",
-                        crate::duration::fmt_num(secs * 1000.0)
+                        crate::text::fmt_num(secs * 1000.0)
                     ))
                 } else {
                     Some(format!(
@@ -849,8 +838,8 @@ impl Checker<'_> {
             (_, SignalType::Duration, ExprKind::Num(n), _)
             | (ExprKind::Num(n), _, _, SignalType::Duration) => Some(format!(
                 "durations are written with a unit: `{}s`, `{}ms`",
-                crate::duration::fmt_num(*n),
-                crate::duration::fmt_num(*n)
+                crate::text::fmt_num(*n),
+                crate::text::fmt_num(*n)
             )),
             _ => None,
         };

@@ -72,19 +72,12 @@ impl std::error::Error for Diagnostics {}
 
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
-    let offset = floor_char_boundary(src, offset.min(src.len()));
+    let offset = crate::text::floor_char_boundary(src, offset);
     let before = &src[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let col = src[line_start..offset].chars().count() + 1;
     (line, col)
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 impl fmt::Display for Diagnostics {
@@ -100,7 +93,7 @@ impl fmt::Display for Diagnostics {
 }
 
 fn render(f: &mut fmt::Formatter<'_>, path: &str, src: &str, d: &Diagnostic) -> fmt::Result {
-    let start = floor_char_boundary(src, d.span.start.min(src.len()));
+    let start = crate::text::floor_char_boundary(src, d.span.start.min(src.len()));
     let (line, col) = line_col(src, start);
     writeln!(f, "error: {}", d.message)?;
     let gutter = line.to_string().len();
@@ -112,7 +105,7 @@ fn render(f: &mut fmt::Formatter<'_>, path: &str, src: &str, d: &Diagnostic) -> 
     writeln!(f, "{pad} |")?;
     // Tabs are shown as single spaces so the caret lines up.
     writeln!(f, "{line} | {}", text.replace('\t', " "))?;
-    let end = floor_char_boundary(src, d.span.end.clamp(start, line_end));
+    let end = crate::text::floor_char_boundary(src, d.span.end.clamp(start, line_end));
     let width = src[start..end].chars().count().max(1);
     let lead = " ".repeat(col - 1);
     let carets = "^".repeat(width);

@@ -139,12 +139,8 @@ impl Policy {
             if out.len() + sep.len() + piece.len() > MAX_EXPLANATION_BYTES {
                 let mut shown = i;
                 if out.is_empty() {
-                    let mut cut = MAX_EXPLANATION_BYTES;
-                    while !piece.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    out.push_str(&piece[..cut]);
-                    out.push('…');
+                    out.push_str(crate::text::cut_at(&piece, MAX_EXPLANATION_BYTES));
+                    out.push_str(crate::text::CUT_MARKER);
                     shown += 1;
                 }
                 let more = terms.len() - shown;
@@ -217,7 +213,7 @@ impl Policy {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
-        let text = super::check::collapse_ws(node.span.text(&self.source));
+        let text = crate::text::collapse_ws(node.span.text(&self.source));
         let v = value_of(vals, id).tri();
         if v == Tri::Unknown {
             // Say why: each unknown signal inside the term, with its reason.
@@ -295,7 +291,7 @@ impl Policy {
             }
             Op::Age(_) | Op::Let(_) => Some(format!(
                 "{} = {}",
-                super::check::collapse_ws(node.span.text(&self.source)),
+                crate::text::collapse_ws(node.span.text(&self.source)),
                 fmt_val(value_of(vals, id), node.ty)
             )),
             _ => None,
@@ -671,7 +667,7 @@ pub fn fmt_val(v: Val, ty: SignalType) -> String {
     }
 }
 
-pub use crate::duration::{fmt_num, human as fmt_duration};
+use crate::text::{fmt_duration, fmt_num};
 
 #[cfg(test)]
 mod tests {

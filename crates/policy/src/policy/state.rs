@@ -201,8 +201,8 @@ impl Evaluator {
                     if let Some(left) = hold_left {
                         format!(
                             "{why} (held passing by `for {}`, {} left)",
-                            super::eval::fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
-                            super::eval::fmt_duration(left.as_secs_f64())
+                            crate::text::fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
+                            crate::text::fmt_duration(left.as_secs_f64())
                         )
                     } else {
                         why
