@@ -26,8 +26,8 @@ use serde_json::json;
 use crate::engine::PolicyStatus;
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
 use crate::policy::eval::describe_unknown;
-use crate::text::{cut, fmt_duration, fmt_value, html_escape};
 use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
+use crate::text::{cut, fmt_duration, fmt_value, html_escape};
 use crate::verdict::{CheckKind, CheckState, Verdict, unix_seconds};
 
 /// The timeline's width in time.
@@ -674,7 +674,10 @@ fn signals_table(out: &mut String, i: &PageInput) {
         });
         let error = match &r.unknown {
             Unknown::Failed { error, .. } => {
-                format!("<span class=\"err\">{}</span>", html_escape(&cut(error, MAX_TEXT)))
+                format!(
+                    "<span class=\"err\">{}</span>",
+                    html_escape(&cut(error, MAX_TEXT))
+                )
             }
             _ => "—".to_string(),
         };

@@ -9,8 +9,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::text::cut;
 use crate::policy::diag::did_you_mean;
+use crate::text::cut;
 use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
 /// Bodies are kept below this many bytes (the kubelet reads 10 KiB).

@@ -314,9 +314,11 @@ pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
     )?;
     let auth = ClientAuth::parse(t.client_auth_type.as_deref())?;
     if ca.is_some() && auth == ClientAuth::No {
-        return Err("client CA's have been configured without a Client Auth Policy \
+        return Err(
+            "client CA's have been configured without a Client Auth Policy \
                     (set client_auth_type, e.g. RequireAndVerifyClientCert)"
-            .to_string());
+                .to_string(),
+        );
     }
     if matches!(
         auth,
@@ -329,14 +331,18 @@ pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
         ));
     }
     if t.client_allowed_sans.is_some() && auth == ClientAuth::No {
-        return Err("client_allowed_sans needs a client_auth_type that asks for client \
+        return Err(
+            "client_allowed_sans needs a client_auth_type that asks for client \
                     certificates (e.g. RequireAndVerifyClientCert)"
-            .to_string());
+                .to_string(),
+        );
     }
     let min = version("min_version", t.min_version.as_deref(), 12)?;
     let max = version("max_version", t.max_version.as_deref(), 13)?;
     if min > max {
-        return Err(format!("min_version TLS{min} is above max_version TLS{max}"));
+        return Err(format!(
+            "min_version TLS{min} is above max_version TLS{max}"
+        ));
     }
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if min <= 12 {
@@ -660,14 +666,20 @@ mod tests {
             err(shape(&|t| t.key_file = None)),
             "missing one of key or key_file"
         );
-        assert!(err(shape(&|t| t.client_ca_file = Some("ca.pem".into())))
-            .contains("without a Client Auth Policy"));
-        assert!(err(shape(&|t| {
-            t.client_auth_type = Some("RequireAndVerifyClientCert".into())
-        }))
-        .contains("needs client_ca_file"));
-        assert!(err(shape(&|t| t.client_allowed_sans = Some(vec!["a".into()])))
-            .contains("client_allowed_sans needs a client_auth_type"));
+        assert!(
+            err(shape(&|t| t.client_ca_file = Some("ca.pem".into())))
+                .contains("without a Client Auth Policy")
+        );
+        assert!(
+            err(shape(&|t| {
+                t.client_auth_type = Some("RequireAndVerifyClientCert".into())
+            }))
+            .contains("needs client_ca_file")
+        );
+        assert!(
+            err(shape(&|t| t.client_allowed_sans = Some(vec!["a".into()])))
+                .contains("client_allowed_sans needs a client_auth_type")
+        );
         assert_eq!(
             err(shape(&|t| {
                 t.min_version = Some("TLS13".into());

@@ -86,7 +86,10 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     let kept = cut_at(s, max);
-    Cow::Owned(format!("{kept}{CUT_MARKER} ({} bytes cut)", s.len() - kept.len()))
+    Cow::Owned(format!(
+        "{kept}{CUT_MARKER} ({} bytes cut)",
+        s.len() - kept.len()
+    ))
 }
 
 /// Runs of whitespace (newlines included) as one space, none at the ends:
@@ -163,6 +166,9 @@ mod tests {
     #[test]
     fn whitespace_and_html() {
         assert_eq!(collapse_ws("  a &&\n\t b  "), "a && b");
-        assert_eq!(html_escape(r#"<a href="x">'&'</a>"#), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(
+            html_escape(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
     }
 }
