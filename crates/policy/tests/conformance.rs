@@ -191,7 +191,11 @@ const TIMELINE: &[(&str, &str, &str)] = &[
     // Unknown from the start: the hold counts from the first true.
     ("leader recover 3s", "0:U 1:U 2:T 4:T 5:T", "u u f f p"),
     // After passing, the first failure re-arms the hold.
-    ("leader recover 3s", "0:T 3:T 4:F 5:T 7:T 8:T", "f p f f f p"),
+    (
+        "leader recover 3s",
+        "0:T 3:T 4:F 5:T 7:T 8:T",
+        "f p f f f p",
+    ),
     // Passing, a true check stays passing: the hold is for the rise only.
     ("leader recover 3s", "0:T 3:T 10:T 100:T", "f p p p"),
     // With `for`: a blip shorter than the hold-down never fails, so it needs no recovery.

@@ -338,3 +338,36 @@ impl Evaluator {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The per-check state machine on its own, where a zero recovery hold
+    //! (which the checker refuses in a policy) can be compared with none.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn states(tl: &[(u64, u8)], hold: Option<u64>, recover: Option<Duration>) -> Vec<CheckState> {
+        let t0 = Instant::now();
+        let mut rt = CheckRuntime::new("c", "leader", t0, true);
+        let mut at = t0;
+        tl.iter()
+            .map(|&(dt, v)| {
+                at += Duration::from_millis(dt);
+                let raw = [Tri::True, Tri::False, Tri::Unknown][usize::from(v % 3)];
+                rt.update(raw, hold.map(Duration::from_millis), recover, at);
+                rt.state
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// With a hold of zero the check behaves exactly as without one.
+        #[test]
+        fn a_zero_recovery_hold_is_no_hold(
+            tl in prop::collection::vec((0u64..4000, 0u8..3), 1..100),
+            hold in prop::option::of(1u64..10_000),
+        ) {
+            prop_assert_eq!(states(&tl, hold, Some(Duration::ZERO)), states(&tl, hold, None));
+        }
+    }
+}
