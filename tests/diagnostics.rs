@@ -127,7 +127,7 @@ fn check_command_accepts_every_shipped_policy() {
       sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
     policies/default.policy: OK: 5 checks, 2 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag
       sources: etcd (always on)
-    policies/gardener.policy: OK: 6 checks, 3 warnings, 1 with hold-down; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, backup_healthy, full_snapshot_age
+    policies/gardener.policy: OK: 7 checks, 3 warnings, 1 with hold-down, 2 with recovery hold; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, apply_lag, backup_healthy, full_snapshot_age
       sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
     ");
 }
