@@ -520,7 +520,10 @@ async fn readyz_says_where_a_recovery_hold_stands_in_text_and_json() {
     readyz check failed
     ");
     let (_, _, body) = get(&st, "/readyz/apply_lag", None).await;
-    assert!(body.starts_with("[-]apply_lag failed: recovering: true for 12s of 30s\n"), "{body}");
+    assert!(
+        body.starts_with("[-]apply_lag failed: recovering: true for 12s of 30s\n"),
+        "{body}"
+    );
     let (_, _, body) = get(&st, "/readyz?format=json", None).await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     let lag = &v["checks"][1];

@@ -625,9 +625,27 @@ async fn replay_of_a_promtool_history_honours_recovery_holds_after_failures_and_
                 false,
                 "leader is false (then held failing by `recover 1m`)"
             ),
-            span(2400, "leader", "fail", true, "recovering: true for 0ms of 1m"),
-            span(3300, "fast", "fail", true, "recovering: true for 0ms of 30s"),
-            span(3300, "leader", "fail", true, "recovering: true for 0ms of 1m"),
+            span(
+                2400,
+                "leader",
+                "fail",
+                true,
+                "recovering: true for 0ms of 1m"
+            ),
+            span(
+                3300,
+                "fast",
+                "fail",
+                true,
+                "recovering: true for 0ms of 30s"
+            ),
+            span(
+                3300,
+                "leader",
+                "fail",
+                true,
+                "recovering: true for 0ms of 1m"
+            ),
         ]
     );
     let healthy = member(&doc, "etcd-1");

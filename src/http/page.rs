@@ -376,11 +376,7 @@ fn checks_table(out: &mut String, i: &PageInput) {
         };
         let state = LaneState::of_report(c);
         let def = policy.check(&c.name);
-        let hold_cell = hold_cell(
-            c,
-            def.and_then(|d| d.hold),
-            def.and_then(|d| d.recover),
-        );
+        let hold_cell = hold_cell(c, def.and_then(|d| d.hold), def.and_then(|d| d.recover));
         let explanation = if c.explanation.is_empty() {
             "<small>passing</small>".to_string()
         } else {
@@ -419,11 +415,7 @@ fn hold_cell(c: &CheckReport, hold: Option<Duration>, recover: Option<Duration>)
         };
     }
     match (hold, recover) {
-        (Some(h), Some(r)) => format!(
-            "— <small>(for {}, recover {})</small>",
-            d(h),
-            d(r)
-        ),
+        (Some(h), Some(r)) => format!("— <small>(for {}, recover {})</small>", d(h), d(r)),
         (Some(h), None) => format!("— <small>(for {})</small>", d(h)),
         (None, Some(r)) => format!("— <small>(recover {})</small>", d(r)),
         (None, None) => "—".to_string(),
@@ -973,7 +965,10 @@ mod tests {
             .expect("a row for read");
         assert!(read.contains(">— <small>(recover 5s)</small><"), "{read}");
         // The timeline draws the lane's recovering span with its own texture.
-        assert!(page.contains("f-recovering"), "no recovering span in the timeline");
+        assert!(
+            page.contains("f-recovering"),
+            "no recovering span in the timeline"
+        );
     }
 
     #[test]

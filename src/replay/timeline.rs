@@ -342,8 +342,7 @@ fn replay_member(
     let mut recorded = Runs::<Option<bool>>::new();
     let mut diffs = Runs::<bool>::new();
     let mut diff_detail: Vec<(Option<bool>, Vec<String>)> = Vec::new();
-    let mut check_runs: Vec<Runs<Option<Phase>>> =
-        (0..n_checks).map(|_| Runs::new()).collect();
+    let mut check_runs: Vec<Runs<Option<Phase>>> = (0..n_checks).map(|_| Runs::new()).collect();
     let mut check_detail: Vec<Vec<String>> = vec![Vec::new(); n_checks];
     let mut states: Vec<Option<Phase>> = vec![None; n_checks];
     let mut prev_verdict: Option<bool> = None;
@@ -755,8 +754,10 @@ mod tests {
             &[("apply_lag", series(15, 10.0, &[(2..=3, 9000.0)], &gap))],
             vec![None; 15],
         );
-        let (p, c) = compile("check lag: apply_lag < 5000 recover 30s
-");
+        let (p, c) = compile(
+            "check lag: apply_lag < 5000 recover 30s
+",
+        );
         let r = &replay(&p, &c, &grid, &[m])[0];
         // Ready from the window's start (the member was running before it);
         // failing at 30-60 s, recovering 60-90 s (true for 0 s, then 15 s of
