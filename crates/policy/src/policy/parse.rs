@@ -459,6 +459,14 @@ fn found_span(src: &str, pos: usize) -> Span {
 
 fn hint_for(src: &str, pos: usize) -> Option<String> {
     let rest = &src[pos.min(src.len())..];
+    for kw in ["for", "recover"] {
+        let after = rest.strip_prefix(kw).and_then(|r| r.chars().next());
+        if after.is_some_and(|c| !(c.is_ascii_alphanumeric() || c == '_')) {
+            return Some(format!(
+                "`{kw}` belongs to a named check: write `check NAME: EXPR {kw} 30s`"
+            ));
+        }
+    }
     if rest.starts_with("and ") || rest.starts_with("or ") {
         return Some("write `&&` and `||` for and / or".to_string());
     }
@@ -520,6 +528,20 @@ mod tests {
             };
             let got: Vec<_> = clauses.iter().map(|c| (c.kind, c.secs)).collect();
             assert_eq!(got, want, "{src}");
+        }
+    }
+
+    #[test]
+    fn a_clause_after_a_bare_expression_says_to_name_the_check() {
+        for kw in ["for", "recover"] {
+            let d = parse(&format!("leader && qget_ms < 1000 {kw} 30s")).unwrap_err();
+            assert_eq!(
+                d[0].help.as_deref(),
+                Some(
+                    format!("`{kw}` belongs to a named check: write `check NAME: EXPR {kw} 30s`")
+                        .as_str()
+                ),
+            );
         }
     }
 
