@@ -28,7 +28,7 @@ grep -l '^error:\|unknown: ' $C/policy/seed-doc-* | xargs -r rm -f
   for i in $(seq 1 40); do echo "let a$i = a$((i - 1)) && a$((i - 1))"; done
   echo "check deep: a40 for 30s"
 } > $C/policy/seed-doubling-chain-40
-printf 'check a: leader for 168h\ncheck b: db_size_bytes < 2GiB && age(leader) < 1e3s ?? true\n' > $C/policy/seed-limits
+printf 'check a: leader for 168h\ncheck b: db_size_bytes < 2GiB && age(leader) < 1e3s ?? true\ncheck c: leader for 10s recover 1h\n' > $C/policy/seed-limits
 
 # `test` YAML: the shipped test files and the doc's example.
 for f in policies/*.test.yaml; do cp "$f" "$C/policy_test_yaml/seed-$(basename "$f")"; done

@@ -40,6 +40,9 @@ fn report(
         since: at(1_700_000_000),
         held: false,
         hold_left: None,
+        recovering: false,
+        recover_left: None,
+        true_for: None,
         expr: expr.to_string(),
         explanation: why.to_string(),
         signals: vec![UsedSignal {
@@ -489,4 +492,46 @@ async fn concurrent_reloads_are_coalesced_into_one_in_flight() {
         .await;
     assert_eq!(again.1, "policy unchanged\n");
     assert_eq!(flight.counts(), (2, 500));
+}
+
+#[tokio::test]
+async fn readyz_says_where_a_recovery_hold_stands_in_text_and_json() {
+    let (st, engine) = state();
+    let mut v = failing_verdict();
+    let mut lag = report(
+        "apply_lag",
+        CheckKind::Check,
+        CheckState::Fail,
+        "apply_lag < 5000",
+        "recovering: true for 12s of 30s",
+        Some(10.into()),
+    );
+    lag.recovering = true;
+    lag.true_for = Some(Duration::from_secs(12));
+    lag.recover_left = Some(Duration::from_secs(18));
+    v.checks = vec![v.checks[0].clone(), lag];
+    v.ready = Verdict::ready_from(&v.checks);
+    engine.publish(v);
+    let (code, _, body) = get(&st, "/readyz?verbose", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    insta::assert_snapshot!(body, @r"
+    [+]leader ok
+    [-]apply_lag failed: recovering: true for 12s of 30s
+    readyz check failed
+    ");
+    let (_, _, body) = get(&st, "/readyz/apply_lag", None).await;
+    assert!(
+        body.starts_with("[-]apply_lag failed: recovering: true for 12s of 30s\n"),
+        "{body}"
+    );
+    let (_, _, body) = get(&st, "/readyz?format=json", None).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let lag = &v["checks"][1];
+    assert_eq!(lag["state"], "fail");
+    assert_eq!(lag["recovering"], true);
+    assert_eq!(lag["true_for"], 12.0);
+    assert_eq!(lag["recover_left"], 18.0);
+    assert_eq!(lag["explanation"], "recovering: true for 12s of 30s");
+    assert_eq!(v["checks"][0]["recovering"], false);
+    assert!(v["checks"][0].get("recover_left").is_none());
 }

@@ -529,6 +529,144 @@ async fn replay_of_a_promtool_history_finds_the_crossings_hold_downs_gaps_and_wa
     );
 }
 
+/// The same history replayed with recovery holds: a check that failed
+/// passes again only after `recover` of unbroken truth, and so does every
+/// check after the gap (the exporter restarted); the window's start is not
+/// taken for a restart, so the healthy member is ready throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_a_promtool_history_honours_recovery_holds_after_failures_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = history_start();
+    let prom = prometheus_with_history(dir.path(), b).await;
+    let url = prom.url();
+    let held = write(
+        dir.path(),
+        "held.policy",
+        "check leader: leader recover 1m\ncheck fast: qget_ms < 500 recover 30s\n",
+    );
+    let (start, end) = (b.to_string(), (b + 15 * STEPS).to_string());
+    let base = [
+        "--prometheus.url",
+        &url,
+        "--start",
+        &start,
+        "--end",
+        &end,
+        "--step",
+        "15s",
+        "--policy",
+        &held,
+    ];
+    let doc = json_of(&replay(&[&base[..], &["--format", "json"]].concat()));
+    let m = member(&doc, "etcd-0");
+    // - samples 40-41 (qget 800) fail `fast`; true again from sample 42 (630 s),
+    //   it passes at sample 44 (660 s), 30 s later;
+    // - samples 150-159 (leader 0) fail `leader`; true from 160 (2400 s), it
+    //   passes at 164 (2460 s), a minute later;
+    // - after the gap (no data 199-219) the member is back at 220 (3300 s)
+    //   with a fresh evaluator, as a restarted exporter: both checks
+    //   recovering, `fast` passes at 222, `leader` at 224 (3360 s).
+    assert_eq!(
+        intervals(b, &m["intervals"]),
+        [
+            iv(0, 600, Some(true), &[]),
+            iv(600, 660, Some(false), &["fast"]),
+            iv(660, 2250, Some(true), &[]),
+            iv(2250, 2460, Some(false), &["leader"]),
+            iv(2460, 2985, Some(true), &[]),
+            iv(2985, 3300, None, &[]),
+            iv(3300, 3360, Some(false), &["leader", "fast"]),
+            iv(3360, 3600, Some(true), &[]),
+        ]
+    );
+    // The recorded verdict (no holds) was ready again at the first good
+    // sample: the holds are the differences.
+    assert_eq!(
+        intervals(b, &m["differs_from_recorded"]),
+        [
+            iv(630, 660, Some(false), &["fast"]),
+            iv(2400, 2460, Some(false), &["leader"]),
+            iv(3300, 3360, Some(false), &["leader", "fast"]),
+        ]
+    );
+    let mut spans: Vec<(i64, String, String, bool, String)> = m["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["from"].as_i64().unwrap() - b,
+                s["check"].as_str().unwrap().to_string(),
+                s["state"].as_str().unwrap().to_string(),
+                s["recovering"].as_bool().unwrap(),
+                s["explanation"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    spans.sort();
+    let span = |f: i64, c: &str, s: &str, r: bool, e: &str| {
+        (f, c.to_string(), s.to_string(), r, e.to_string())
+    };
+    assert_eq!(
+        spans,
+        [
+            span(
+                600,
+                "fast",
+                "fail",
+                false,
+                "qget_ms < 500 is false (qget_ms = 800) (then held failing by `recover 30s`)"
+            ),
+            span(630, "fast", "fail", true, "recovering: true for 0ms of 30s"),
+            span(
+                2250,
+                "leader",
+                "fail",
+                false,
+                "leader is false (then held failing by `recover 1m`)"
+            ),
+            span(
+                2400,
+                "leader",
+                "fail",
+                true,
+                "recovering: true for 0ms of 1m"
+            ),
+            span(
+                3300,
+                "fast",
+                "fail",
+                true,
+                "recovering: true for 0ms of 30s"
+            ),
+            span(
+                3300,
+                "leader",
+                "fail",
+                true,
+                "recovering: true for 0ms of 1m"
+            ),
+        ]
+    );
+    let healthy = member(&doc, "etcd-1");
+    assert_eq!(
+        intervals(b, &healthy["intervals"]),
+        [iv(0, 3600, Some(true), &[])],
+        "the window's start is not a restart"
+    );
+    assert_eq!(healthy["differs_from_recorded"], serde_json::json!([]));
+
+    let out = replay(&base);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "fast held failing by its recovery hold",
+        "leader held failing by its recovery hold",
+    ] {
+        assert!(text.contains(needle), "{needle} not in:\n{text}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -27,7 +27,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 
 use crate::signals::Reading;
-use crate::verdict::{CheckState, Verdict};
+use crate::verdict::{CheckReport, CheckState, Verdict};
 
 /// Most transitions kept. At about 40 bytes each this is at most ~160 KiB;
 /// a policy of 128 checks all flapping at every 250 ms evaluation fills it in
@@ -66,6 +66,8 @@ pub enum LaneState {
     Pass,
     /// A check's expression is not true, but its hold-down keeps it passing.
     Held,
+    /// A check's expression is true, but its recovery hold keeps it failing.
+    Recovering,
     Fail,
     Unknown,
     /// A reload removed the check.
@@ -80,16 +82,19 @@ impl LaneState {
             LaneState::Starting => "starting",
             LaneState::Pass => "pass",
             LaneState::Held => "held",
+            LaneState::Recovering => "recovering",
             LaneState::Fail => "fail",
             LaneState::Unknown => "unknown",
             LaneState::Removed => "removed",
         }
     }
 
-    fn of_check(state: CheckState, held: bool) -> LaneState {
-        match state {
-            CheckState::Pass if held => LaneState::Held,
+    /// The lane state of a check's report.
+    pub fn of_report(c: &CheckReport) -> LaneState {
+        match c.state {
+            CheckState::Pass if c.held => LaneState::Held,
             CheckState::Pass => LaneState::Pass,
+            CheckState::Fail if c.recovering => LaneState::Recovering,
             CheckState::Fail => LaneState::Fail,
             CheckState::Unknown => LaneState::Unknown,
         }
@@ -236,7 +241,7 @@ impl History {
         lanes.push((Lane::Readiness, LaneState::of_verdict(verdict)));
         let starting = verdict.reason.is_some() && verdict.checks.is_empty();
         for c in &verdict.checks {
-            let state = LaneState::of_check(c.state, c.held);
+            let state = LaneState::of_report(c);
             // Reuse the Arc of a known lane: the buffer shares one name.
             let lane = ring
                 .current
@@ -346,6 +351,9 @@ mod tests {
             since: at(0),
             held: false,
             hold_left: None,
+            recovering: false,
+            recover_left: None,
+            true_for: None,
             expr: "leader".into(),
             explanation: String::new(),
             signals: Vec::new(),

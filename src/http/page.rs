@@ -28,7 +28,7 @@ use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, Publish
 use crate::policy::eval::describe_unknown;
 use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
 use crate::text::{cut, fmt_duration, fmt_value, html_escape};
-use crate::verdict::{CheckKind, CheckState, Verdict, unix_seconds};
+use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict, unix_seconds};
 
 /// The timeline's width in time.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
@@ -139,13 +139,13 @@ thead th{background:#f5f5f5;font-weight:600;white-space:nowrap}\
 td.x{overflow-wrap:anywhere;min-width:14em}code{font-size:.92em;overflow-wrap:anywhere}\
 .st{display:inline-block;padding:0 .45em;border-radius:3px;font-weight:600;white-space:nowrap;border:1px solid #999}\
 .st-pass,.st-ready{background:#c8e6c9}.st-fail,.st-notready{background:#ffcdd2}.st-unknown{background:#e1d5f0}\
-.st-held{background:#ffe0a3}.st-starting{background:#cfe0fb}\
+.st-held{background:#ffe0a3}.st-recovering{background:#dcedc8}.st-starting{background:#cfe0fb}\
 .tl th{width:11em;max-width:40vw;overflow-wrap:anywhere;font-weight:normal}.tl td{padding:2px 0}\
 .tl svg{display:block;width:100%;height:22px;background:#fafafa}\
 .lane rect{width:100%;height:100%;stroke:#fff;stroke-width:1}\
 .lane text{font-size:11px;dominant-baseline:middle;fill:#111}\
 .f-ready,.f-pass{fill:url(#p-ok)}.f-not_ready,.f-fail{fill:url(#p-fail)}.f-unknown{fill:url(#p-unk)}\
-.f-held{fill:url(#p-held)}.f-starting{fill:url(#p-start)}.f-flap{fill:url(#p-flap)}\
+.f-held{fill:url(#p-held)}.f-recovering{fill:url(#p-rec)}.f-starting{fill:url(#p-start)}.f-flap{fill:url(#p-flap)}\
 .f-nodata,.f-removed{fill:#eee}.f-trunc{fill:url(#p-trunc)}\
 .axis{display:flex;justify-content:space-between;font-size:.8em;color:#555}\
 .note{background:#fff6d6;border-left:4px solid #e0a800;padding:.3em .6em}\
@@ -160,6 +160,7 @@ const PATTERNS: &str = "<svg width=\"0\" height=\"0\" style=\"position:absolute\
 <pattern id=\"p-fail\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ef9a9a\"/><path d=\"M0 8L8 0\" stroke=\"#c62828\" stroke-width=\"2\"/></pattern>\
 <pattern id=\"p-unk\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\"><rect width=\"6\" height=\"6\" fill=\"#d1c4e9\"/><circle cx=\"3\" cy=\"3\" r=\"1.2\" fill=\"#5e35b1\"/></pattern>\
 <pattern id=\"p-held\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffcc80\"/><path d=\"M0 4H8\" stroke=\"#ef6c00\" stroke-width=\"1.5\"/></pattern>\
+<pattern id=\"p-rec\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#c5e1a5\"/><path d=\"M4 0V8\" stroke=\"#c62828\" stroke-width=\"1.5\"/></pattern>\
 <pattern id=\"p-start\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#90caf9\"/></pattern>\
 <pattern id=\"p-flap\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffab91\"/><path d=\"M0 8L8 0M0 0L8 8\" stroke=\"#bf360c\" stroke-width=\"1.2\"/></pattern>\
 <pattern id=\"p-trunc\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#eee\"/><path d=\"M0 0L8 8\" stroke=\"#bbb\"/></pattern>\
@@ -346,23 +347,9 @@ fn checks_table(out: &mut String, i: &PageInput) {
             CheckKind::Check => "check",
             CheckKind::Warn => "warn",
         };
-        let state = match c.state {
-            CheckState::Pass if c.held => LaneState::Held,
-            CheckState::Pass => LaneState::Pass,
-            CheckState::Fail => LaneState::Fail,
-            CheckState::Unknown => LaneState::Unknown,
-        };
-        let hold = policy.check(&c.name).and_then(|d| d.hold);
-        let hold_cell = match (c.hold_left, hold) {
-            (Some(left), Some(h)) => format!(
-                "{} of {}",
-                fmt_duration(left.as_secs_f64()),
-                fmt_duration(h.as_secs_f64())
-            ),
-            (Some(left), None) => fmt_duration(left.as_secs_f64()),
-            (None, Some(h)) => format!("— <small>(for {})</small>", fmt_duration(h.as_secs_f64())),
-            (None, None) => "—".to_string(),
-        };
+        let state = LaneState::of_report(c);
+        let def = policy.check(&c.name);
+        let hold_cell = hold_cell(c, def.and_then(|d| d.hold), def.and_then(|d| d.recover));
         let explanation = if c.explanation.is_empty() {
             "<small>passing</small>".to_string()
         } else {
@@ -381,6 +368,31 @@ fn checks_table(out: &mut String, i: &PageInput) {
         );
     }
     out.push_str("</tbody></table></div>\n");
+}
+
+/// The "hold-down left" cell: how long the hold in force still holds the
+/// check — passing (`for`, while held) or failing (`recover`, while
+/// recovering) — or, with neither in force, the clauses the check has.
+fn hold_cell(c: &CheckReport, hold: Option<Duration>, recover: Option<Duration>) -> String {
+    let d = |d: Duration| fmt_duration(d.as_secs_f64());
+    if let Some(left) = c.hold_left {
+        return match hold {
+            Some(h) => format!("{} of {}", d(left), d(h)),
+            None => d(left),
+        };
+    }
+    if let Some(left) = c.recover_left {
+        return match recover {
+            Some(r) => format!("{} of {} <small>(recover)</small>", d(left), d(r)),
+            None => format!("{} <small>(recover)</small>", d(left)),
+        };
+    }
+    match (hold, recover) {
+        (Some(h), Some(r)) => format!("— <small>(for {}, recover {})</small>", d(h), d(r)),
+        (Some(h), None) => format!("— <small>(for {})</small>", d(h)),
+        (None, Some(r)) => format!("— <small>(recover {})</small>", d(r)),
+        (None, None) => "—".to_string(),
+    }
 }
 
 /// What a span of a lane shows.
@@ -406,6 +418,7 @@ impl SpanKind {
             SpanKind::State(LaneState::Starting) => "starting",
             SpanKind::State(LaneState::Pass) => "pass",
             SpanKind::State(LaneState::Held) => "held",
+            SpanKind::State(LaneState::Recovering) => "recovering",
             SpanKind::State(LaneState::Fail) => "fail",
             SpanKind::State(LaneState::Unknown) => "unknown",
             SpanKind::State(LaneState::Removed) => "removed",
@@ -765,6 +778,9 @@ mod tests {
             since: at(840),
             held: false,
             hold_left: None,
+            recovering: false,
+            recover_left: None,
+            true_for: None,
             expr: format!("{name}_expr"),
             explanation: why.into(),
             signals: vec![UsedSignal {
@@ -890,6 +906,44 @@ mod tests {
             Duration::from_secs(1),
         );
         readings
+    }
+
+    #[test]
+    fn a_recovering_check_shows_its_state_and_how_long_the_hold_still_holds() {
+        let mut f = fixture(
+            "check leader: leader\ncheck lag: rev_lag < 5000 for 10s recover 30s\ncheck read: qget_ms < 1000 recover 5s",
+        );
+        let mut v = verdict_of(&f.policy.policy, &["lag"], "");
+        let lag = &mut v.checks[1];
+        lag.recovering = true;
+        lag.true_for = Some(Duration::from_secs(12));
+        lag.recover_left = Some(Duration::from_secs(18));
+        lag.explanation = "recovering: true for 12s of 30s".into();
+        assert_eq!(LaneState::of_report(lag), LaneState::Recovering);
+        f.verdict = v;
+        f.history.observe(&f.verdict, &[], Instant::now(), at(890));
+        let readings = vec![Reading::NEVER; f.catalogue.len()];
+        let page = render(&f, &readings, false);
+        let row = page
+            .lines()
+            .find(|l| l.starts_with("<tr data-check=\"lag\""))
+            .expect("a row for lag");
+        assert!(row.contains("data-state=\"recovering\""), "{row}");
+        assert!(
+            row.contains("<td data-l=\"hold-down left\">18s of 30s <small>(recover)</small></td>"),
+            "{row}"
+        );
+        assert!(row.contains("recovering: true for 12s of 30s"), "{row}");
+        let read = page
+            .lines()
+            .find(|l| l.starts_with("<tr data-check=\"read\""))
+            .expect("a row for read");
+        assert!(read.contains(">— <small>(recover 5s)</small><"), "{read}");
+        // The timeline draws the lane's recovering span with its own texture.
+        assert!(
+            page.contains("f-recovering"),
+            "no recovering span in the timeline"
+        );
     }
 
     #[test]

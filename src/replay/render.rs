@@ -120,6 +120,7 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
                     "kind": kind_str(c.kind),
                     "state": c.state.as_str(),
                     "held": c.held,
+                    "recovering": c.recovering,
                     "from": secs(c.from_ms),
                     "to": secs(c.to_ms),
                     "explanation": c.explanation,
@@ -244,6 +245,14 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
             let _ = writeln!(
                 out,
                 "  {} held passing by its hold-down {}",
+                c.check,
+                span_text(c.from_ms, c.to_ms)
+            );
+        }
+        for c in m.checks.iter().filter(|c| c.recovering) {
+            let _ = writeln!(
+                out,
+                "  {} held failing by its recovery hold {}",
                 c.check,
                 span_text(c.from_ms, c.to_ms)
             );
@@ -484,6 +493,8 @@ pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
                 );
                 let text = if c.held {
                     format!("{} held", c.check)
+                } else if c.recovering {
+                    format!("{} recovering", c.check)
                 } else {
                     format!("{} {}", c.check, c.state.as_str())
                 };
@@ -631,6 +642,7 @@ mod tests {
                 kind: CheckKind::Check,
                 state: CheckState::Fail,
                 held: false,
+                recovering: false,
                 from_ms: 1_015_000,
                 to_ms: 1_022_500,
                 explanation: "qget_ms < 1 is false (qget_ms = 2)".to_string(),
@@ -711,6 +723,7 @@ mod tests {
                 "from",
                 "held",
                 "kind",
+                "recovering",
                 "state",
                 "to"
             ]

@@ -12,7 +12,10 @@
 //! hold-downs run on the history's time, not on the machine's. A member with
 //! no sample at all at a step (the exporter was not scraped) has no verdict
 //! there (unknown); when its data comes back it starts with a fresh
-//! evaluator, as a restarted exporter does.
+//! evaluator, as a restarted exporter does — recovery holds (`recover`)
+//! included. A member with data from the window's first step was running
+//! before it: its evaluator starts [`Evaluator::resumed`], so the window's
+//! start is not taken for a restart.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -150,7 +153,8 @@ pub struct Interval {
 }
 
 /// A stretch of time in which one check (or warn) did not pass, or passed
-/// only because its hold-down held it.
+/// only because its hold-down held it, or failed only because its recovery
+/// hold held it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckSpan {
     pub check: String,
@@ -159,11 +163,17 @@ pub struct CheckSpan {
     pub state: CheckState,
     /// The expression was not true but the hold-down kept the check passing.
     pub held: bool,
+    /// The expression was true but the recovery hold kept the check failing.
+    pub recovering: bool,
     pub from_ms: i64,
     pub to_ms: i64,
     /// The explanation at `from`.
     pub explanation: String,
 }
+
+/// A check's state at a step, whether its hold-down held it passing, and
+/// whether its recovery hold held it failing.
+type Phase = (CheckState, bool, bool);
 
 /// What `replay` reports for one member.
 #[derive(Clone, Debug, PartialEq)]
@@ -332,10 +342,9 @@ fn replay_member(
     let mut recorded = Runs::<Option<bool>>::new();
     let mut diffs = Runs::<bool>::new();
     let mut diff_detail: Vec<(Option<bool>, Vec<String>)> = Vec::new();
-    let mut check_runs: Vec<Runs<Option<(CheckState, bool)>>> =
-        (0..n_checks).map(|_| Runs::new()).collect();
+    let mut check_runs: Vec<Runs<Option<Phase>>> = (0..n_checks).map(|_| Runs::new()).collect();
     let mut check_detail: Vec<Vec<String>> = vec![Vec::new(); n_checks];
-    let mut states: Vec<Option<(CheckState, bool)>> = vec![None; n_checks];
+    let mut states: Vec<Option<Phase>> = vec![None; n_checks];
     let mut prev_verdict: Option<bool> = None;
     let mut prev_recorded: Option<bool> = None;
 
@@ -363,10 +372,17 @@ fn replay_member(
                 readings[*idx].last_good_age =
                     last_good[k].map(|g| Duration::from_millis((t - g) as u64));
             }
-            let ev = evaluator.get_or_insert_with(|| Evaluator::new(policy.clone(), now));
+            let ev = evaluator.get_or_insert_with(|| {
+                if i == 0 {
+                    Evaluator::resumed(policy.clone(), now)
+                } else {
+                    Evaluator::new(policy.clone(), now)
+                }
+            });
             ev.evaluate(&readings, now);
-            for (s, ((_, _, state), held)) in states.iter_mut().zip(ev.states().zip(ev.held())) {
-                *s = Some((state, held));
+            let phases = ev.states().zip(ev.held()).zip(ev.recovering());
+            for (s, (((_, _, state), held), recovering)) in states.iter_mut().zip(phases) {
+                *s = Some((state, held, recovering));
             }
             Some(ev.ready())
         } else {
@@ -409,7 +425,7 @@ fn replay_member(
         for (j, (runs, state)) in check_runs.iter_mut().zip(&states).enumerate() {
             if runs.push(t, *state) {
                 let why = match (&evaluator, state) {
-                    (Some(ev), Some((s, held))) if *s != CheckState::Pass || *held => {
+                    (Some(ev), Some((s, held, _))) if *s != CheckState::Pass || *held => {
                         reports_at(&mut reports, ev, &readings, now, wall)[j]
                             .explanation
                             .clone()
@@ -486,12 +502,15 @@ fn replay_member(
         .zip(policy.checks())
     {
         for ((from_ms, to_ms, state), explanation) in runs.finish(end).into_iter().zip(details) {
-            if let Some((state, held)) = state.filter(|(s, held)| *s != CheckState::Pass || *held) {
+            if let Some((state, held, recovering)) =
+                state.filter(|(s, held, _)| *s != CheckState::Pass || *held)
+            {
                 report.checks.push(CheckSpan {
                     check: def.name.clone(),
                     kind: def.kind,
                     state,
                     held,
+                    recovering,
                     from_ms,
                     to_ms,
                     explanation,
@@ -721,6 +740,78 @@ mod tests {
         assert!(
             r.differs_from_recorded.is_empty(),
             "no recorded verdict, no difference"
+        );
+    }
+
+    #[test]
+    fn a_recovery_hold_holds_after_a_failure_and_after_a_restart_but_not_at_the_window_start() {
+        // Steps of 15 s. The lag is bad at 2..=3, the exporter is gone at
+        // 7..=8 (a restart), data everywhere else.
+        let grid = Grid::new(S, S + 210_000, 15_000).unwrap();
+        let gap = 7..=8;
+        let m = member(
+            15,
+            &[("apply_lag", series(15, 10.0, &[(2..=3, 9000.0)], &gap))],
+            vec![None; 15],
+        );
+        let (p, c) = compile(
+            "check lag: apply_lag < 5000 recover 30s
+",
+        );
+        let r = &replay(&p, &c, &grid, &[m])[0];
+        // Ready from the window's start (the member was running before it);
+        // failing at 30-60 s, recovering 60-90 s (true for 0 s, then 15 s of
+        // 30 s), ready at 90 s; after the restart at 135 s recovering again
+        // until 165 s.
+        assert_eq!(
+            ivs(&r.intervals),
+            [
+                iv(0, 30, Some(true), &[]),
+                iv(30, 90, Some(false), &["lag"]),
+                iv(90, 105, Some(true), &[]),
+                iv(105, 135, None, &[]),
+                iv(135, 165, Some(false), &["lag"]),
+                iv(165, 210, Some(true), &[]),
+            ]
+        );
+        let spans: Vec<(CheckState, bool, i64, i64, &str)> = r
+            .checks
+            .iter()
+            .map(|s| {
+                (
+                    s.state,
+                    s.recovering,
+                    (s.from_ms - S) / 1000,
+                    (s.to_ms - S) / 1000,
+                    s.explanation.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (
+                    CheckState::Fail,
+                    false,
+                    30,
+                    60,
+                    "apply_lag < 5000 is false (apply_lag = 9000) (then held failing by `recover 30s`)"
+                ),
+                (
+                    CheckState::Fail,
+                    true,
+                    60,
+                    90,
+                    "recovering: true for 0ms of 30s"
+                ),
+                (
+                    CheckState::Fail,
+                    true,
+                    135,
+                    165,
+                    "recovering: true for 0ms of 30s"
+                ),
+            ]
         );
     }
 

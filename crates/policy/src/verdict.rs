@@ -63,9 +63,26 @@ pub struct CheckReport {
         serialize_with = "ser_opt_secs"
     )]
     pub hold_left: Option<Duration>,
+    /// The expression is true but the recovery hold (`recover`) keeps the
+    /// check failing until it has been true for the whole hold.
+    pub recovering: bool,
+    /// While `recovering`: how much of the recovery hold is left before the
+    /// check passes, if the expression stays true.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_secs"
+    )]
+    pub recover_left: Option<Duration>,
+    /// While `recovering`: how long the expression has been true without a break.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_secs"
+    )]
+    pub true_for: Option<Duration>,
     /// The policy text of the check's expression.
     pub expr: String,
-    /// Empty when passing (and not held); otherwise the failing terms with values,
+    /// Empty when passing (and not held); `recovering: true for 12s of 30s`
+    /// while recovering; otherwise the failing terms with values,
     /// e.g. `qget_ms < 1000 is false (qget_ms = 1432)`.
     pub explanation: String,
     pub signals: Vec<UsedSignal>,

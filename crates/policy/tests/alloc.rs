@@ -1,5 +1,6 @@
 //! Evaluation does not allocate: the card policy with every signal known (and
-//! then with a read in flight) is evaluated many times under a counting
+//! then with a read in flight), the gardener policy and a check with both
+//! holds cycling through their phases are evaluated many times under a counting
 //! allocator (dhat), and the number of heap allocations made during those
 //! evaluations must be zero.
 //!
@@ -42,12 +43,24 @@ fn evaluating_allocates_nothing() {
     let t0 = Instant::now();
     let mut ev = Evaluator::new(policy, t0);
     let mut ev2 = Evaluator::new(gardener, t0);
+    // Both holds cycling through every phase: recovering, passing, held, failing.
+    let holds =
+        Arc::new(Policy::compile("holds.policy", "check r: leader for 1s recover 2s", &c).unwrap());
+    let mut ev3 = Evaluator::new(holds, t0);
+    let mut flipping = readings.clone();
+    let leader = c.id("leader").index();
 
     let before = dhat::HeapStats::get();
     for i in 0..10_000u32 {
         let now = t0 + Duration::from_millis(u64::from(i));
         ev.evaluate(&readings, now);
         ev2.evaluate(&readings, now); // partly unknown signals, hold-down timers
+        flipping[leader] = match i % 5000 {
+            0..3000 => Reading::known(Value::Bool(true)),
+            3000..4500 => Reading::known(Value::Bool(false)),
+            _ => Reading::NEVER,
+        };
+        ev3.evaluate(&flipping, now);
     }
     let after = dhat::HeapStats::get();
     assert!(ev.ready());

@@ -174,3 +174,88 @@ fn age_reads_time_since_last_good_sample_even_after_a_failure() {
     ev.evaluate(&r, now);
     assert_eq!(ev.states().next().unwrap().2, CheckState::Fail);
 }
+
+/// Timed rows: a check on `leader`, its value at each evaluation (`T`, `F`,
+/// or `U` for unknown) at whole seconds, and the check's state after each
+/// one (`p`ass, `f`ail, `u`nknown). The evaluator starts at 0s.
+const TIMELINE: &[(&str, &str, &str)] = &[
+    // No hold: passes at its first true evaluation.
+    ("leader", "0:T", "p"),
+    // A recovery hold applies from the start: true for 3s before passing.
+    ("leader recover 3s", "0:T 1:T 2:T 3:T", "f f f p"),
+    // Evaluations need not fall on the boundary: the first at or after it passes.
+    ("leader recover 3s", "0:T 2:T 4:T", "f f p"),
+    // Unknown breaks the run like false does: the hold restarts at 2s.
+    ("leader recover 3s", "0:T 1:U 2:T 4:T 5:T", "f u f f p"),
+    ("leader recover 3s", "0:T 1:F 2:T 4:T 5:T", "f f f f p"),
+    // Unknown from the start: the hold counts from the first true.
+    ("leader recover 3s", "0:U 1:U 2:T 4:T 5:T", "u u f f p"),
+    // After passing, the first failure re-arms the hold.
+    (
+        "leader recover 3s",
+        "0:T 3:T 4:F 5:T 7:T 8:T",
+        "f p f f f p",
+    ),
+    // Passing, a true check stays passing: the hold is for the rise only.
+    ("leader recover 3s", "0:T 3:T 10:T 100:T", "f p p p"),
+    // With `for`: a blip shorter than the hold-down never fails, so it needs no recovery.
+    ("leader for 2s recover 3s", "0:T 3:T 4:F 5:T", "f p p p"),
+    // A fall past the hold-down fails, and the rise then waits for `recover`.
+    (
+        "leader for 2s recover 3s",
+        "0:T 3:T 4:F 5:F 6:F 7:T 9:T 10:T",
+        "f p p p f f f p",
+    ),
+    // Unknown while held passing stays held; past the hold-down it is unknown; then recovering.
+    (
+        "leader for 2s recover 3s",
+        "0:T 3:T 4:U 5:U 6:U 7:T 10:T",
+        "f p p p u f p",
+    ),
+    // The clauses in the other order mean the same.
+    (
+        "leader recover 3s for 2s",
+        "0:T 3:T 4:F 5:F 6:F 7:T 9:T 10:T",
+        "f p p p f f f p",
+    ),
+    // A hold-down alone gives no grace before the first pass (unchanged).
+    ("leader for 1h", "0:F 1:T", "f p"),
+];
+
+#[test]
+fn conformance_timeline() {
+    let c = Catalogue::builtin();
+    let leader = c.id("leader").index();
+    let mut failures = Vec::new();
+    for (check, series, want) in TIMELINE {
+        let p = Policy::compile("row", &format!("check t: {check}"), &c)
+            .unwrap_or_else(|d| panic!("{d}"));
+        let t0 = Instant::now();
+        let mut ev = Evaluator::new(Arc::new(p), t0);
+        let mut r = vec![Reading::NEVER; c.len()];
+        let mut got = Vec::new();
+        for sample in series.split_whitespace() {
+            let (at, v) = sample.split_once(':').expect("SECS:T|F|U");
+            r[leader] = match v {
+                "T" => Reading::known(Value::Bool(true)),
+                "F" => Reading::known(Value::Bool(false)),
+                _ => Reading::failed("request timed out", Duration::ZERO),
+            };
+            ev.evaluate(&r, t0 + Duration::from_secs(at.parse().unwrap()));
+            got.push(match ev.states().next().unwrap().2 {
+                CheckState::Pass => "p",
+                CheckState::Fail => "f",
+                CheckState::Unknown => "u",
+            });
+        }
+        let got = got.join(" ");
+        if got != *want {
+            failures.push(format!("{check}  [{series}]  expected {want}, got {got}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "timeline conformance failures:\n{}",
+        failures.join("\n")
+    );
+}

@@ -445,3 +445,137 @@ fn an_outdated_last_answer_is_unknown_until_the_bound_decides() {
         "qget_ms < 1000 is false (qget_ms ≥ 1000: read pending for 1s)"
     );
 }
+
+#[test]
+fn a_recovery_hold_explains_where_it_stands_and_passes_after_continuous_truth() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(w.policy("check lag: rev_lag < 5000 recover 30s"), w.t0);
+    // Held from the start: a freshly started member must earn its first pass.
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    ev.evaluate(&w.r, w.at(12.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Fail);
+    assert!(!ev.ready());
+    assert_eq!(ev.recovering().collect::<Vec<_>>(), [true]);
+    let rep = ev.report(&w.r, w.at(12.0), SystemTime::now());
+    assert!(rep[0].recovering && !rep[0].held);
+    assert_eq!(rep[0].explanation, "recovering: true for 12s of 30s");
+    assert_eq!(rep[0].true_for, Some(Duration::from_secs(12)));
+    assert_eq!(rep[0].recover_left, Some(Duration::from_secs(18)));
+    assert_eq!(rep[0].in_state_for, Duration::from_secs(12));
+    ev.evaluate(&w.r, w.at(29.9));
+    assert_eq!(state(&ev, "lag"), CheckState::Fail);
+    ev.evaluate(&w.r, w.at(30.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Pass);
+    assert!(ev.ready());
+    let rep = ev.report(&w.r, w.at(30.0), SystemTime::now());
+    assert!(!rep[0].recovering);
+    assert_eq!((rep[0].true_for, rep[0].recover_left), (None, None));
+    assert_eq!(rep[0].explanation, "");
+
+    // A failure re-arms the hold, and says so.
+    w.set("rev_lag", Value::Num(9000.0));
+    ev.evaluate(&w.r, w.at(31.0));
+    let rep = ev.report(&w.r, w.at(31.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "rev_lag < 5000 is false (rev_lag = 9000) (then held failing by `recover 30s`)"
+    );
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(32.0));
+    // Unknown for one evaluation breaks the run: it counts again from 40s.
+    w.fail("rev_lag", "sidecar timed out", Duration::ZERO);
+    ev.evaluate(&w.r, w.at(39.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Unknown);
+    assert_eq!(ev.recovering().collect::<Vec<_>>(), [false]);
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(40.0));
+    ev.evaluate(&w.r, w.at(69.0));
+    let rep = ev.report(&w.r, w.at(69.0), SystemTime::now());
+    assert_eq!(rep[0].explanation, "recovering: true for 29s of 30s");
+    ev.evaluate(&w.r, w.at(70.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Pass);
+}
+
+#[test]
+fn a_recovery_hold_combines_with_a_hold_down() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(
+        w.policy("check read: qget_ms < 1000 for 10s recover 5s"),
+        w.t0,
+    );
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    ev.evaluate(&w.r, w.at(5.0));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+    // A blip inside the hold-down never failed, so it needs no recovery.
+    w.set("qget_ms", Value::Num(2000.0));
+    ev.evaluate(&w.r, w.at(6.0));
+    let rep = ev.report(&w.r, w.at(6.0), SystemTime::now());
+    assert_eq!(
+        rep[0].explanation,
+        "qget_ms < 1000 is false (qget_ms = 2000) (held passing by `for 10s`, 10s left)"
+    );
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(7.0));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+    // A fall past the hold-down fails; the rise then waits for `recover`.
+    w.set("qget_ms", Value::Num(2000.0));
+    ev.evaluate(&w.r, w.at(8.0));
+    ev.evaluate(&w.r, w.at(18.0));
+    assert_eq!(state(&ev, "read"), CheckState::Fail);
+    w.set("qget_ms", Value::Num(5.0));
+    ev.evaluate(&w.r, w.at(19.0));
+    assert_eq!(state(&ev, "read"), CheckState::Fail);
+    ev.evaluate(&w.r, w.at(24.0));
+    assert_eq!(state(&ev, "read"), CheckState::Pass);
+}
+
+#[test]
+fn a_reload_neither_starts_nor_drops_a_recovery_hold() {
+    let mut w = World::new();
+    let mut ev = Evaluator::new(
+        w.policy("check leader: leader\ncheck lag: rev_lag < 5000"),
+        w.t0,
+    );
+    w.set("leader", Value::Bool(true));
+    w.set("rev_lag", Value::Num(9000.0));
+    ev.evaluate(&w.r, w.at(0.0));
+    // A new check with a hold is not held before its first failure: an edit
+    // of the ConfigMap is not a restart of every member.
+    let v2 = "check leader: leader\ncheck lag: rev_lag < 5000\ncheck fresh: leader recover 1m";
+    ev.replace_policy(w.policy(v2), w.at(1.0));
+    ev.evaluate(&w.r, w.at(1.0));
+    assert_eq!(state(&ev, "fresh"), CheckState::Pass);
+    // `lag` kept its state (failing); recovering once true, it passes at once
+    // without a hold …
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(2.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Pass);
+    // … and a hold added by a reload to a failing check holds it.
+    w.set("rev_lag", Value::Num(9000.0));
+    ev.evaluate(&w.r, w.at(3.0));
+    let v3 = "check leader: leader\ncheck lag: rev_lag < 5000 recover 10s\ncheck fresh: leader recover 1m";
+    assert_eq!(ev.replace_policy(w.policy(v3), w.at(4.0)), 3);
+    w.set("rev_lag", Value::Num(10.0));
+    ev.evaluate(&w.r, w.at(4.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Fail);
+    ev.evaluate(&w.r, w.at(14.0));
+    assert_eq!(state(&ev, "lag"), CheckState::Pass);
+}
+
+#[test]
+fn a_resumed_evaluator_applies_the_recovery_hold_only_after_a_failure() {
+    let mut w = World::new();
+    let mut ev = Evaluator::resumed(w.policy("check l: leader recover 10s"), w.t0);
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(0.0));
+    assert_eq!(state(&ev, "l"), CheckState::Pass);
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(1.0));
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(2.0));
+    assert_eq!(state(&ev, "l"), CheckState::Fail);
+    ev.evaluate(&w.r, w.at(12.0));
+    assert_eq!(state(&ev, "l"), CheckState::Pass);
+}

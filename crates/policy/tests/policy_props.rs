@@ -1,11 +1,13 @@
 //! Property tests (proptest, stable toolchain, run by `cargo test`): random
 //! policies built from the grammar with extreme literals (huge, tiny,
 //! overflowing, thousands of digits, `_` separators), deep nesting around the
-//! limits, stacked `let` chains and hold-downs, evaluated over readings with
+//! limits, stacked `let` chains, hold-downs and recovery holds, evaluated over readings with
 //! NaN, ±Inf and negative values. Whatever the input: no panic; a compiled
 //! policy is no larger than its text and within the node limit; explanations
 //! stay within their bound. And the `test` command's YAML with extreme
-//! numbers in `step`, `at` and series gives errors, never a panic.
+//! numbers in `step`, `at` and series gives errors, never a panic. The
+//! recovery hold only ever delays a pass, and passes exactly after its
+//! duration of unbroken truth.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -137,7 +139,14 @@ fn policy() -> impl Strategy<Value = String> {
     (
         prop::collection::vec(typed('b', 3, false), 3),
         0usize..48,
-        prop::collection::vec((typed('b', 4, true), prop::option::of(hold())), 1..4),
+        prop::collection::vec(
+            (
+                typed('b', 4, true),
+                prop::option::of(hold()),
+                prop::option::of(hold()),
+            ),
+            1..4,
+        ),
         prop_oneof![9 => 0usize..50, 1 => 60usize..80],
     )
         .prop_map(|(lets, chain, checks, nest)| {
@@ -149,9 +158,12 @@ fn policy() -> impl Strategy<Value = String> {
             for i in 1..=chain {
                 src.push_str(&format!("let c{i} = c{} && c{}\n", i - 1, i - 1));
             }
-            for (i, (e, hold)) in checks.iter().enumerate() {
+            for (i, (e, hold, recover)) in checks.iter().enumerate() {
                 let hold = hold.as_ref().map_or(String::new(), |h| format!(" for {h}"));
-                src.push_str(&format!("check k{i}: {e}{hold}\n"));
+                let recover = recover
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" recover {r}"));
+                src.push_str(&format!("check k{i}: {e}{hold}{recover}\n"));
             }
             src.push_str(&format!(
                 "warn nested: {}c{chain}{}\n",
@@ -212,6 +224,9 @@ proptest! {
                     if let Some(h) = check.hold {
                         prop_assert!(h.as_secs_f64() <= limits::MAX_HOLD_DOWN_SECS);
                     }
+                    if let Some(r) = check.recover {
+                        prop_assert!(r > Duration::ZERO && r.as_secs_f64() <= limits::MAX_RECOVER_SECS);
+                    }
                 }
                 let t0 = Instant::now();
                 let mut ev = Evaluator::new(Arc::new(p), t0);
@@ -231,18 +246,22 @@ proptest! {
     fn literals_compile_to_finite_values_or_a_diagnostic_at_their_position(
         n in number(), d in duration(), s in size(),
     ) {
-        let src = format!("check a: qget_ms < {n}\ncheck b: snapshot_age < {d}\ncheck c: db_size_bytes < {s}\ncheck e: leader for {d}\n");
+        let src = format!("check a: qget_ms < {n}\ncheck b: snapshot_age < {d}\ncheck c: db_size_bytes < {s}\ncheck e: leader for {d}\ncheck f: leader recover {d}\n");
         match Policy::compile("lit.policy", &src, &Catalogue::builtin()) {
             Ok(p) => {
                 let hold = p.check("e").unwrap().hold.unwrap();
                 prop_assert!(hold > Duration::ZERO && hold.as_secs_f64() <= limits::MAX_HOLD_DOWN_SECS);
+                let recover = p.check("f").unwrap().recover.unwrap();
+                prop_assert!(recover > Duration::ZERO && recover.as_secs_f64() <= limits::MAX_RECOVER_SECS);
             }
             Err(diags) => {
                 for item in &diags.items {
                     let at = item.span.text(&src);
                     prop_assert!(at == n || at == d || at == s, "{}", diags);
                     prop_assert!(
-                        item.message.contains("too large") || item.message.contains("hold-down"),
+                        item.message.contains("too large")
+                            || item.message.contains("hold-down")
+                            || item.message.contains("recovery hold"),
                         "{}", diags
                     );
                 }
@@ -295,4 +314,82 @@ fn the_policy_generator_produces_compiling_policies() {
         deep >= 15,
         "only {deep} compiling policies had a 30-deep chain"
     );
+}
+
+/// A timeline for one bool signal: per evaluation, the time since the last
+/// one (ms) and the value (0 true, 1 false, 2 unknown).
+fn timeline() -> impl Strategy<Value = Vec<(u64, u8)>> {
+    prop::collection::vec((0u64..4000, 0u8..3), 1..120)
+}
+
+/// The check's state after each evaluation of `check c: leader CLAUSES`
+/// over `tl`, with each evaluation's time and whether `leader` was true.
+fn run_timeline(clauses: &str, tl: &[(u64, u8)]) -> Vec<(Duration, bool, bool)> {
+    let c = Catalogue::builtin();
+    let p = Policy::compile("t.policy", &format!("check c: leader {clauses}"), &c)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let leader = c.id("leader").index();
+    let t0 = Instant::now();
+    let mut ev = Evaluator::new(Arc::new(p), t0);
+    let mut r = vec![Reading::NEVER; c.len()];
+    let mut at = Duration::ZERO;
+    tl.iter()
+        .map(|&(dt, v)| {
+            at += Duration::from_millis(dt);
+            r[leader] = match v {
+                0 => Reading::known(Value::Bool(true)),
+                1 => Reading::known(Value::Bool(false)),
+                _ => Reading::failed("boom", Duration::ZERO),
+            };
+            ev.evaluate(&r, t0 + at);
+            (at, v == 0, ev.ready())
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The recovery hold only ever delays a pass: with it, a check passes at
+    /// an evaluation only if it passes there without it (same `for`, if any).
+    #[test]
+    fn a_recovery_hold_never_makes_a_check_pass_earlier(
+        tl in timeline(),
+        recover_ms in 1u64..20_000,
+        hold_ms in prop::option::of(1u64..20_000),
+    ) {
+        let for_ = hold_ms.map_or(String::new(), |h| format!("for {h}ms"));
+        let without = run_timeline(&for_, &tl);
+        let with = run_timeline(&format!("{for_} recover {recover_ms}ms"), &tl);
+        for (i, (w, wo)) in with.iter().zip(&without).enumerate() {
+            prop_assert!(!w.2 || wo.2, "passes with the hold but not without at evaluation {i} ({:?})", w.0);
+        }
+    }
+
+    /// A check with `recover D` goes from not passing to passing only at an
+    /// evaluation where `leader` has been true at every evaluation for at
+    /// least D; and once it has been, it passes (the hold never holds longer).
+    #[test]
+    fn a_recovery_hold_passes_exactly_after_continuous_truth_of_its_duration(
+        tl in timeline(),
+        recover_ms in 1u64..20_000,
+    ) {
+        let d = Duration::from_millis(recover_ms);
+        let out = run_timeline(&format!("recover {recover_ms}ms"), &tl);
+        let mut run_start: Option<Duration> = None;
+        let mut passing = false;
+        for (i, &(at, truth, pass)) in out.iter().enumerate() {
+            run_start = if truth { Some(run_start.unwrap_or(at)) } else { None };
+            let run = run_start.map(|s| at - s);
+            if pass && !passing {
+                prop_assert!(run.is_some_and(|r| r >= d), "passed at evaluation {i} ({at:?}) after a run of {run:?}, hold {d:?}");
+            }
+            if run.is_some_and(|r| r >= d) {
+                prop_assert!(pass, "true for {run:?} ≥ {d:?} at evaluation {i} but not passing");
+            }
+            // Without `for`, a check passes only while its expression is true.
+            prop_assert!(!pass || truth);
+            passing = pass;
+        }
+    }
 }

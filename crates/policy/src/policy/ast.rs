@@ -105,8 +105,39 @@ pub enum Stmt {
         kind: StmtKind,
         name: Option<(String, Span)>,
         expr: Expr,
-        /// Hold-down in seconds, with the span of the duration.
-        hold: Option<(f64, Span)>,
+        /// Timing clauses (`for`, `recover`) in the order written; the
+        /// checker refuses a repeated one.
+        clauses: Vec<Clause>,
         span: Span,
     },
+}
+
+/// Which timing clause of a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClauseKind {
+    /// `for DURATION`: the hold-down (fall delay).
+    For,
+    /// `recover DURATION`: the recovery hold (rise delay).
+    Recover,
+}
+
+impl ClauseKind {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ClauseKind::For => "for",
+            ClauseKind::Recover => "recover",
+        }
+    }
+}
+
+/// A timing clause of a check: `for 10s` or `recover 30s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Clause {
+    pub kind: ClauseKind,
+    /// The duration in seconds (NaN if it is not one, which the checker reports).
+    pub secs: f64,
+    /// The duration literal.
+    pub span: Span,
+    /// The whole clause, keyword included.
+    pub clause_span: Span,
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::ast::{BinOp, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
+use super::ast::{BinOp, Clause, ClauseKind, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
 use super::diag::{Diagnostic, did_you_mean};
 use super::limits;
 use super::program::{CheckDef, Leaf, LetDef, Node, NodeId, Op, Tri, Val};
@@ -114,7 +114,7 @@ pub fn compile(
                 kind,
                 name,
                 expr,
-                hold,
+                clauses,
                 span,
             } => {
                 let terms = if *kind == StmtKind::Bare {
@@ -125,6 +125,7 @@ pub fn compile(
                 } else {
                     vec![(expr, name.clone())]
                 };
+                let timing = p.c.timing(*kind, clauses);
                 for (term, name) in terms {
                     if p.checks.len() >= limits::MAX_CHECKS {
                         p.c.diags.push(Diagnostic::new(
@@ -133,7 +134,7 @@ pub fn compile(
                         ));
                         break;
                     }
-                    p.define_check(*kind, term, name, hold.as_ref());
+                    p.define_check(*kind, term, name, timing);
                 }
             }
         }
@@ -162,6 +163,13 @@ pub fn compile(
         c.diags.sort_by_key(|d| d.span.start);
         Err(c.diags)
     }
+}
+
+/// A check's timing clauses, checked.
+#[derive(Clone, Copy, Default)]
+struct Timing {
+    hold: Option<Duration>,
+    recover: Option<Duration>,
 }
 
 /// A term of a check statement and its name, if the statement gave one.
@@ -267,13 +275,13 @@ impl PolicyCompiler<'_> {
     }
 
     /// One check: named (or named after its first signal), unique, a
-    /// condition, with its hold-down and the signals it reads.
+    /// condition, with its timing clauses and the signals it reads.
     fn define_check(
         &mut self,
         kind: StmtKind,
         term: &Expr,
         name: Option<(String, Span)>,
-        hold: Option<&(f64, Span)>,
+        timing: Timing,
     ) {
         let c = &mut self.c;
         let (name, name_span) = match name {
@@ -308,7 +316,6 @@ impl PolicyCompiler<'_> {
             );
             return;
         }
-        let hold_down = hold.and_then(|(secs, hspan)| c.hold_down(*secs, *hspan));
         let mut leaves = Vec::new();
         c.leaves(root, &mut leaves);
         let mut signals: Vec<SignalId> = Vec::new();
@@ -326,7 +333,8 @@ impl PolicyCompiler<'_> {
             },
             root,
             expr_text: crate::text::collapse_ws(term.span.text(c.src)),
-            hold: hold_down,
+            hold: timing.hold,
+            recover: timing.recover,
             signals,
         });
     }
@@ -440,6 +448,70 @@ impl Checker<'_> {
                 self.leaves(b, out);
             }
             Op::Const(_) => {}
+        }
+    }
+
+    /// The timing clauses of one statement, or diagnostics: each clause at
+    /// most once, each duration within its limits, no `recover` on a `warn`.
+    fn timing(&mut self, kind: StmtKind, clauses: &[Clause]) -> Timing {
+        let mut t = Timing::default();
+        for (i, clause) in clauses.iter().enumerate() {
+            let kw = clause.kind.keyword();
+            if let Some(first) = clauses[..i].iter().find(|c| c.kind == clause.kind) {
+                let first = self.text(first.clause_span);
+                self.diags.push(
+                    Diagnostic::new(format!("`{kw}` is given twice"), clause.clause_span)
+                        .label("second clause")
+                        .help(format!(
+                            "a check takes at most one `for` and one `recover`; keep `{first}` or this one"
+                        )),
+                );
+                continue;
+            }
+            match clause.kind {
+                ClauseKind::For => t.hold = self.hold_down(clause.secs, clause.span),
+                ClauseKind::Recover if kind == StmtKind::Warn => self.diags.push(
+                    Diagnostic::new("a `warn` cannot have a recovery hold", clause.clause_span)
+                        .label("a warning never makes the member unready")
+                        .help(
+                            "`recover` keeps a member out of service until it has stayed well; \
+                             make this a `check`, or keep an alert firing with its rule's `keep_firing_for`",
+                        ),
+                ),
+                ClauseKind::Recover => t.recover = self.recover(clause.secs, clause.span),
+            }
+        }
+        t
+    }
+
+    /// A recovery hold (`recover DURATION`) as a `Duration`, or a diagnostic.
+    fn recover(&mut self, secs: f64, span: Span) -> Option<Duration> {
+        if secs.is_finite() && secs <= 0.0 {
+            self.diags.push(
+                Diagnostic::new("recovery hold must be longer than zero", span)
+                    .help("without `recover` a check passes at its first true evaluation"),
+            );
+            return None;
+        }
+        let max = limits::MAX_RECOVER_SECS;
+        match Duration::try_from_secs_f64(secs) {
+            Ok(d) if secs <= max => Some(d),
+            _ => {
+                self.diags.push(
+                    Diagnostic::new(
+                        format!(
+                            "recovery hold {} is longer than the limit of {}",
+                            quoted(&self.text(span)),
+                            crate::text::fmt_duration(max)
+                        ),
+                        span,
+                    )
+                    .help(
+                        "the member stays out of service for the whole hold after every restart; use at most `recover 1h`",
+                    ),
+                );
+                None
+            }
         }
     }
 

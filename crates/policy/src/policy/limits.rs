@@ -19,6 +19,10 @@ pub const MAX_LETS: usize = 256;
 pub const MAX_TREE_DEPTH: usize = 256;
 /// Longest accepted hold-down (`for`), in seconds: one week.
 pub const MAX_HOLD_DOWN_SECS: f64 = 7.0 * 24.0 * 3600.0;
+/// Longest accepted recovery hold (`recover`), in seconds: one hour. The hold
+/// keeps a member out of service for its whole length after every restart
+/// and every failure, so a longer one is a mistake, not a policy.
+pub const MAX_RECOVER_SECS: f64 = 3600.0;
 /// Most nodes in the compiled program.
 pub const MAX_NODES: usize = 16 * 1024;
 

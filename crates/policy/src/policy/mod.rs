@@ -3,7 +3,7 @@
 //!
 //! [`Policy::compile`] turns text into a checked, immutable [`Policy`] or a
 //! set of [`Diagnostics`]; an [`Evaluator`] holds the per-check state
-//! (since-when, hold-down timers) and evaluates a policy against signal
+//! (since-when, hold-down and recovery hold timers) and evaluates a policy against signal
 //! [`Reading`](crate::signals::Reading)s.
 
 pub mod ast;
@@ -132,6 +132,7 @@ impl Policy {
             .filter(|c| c.kind == CheckKind::Warn)
             .count();
         let held = self.checks.iter().filter(|c| c.hold.is_some()).count();
+        let recovering = self.checks.iter().filter(|c| c.recover.is_some()).count();
         let signals: Vec<&str> = self
             .signals_used()
             .into_iter()
@@ -145,6 +146,9 @@ impl Policy {
         }
         if held > 0 {
             parts.push(format!("{held} with hold-down"));
+        }
+        if recovering > 0 {
+            parts.push(format!("{recovering} with recovery hold"));
         }
         if !self.lets.is_empty() {
             parts.push(plural(self.lets.len(), "let", "lets"));

@@ -8,7 +8,7 @@ use pest::error::{ErrorVariant, InputLocation};
 use pest::iterators::Pair;
 use pest_derive::Parser;
 
-use super::ast::{BinOp, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
+use super::ast::{BinOp, Clause, ClauseKind, Expr, ExprKind, Span, Stmt, StmtKind, UnaryOp};
 use super::diag::Diagnostic;
 use super::limits;
 
@@ -94,15 +94,28 @@ fn parse_on_this_thread(src: &str) -> Result<Vec<Stmt>, Vec<Diagnostic>> {
                         continue;
                     }
                 };
-                let hold = it.next().map(|h| {
-                    let d = h.into_inner().nth(1).expect("hold-down duration");
-                    (parse_duration(d.as_str()), span_of(&d))
-                });
+                let clauses = it
+                    .map(|c| {
+                        let kind = if c.as_rule() == Rule::recover {
+                            ClauseKind::Recover
+                        } else {
+                            ClauseKind::For
+                        };
+                        let clause_span = span_of(&c);
+                        let d = c.into_inner().nth(1).expect("clause duration");
+                        Clause {
+                            kind,
+                            secs: parse_duration(d.as_str()),
+                            span: span_of(&d),
+                            clause_span,
+                        }
+                    })
+                    .collect();
                 stmts.push(Stmt::Check {
                     kind,
                     name: Some((name.as_str().to_string(), span_of(&name))),
                     expr,
-                    hold,
+                    clauses,
                     span,
                 });
             }
@@ -119,7 +132,7 @@ fn parse_on_this_thread(src: &str) -> Result<Vec<Stmt>, Vec<Diagnostic>> {
                     kind: StmtKind::Bare,
                     name: None,
                     expr,
-                    hold: None,
+                    clauses: Vec::new(),
                     span,
                 });
             }
@@ -313,6 +326,7 @@ fn describe(rule: Rule) -> &'static str {
         Rule::colon => "`:`",
         Rule::assign => "`=`",
         Rule::kw_for => "`for DURATION`",
+        Rule::kw_recover => "`recover DURATION`",
         Rule::kw_let | Rule::kw_check | Rule::kw_warn => "a new `check`, `warn` or `let`",
         Rule::check_name => "a check name",
         Rule::ident => "a name",
@@ -367,6 +381,7 @@ fn translate(src: &str, e: pest::error::Error<Rule>) -> Diagnostic {
         "an operator",
         "`(`",
         "`for DURATION`",
+        "`recover DURATION`",
         "a new `check`, `warn` or `let`",
         "the end of the policy",
         "something else",
@@ -444,6 +459,14 @@ fn found_span(src: &str, pos: usize) -> Span {
 
 fn hint_for(src: &str, pos: usize) -> Option<String> {
     let rest = &src[pos.min(src.len())..];
+    for kw in ["for", "recover"] {
+        let after = rest.strip_prefix(kw).and_then(|r| r.chars().next());
+        if after.is_some_and(|c| !(c.is_ascii_alphanumeric() || c == '_')) {
+            return Some(format!(
+                "`{kw}` belongs to a named check: write `check NAME: EXPR {kw} 30s`"
+            ));
+        }
+    }
     if rest.starts_with("and ") || rest.starts_with("or ") {
         return Some("write `&&` and `||` for and / or".to_string());
     }
@@ -479,9 +502,56 @@ mod tests {
         let stmts = parse(src).unwrap();
         assert_eq!(stmts.len(), 3);
         match &stmts[1] {
-            Stmt::Check { hold, .. } => assert_eq!(hold.map(|h| h.0), Some(30.0)),
+            Stmt::Check { clauses, .. } => {
+                assert_eq!(clauses.len(), 1);
+                assert_eq!((clauses[0].kind, clauses[0].secs), (ClauseKind::For, 30.0));
+            }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn parses_for_and_recover_in_either_order() {
+        for (src, want) in [
+            (
+                "check a: leader for 10s recover 30s",
+                [(ClauseKind::For, 10.0), (ClauseKind::Recover, 30.0)],
+            ),
+            (
+                "check a: leader recover 30s for 10s",
+                [(ClauseKind::Recover, 30.0), (ClauseKind::For, 10.0)],
+            ),
+        ] {
+            let stmts = parse(src).unwrap();
+            let Stmt::Check { clauses, .. } = &stmts[0] else {
+                panic!("{stmts:?}")
+            };
+            let got: Vec<_> = clauses.iter().map(|c| (c.kind, c.secs)).collect();
+            assert_eq!(got, want, "{src}");
+        }
+    }
+
+    #[test]
+    fn a_clause_after_a_bare_expression_says_to_name_the_check() {
+        for kw in ["for", "recover"] {
+            let d = parse(&format!("leader && qget_ms < 1000 {kw} 30s")).unwrap_err();
+            assert_eq!(
+                d[0].help.as_deref(),
+                Some(
+                    format!("`{kw}` belongs to a named check: write `check NAME: EXPR {kw} 30s`")
+                        .as_str()
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn recover_is_reserved() {
+        assert!(parse("let recover = leader\ncheck a: recover").is_err());
+        assert_eq!(
+            err("check a: leader recover"),
+            "expected a duration such as `30s`, found the end of the policy"
+        );
     }
 
     #[test]

@@ -122,7 +122,13 @@ pub struct CheckDef {
     /// The expression as written, whitespace collapsed; with the name, the key
     /// under which hold-down state survives a reload.
     pub expr_text: String,
+    /// The hold-down (`for`): how long a passing check keeps passing after its
+    /// expression stops being true.
     pub hold: Option<Duration>,
+    /// The recovery hold (`recover`): how long the expression must be true
+    /// without a break before a check that has failed (or just started)
+    /// passes again.
+    pub recover: Option<Duration>,
     /// Signals the check reads, directly or through lets, in order of mention.
     pub signals: Vec<SignalId>,
 }

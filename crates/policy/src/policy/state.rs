@@ -1,7 +1,18 @@
 //! The evaluator: a policy plus the state of each of its checks — its current
-//! outcome, since when, and the hold-down (`for`) timer. State is keyed by a
-//! check's name and expression text, so replacing the policy with one that
-//! leaves a check unchanged keeps that check's state and timer.
+//! outcome, since when, the hold-down (`for`) timer and the recovery hold
+//! (`recover`) timer. State is keyed by a check's name and expression text, so
+//! replacing the policy with one that leaves a check unchanged keeps that
+//! check's state and timers.
+//!
+//! The two holds are mirror images. `for H` delays the fall: a passing check
+//! whose expression stops being true keeps passing until it has not been true
+//! for `H` without a break. `recover R` delays the rise: a check that has
+//! failed (or is unknown, or has just started) passes only once its
+//! expression has been true for `R` without a break; meanwhile it fails and
+//! says "recovering: true for 12s of 30s". Any evaluation that is not true
+//! (false or unknown) breaks the run, so an unknown never brings a pass
+//! sooner. Without `recover` (or, equally, with a zero one) a check passes at
+//! its first true evaluation, as before.
 //!
 //! [`Evaluator::evaluate`] allocates nothing once the evaluator exists;
 //! [`Evaluator::report`] renders explanations and does.
@@ -10,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Policy;
+use crate::text::fmt_duration;
 use super::program::{Tri, Val};
 use crate::signals::Reading;
 use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
@@ -29,10 +41,20 @@ struct CheckRuntime {
     /// Whether the expression has ever been true; hold-down only protects a
     /// check that has passed, so a member never starts ready on a grace period.
     ever_true: bool,
+    /// When the current unbroken run of true evaluations began (None while
+    /// the expression is not true).
+    true_since: Option<Instant>,
+    /// The check has not passed since it last failed (or since the start):
+    /// with a recovery hold it must be true for the hold without a break
+    /// before it passes. Kept whether or not the check has a hold, so a
+    /// reload that adds one to a failing check holds it.
+    recovering: bool,
 }
 
 impl CheckRuntime {
-    fn new(name: &str, expr_text: &str, now: Instant) -> Self {
+    /// `recovering`: whether the check must earn its first pass through its
+    /// recovery hold (at a start: yes; a check added by a reload: no).
+    fn new(name: &str, expr_text: &str, now: Instant, recovering: bool) -> Self {
         CheckRuntime {
             name: name.to_string(),
             expr_text: expr_text.to_string(),
@@ -42,32 +64,65 @@ impl CheckRuntime {
             held: false,
             not_true_since: Some(now),
             ever_true: false,
+            true_since: None,
+            recovering,
         }
     }
 
-    fn update(&mut self, raw: Tri, hold: Option<Duration>, now: Instant) {
+    fn update(
+        &mut self,
+        raw: Tri,
+        hold: Option<Duration>,
+        recover: Option<Duration>,
+        now: Instant,
+    ) {
         self.raw = raw;
         let next = if raw == Tri::True {
+            let true_since = *self.true_since.get_or_insert(now);
             self.ever_true = true;
             self.not_true_since = None;
             self.held = false;
-            CheckState::Pass
+            let recovered = !self.recovering
+                || recover.is_none_or(|r| now.saturating_duration_since(true_since) >= r);
+            if recovered {
+                self.recovering = false;
+                CheckState::Pass
+            } else {
+                CheckState::Fail
+            }
         } else {
+            // Unknown breaks a run of truth like false does: it never
+            // counts towards a recovery hold.
+            self.true_since = None;
             let since = *self.not_true_since.get_or_insert(now);
             let within_hold = hold.is_some_and(|h| now.saturating_duration_since(since) < h);
             self.held = self.ever_true && within_hold && self.state == CheckState::Pass;
             if self.held {
                 CheckState::Pass
-            } else if raw == Tri::False {
-                CheckState::Fail
             } else {
-                CheckState::Unknown
+                self.recovering = true;
+                if raw == Tri::False {
+                    CheckState::Fail
+                } else {
+                    CheckState::Unknown
+                }
             }
         };
         if next != self.state {
             self.state = next;
             self.since = now;
         }
+    }
+
+    /// The expression is true but the recovery hold keeps the check failing.
+    fn counting(&self) -> bool {
+        self.recovering && self.raw == Tri::True && self.state != CheckState::Pass
+    }
+
+    /// How long the current run of truth has lasted at `now`.
+    fn true_for(&self, now: Instant) -> Duration {
+        self.true_since
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
     }
 }
 
@@ -81,11 +136,27 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
+    /// An evaluator for a member starting now: a check with a recovery hold
+    /// passes only once its expression has been true for the hold, as after
+    /// a failure — the hold's purpose is "not ready too soon after a restart",
+    /// and the exporter cannot tell its own start from its member's.
     pub fn new(policy: Arc<Policy>, now: Instant) -> Self {
+        Self::with_start(policy, now, true)
+    }
+
+    /// An evaluator that joins a member's life in the middle (`replay` at the
+    /// start of its window): nothing is known of the past, so no check is
+    /// assumed to be recovering; a recovery hold applies after the first
+    /// failure seen.
+    pub fn resumed(policy: Arc<Policy>, now: Instant) -> Self {
+        Self::with_start(policy, now, false)
+    }
+
+    fn with_start(policy: Arc<Policy>, now: Instant, recovering: bool) -> Self {
         let checks = policy
             .checks()
             .iter()
-            .map(|c| CheckRuntime::new(&c.name, &c.expr_text, now))
+            .map(|c| CheckRuntime::new(&c.name, &c.expr_text, now, recovering))
             .collect();
         let lets = vec![Val::N(None); policy.lets().len()];
         Evaluator {
@@ -102,7 +173,10 @@ impl Evaluator {
 
     /// Switch to a new policy. Checks whose name and expression text are
     /// unchanged keep their state, since-when and hold-down timer; others start
-    /// fresh. Returns how many checks kept their state.
+    /// fresh. A fresh check is not held by its recovery hold before its first
+    /// failure: a policy edit is not a restart, and holding a new check on
+    /// every member at once would take the whole cluster out of service.
+    /// Returns how many checks kept their state.
     pub fn replace_policy(&mut self, policy: Arc<Policy>, now: Instant) -> usize {
         let mut kept = 0;
         let mut old = std::mem::take(&mut self.checks);
@@ -118,7 +192,7 @@ impl Evaluator {
                         kept += 1;
                         old.swap_remove(i)
                     }
-                    None => CheckRuntime::new(&c.name, &c.expr_text, now),
+                    None => CheckRuntime::new(&c.name, &c.expr_text, now, false),
                 }
             })
             .collect();
@@ -136,7 +210,7 @@ impl Evaluator {
         }
         for (def, rt) in policy.checks().iter().zip(self.checks.iter_mut()) {
             let raw = policy.eval(def.root, readings, &self.lets).tri();
-            rt.update(raw, def.hold, now);
+            rt.update(raw, def.hold, def.recover, now);
         }
         self.evaluated = true;
     }
@@ -167,6 +241,12 @@ impl Evaluator {
         self.checks.iter().map(|r| r.held)
     }
 
+    /// Per check, in policy order: whether its recovery hold is keeping it
+    /// failing although its expression is true. Allocates nothing.
+    pub fn recovering(&self) -> impl Iterator<Item = bool> + '_ {
+        self.checks.iter().map(CheckRuntime::counting)
+    }
+
     /// Full reports with explanations, for the verdict. `now_wall` is the wall
     /// clock at `now`, used to turn since-when into a timestamp.
     pub fn report(
@@ -194,15 +274,30 @@ impl Evaluator {
                             .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
                     )
                 });
-                let explanation = if rt.raw == Tri::True {
+                let recovering = rt.counting();
+                let recover = def.recover.unwrap_or_default();
+                let true_for = rt.true_for(now);
+                let recover_left = recovering.then(|| recover.saturating_sub(true_for));
+                let explanation = if recovering {
+                    format!(
+                        "recovering: true for {} of {}",
+                        fmt_duration(true_for.as_secs_f64()),
+                        fmt_duration(recover.as_secs_f64())
+                    )
+                } else if rt.raw == Tri::True {
                     String::new()
                 } else {
                     let why = policy.explain_with(def.root, readings, &vals);
                     if let Some(left) = hold_left {
                         format!(
                             "{why} (held passing by `for {}`, {} left)",
-                            crate::text::fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
-                            crate::text::fmt_duration(left.as_secs_f64())
+                            fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
+                            fmt_duration(left.as_secs_f64())
+                        )
+                    } else if def.recover.is_some() {
+                        format!(
+                            "{why} (then held failing by `recover {}`)",
+                            fmt_duration(recover.as_secs_f64())
                         )
                     } else {
                         why
@@ -216,6 +311,9 @@ impl Evaluator {
                     since: now_wall.checked_sub(in_state_for).unwrap_or(now_wall),
                     held: rt.held,
                     hold_left,
+                    recovering,
+                    recover_left,
+                    true_for: recovering.then_some(true_for),
                     expr: def.expr_text.clone(),
                     explanation,
                     signals: def
@@ -238,5 +336,38 @@ impl Evaluator {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The per-check state machine on its own, where a zero recovery hold
+    //! (which the checker refuses in a policy) can be compared with none.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn states(tl: &[(u64, u8)], hold: Option<u64>, recover: Option<Duration>) -> Vec<CheckState> {
+        let t0 = Instant::now();
+        let mut rt = CheckRuntime::new("c", "leader", t0, true);
+        let mut at = t0;
+        tl.iter()
+            .map(|&(dt, v)| {
+                at += Duration::from_millis(dt);
+                let raw = [Tri::True, Tri::False, Tri::Unknown][usize::from(v % 3)];
+                rt.update(raw, hold.map(Duration::from_millis), recover, at);
+                rt.state
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// With a hold of zero the check behaves exactly as without one.
+        #[test]
+        fn a_zero_recovery_hold_is_no_hold(
+            tl in prop::collection::vec((0u64..4000, 0u8..3), 1..100),
+            hold in prop::option::of(1u64..10_000),
+        ) {
+            prop_assert_eq!(states(&tl, hold, Some(Duration::ZERO)), states(&tl, hold, None));
+        }
     }
 }
