@@ -27,7 +27,31 @@ pub struct ReadyzQuery {
     pub verbose: bool,
     pub json: bool,
     pub exclude: Vec<String>,
+    /// `policy=live` (the default) or `policy=candidate`.
+    pub policy: PolicyChoice,
 }
+
+/// Which policy's verdict a request asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PolicyChoice {
+    /// The policy in force: the member's readiness.
+    #[default]
+    Live,
+    /// `--policy.candidate`: what it would answer, with [`CANDIDATE_STATUS`].
+    Candidate,
+    /// Anything else (echoed back, cut to [`MAX_ECHO`]).
+    Unknown(String),
+}
+
+/// The status of every `?policy=candidate` answer, whatever the candidate
+/// says: constant, so that no client can read the candidate's verdict from
+/// the status, and not a success, so that a kubelet pointed at it by
+/// mistake fails closed (the pod never becomes ready and a rollout stops at
+/// its first pod, with "statuscode: 409" in the probe event) instead of
+/// silently losing its readiness gate, as a constant 200 would make it.
+/// Not 503, which is what a real "not ready" answers. The candidate's
+/// verdict is in the body (docs/candidate.md).
+pub const CANDIDATE_STATUS: StatusCode = StatusCode::CONFLICT;
 
 impl ReadyzQuery {
     /// Parse `verbose`, `exclude=NAME` (repeatable) and `format=json` from a raw
@@ -43,6 +67,13 @@ impl ReadyzQuery {
                 "verbose" => q.verbose = v.is_empty() || v != "false" && v != "0",
                 "exclude" if !v.is_empty() => q.exclude.push(v.into_owned()),
                 "format" => q.json = v == "json",
+                "policy" => {
+                    q.policy = match v.as_ref() {
+                        "live" => PolicyChoice::Live,
+                        "candidate" => PolicyChoice::Candidate,
+                        other => PolicyChoice::Unknown(echo(other)),
+                    }
+                }
                 _ => {}
             }
         }
@@ -279,6 +310,140 @@ pub fn render_one(
 
 use crate::verdict::unix_seconds as unix;
 
+/// `?policy=` named neither `live` nor `candidate`.
+pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
+    let msg = format!("unknown policy {name:?}: use policy=live (the default) or policy=candidate");
+    Rendered {
+        status: StatusCode::BAD_REQUEST,
+        json,
+        body: if json {
+            json!({ "error": msg }).to_string()
+        } else {
+            msg + "\n"
+        },
+    }
+}
+
+/// `?policy=candidate` without `--policy.candidate`, or before a candidate
+/// file ever compiled (`error` says why).
+pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
+    let msg = match error {
+        None => "no candidate policy: start with --policy.candidate FILE".to_string(),
+        Some(e) => format!(
+            "no candidate policy in force yet: its file has not compiled ({})",
+            truncate(e, MAX_EXPLANATION)
+        ),
+    };
+    Rendered {
+        status: StatusCode::NOT_FOUND,
+        json,
+        body: if json {
+            json!({ "policy": "candidate", "error": msg }).to_string()
+        } else {
+            msg + "\n"
+        },
+    }
+}
+
+/// How the candidate compares with the policy in force, as the candidate
+/// answers show it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidateContext {
+    /// The live verdict of the same evaluation.
+    pub live_ready: bool,
+    pub would_fail_while_ready: Duration,
+    pub would_pass_while_unready: Duration,
+    /// The direction the two disagree in now and since when (Unix seconds).
+    pub disagreeing: Option<(&'static str, f64)>,
+}
+
+/// `/readyz?policy=candidate` (and `/readyz/NAME?policy=candidate` with
+/// `one` naming the check): the candidate's verdict rendered as the live one
+/// would be, always verbose, always with [`CANDIDATE_STATUS`], opened by a
+/// line (or JSON fields) saying that it decides nothing.
+pub fn render_candidate(
+    verdict: &Verdict,
+    stale: Option<Duration>,
+    one: Option<(&str, &[&str])>,
+    ctx: &CandidateContext,
+    q: &ReadyzQuery,
+) -> Rendered {
+    let verbose = ReadyzQuery {
+        verbose: true,
+        policy: PolicyChoice::Live,
+        ..q.clone()
+    };
+    let inner = match one {
+        Some((name, known)) => render_one(verdict, stale, name, known, &verbose),
+        None => render_all(verdict, stale, &verbose),
+    };
+    let would = |ready: bool| if ready { "ready" } else { "not ready" };
+    let body = if inner.json {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&inner.body).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("policy".into(), json!("candidate"));
+            o.insert("decides_readiness".into(), json!(false));
+            o.insert("live_ready".into(), json!(ctx.live_ready));
+            o.insert(
+                "would_fail_while_ready_seconds".into(),
+                json!(secs3(ctx.would_fail_while_ready)),
+            );
+            o.insert(
+                "would_pass_while_unready_seconds".into(),
+                json!(secs3(ctx.would_pass_while_unready)),
+            );
+            o.insert(
+                "disagreeing".into(),
+                json!(
+                    ctx.disagreeing
+                        .map(|(d, since)| json!({ "direction": d, "since": since }))
+                ),
+            );
+        }
+        bounded_json(v)
+    } else {
+        let candidate_ready = inner.status == StatusCode::OK;
+        let head = format!(
+            "candidate policy: it would answer {} (it decides nothing; the member's readiness, {}, is /readyz)",
+            would(candidate_ready),
+            would(ctx.live_ready),
+        );
+        let tail = format!(
+            "disagreement so far: would fail while ready {}s, would pass while unready {}s{}",
+            secs3(ctx.would_fail_while_ready),
+            secs3(ctx.would_pass_while_unready),
+            match ctx.disagreeing {
+                Some((d, _)) => format!(" (now: {d})"),
+                None => String::new(),
+            }
+        );
+        let body = inner
+            .body
+            .replace("readyz check failed", "candidate check failed")
+            .replace("readyz check passed", "candidate check passed");
+        let body = format!("{head}\n{body}{tail}\n");
+        if body.len() > MAX_BODY {
+            truncate(&body, MAX_BODY - 100)
+        } else {
+            body
+        }
+    };
+    Rendered {
+        status: if inner.status == StatusCode::NOT_FOUND {
+            StatusCode::NOT_FOUND
+        } else {
+            CANDIDATE_STATUS
+        },
+        json: inner.json,
+        body,
+    }
+}
+
+fn secs3(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
 fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
     let mut v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);
     if let Some(o) = v.as_object_mut() {
@@ -357,7 +522,16 @@ mod tests {
                 verbose: true,
                 json: true,
                 exclude: vec!["leader".into(), "non_learner".into()],
+                policy: PolicyChoice::Live,
             }
+        );
+        assert_eq!(
+            ReadyzQuery::parse(Some("policy=candidate"), false).policy,
+            PolicyChoice::Candidate
+        );
+        assert_eq!(
+            ReadyzQuery::parse(Some("policy=nope"), false).policy,
+            PolicyChoice::Unknown("nope".into())
         );
         assert!(!ReadyzQuery::parse(Some("verbose=false"), false).verbose);
         assert!(ReadyzQuery::parse(None, true).json);
@@ -384,6 +558,7 @@ mod tests {
                     verbose: true,
                     json,
                     exclude: exclude.clone(),
+                    ..Default::default()
                 };
                 let r = render_all(&verdict(), None, &q);
                 assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
