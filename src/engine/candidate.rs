@@ -149,7 +149,11 @@ impl CandidateEval {
         if self.since.map(|(d, _)| d) != direction {
             self.since = direction.map(|d| (d, wall));
         }
-        self.last = Some(Last { at: now, direction });
+        // An evaluation whose clock was read before the previous one's (a
+        // policy swap racing the loop) does not move the start back: no
+        // interval is counted twice.
+        let at = self.last.map_or(now, |l| l.at.max(now));
+        self.last = Some(Last { at, direction });
         added
     }
 

@@ -274,12 +274,20 @@ async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle
     let (status, body) = flight
         .run(move || async move {
             let candidate = s.candidate_reloader.clone();
-            let r = reload_once(s, lifecycle).await;
-            let mut status = r.status();
-            let body = axum::body::to_bytes(r.into_body(), 1 << 20)
-                .await
-                .unwrap_or_default();
-            let mut body = String::from_utf8_lossy(&body).into_owned();
+            // With only a candidate file (the live policy built in, no web
+            // config) there is nothing else to reload.
+            let only_candidate =
+                candidate.is_some() && s.reloader.is_none() && lifecycle.web.is_none();
+            let (mut status, mut body) = if only_candidate {
+                (StatusCode::OK, String::new())
+            } else {
+                let r = reload_once(s, lifecycle).await;
+                let status = r.status();
+                let body = axum::body::to_bytes(r.into_body(), 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                (status, String::from_utf8_lossy(&body).into_owned())
+            };
             if let Some(c) = candidate {
                 let (ok, text) = reload_candidate(c).await;
                 if !ok {
