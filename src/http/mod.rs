@@ -647,6 +647,16 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
     let history = s.engine.history().snapshot();
     let readings = s.engine.history().readings();
     let policy = s.engine.policy_status();
+    let candidate_status = s.engine.candidate_status();
+    let candidate_published = s.engine.candidate_verdict();
+    let candidate_history = s.engine.candidate_history().snapshot();
+    let candidate = candidate_status
+        .as_deref()
+        .map(|status| page::CandidateInput {
+            status,
+            published: candidate_published.as_deref(),
+            history: &candidate_history,
+        });
     let input = page::PageInput {
         verdict: &published.verdict,
         verdict_age: published.at.elapsed(),
@@ -658,6 +668,7 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
         policy: &policy,
         telemetry_path: &s.telemetry_path,
         now: std::time::SystemTime::now(),
+        candidate,
     };
     let body = if live {
         page::render_live(&input)
