@@ -435,16 +435,16 @@ async fn the_candidates_lanes_and_disagreement_in_headless_chromium() {
         !timeline.contains("data-lane=\"check:not_leader\""),
         "the live lanes are the live policy's: {timeline}"
     );
-    assert!(
-        page.contains("data-verdict=\"ready\""),
-        "the banner is the live verdict"
-    );
     let meta = table(&page, "candidate-meta");
     assert!(meta.contains("data-verdict=\"notready\""), "{meta}");
+    // The disagreement so far: at least the settled span above (a loaded
+    // machine may have made the member itself unready for a moment since,
+    // so neither the banner nor the "since" part is asserted).
     let said = text(meta);
     assert!(
-        said.contains("would fail while ready since"),
-        "the disagreement so far: {said}"
+        said.contains("disagreement so farwould fail while ready ")
+            && !said.contains("would fail while ready 0ms"),
+        "{said}"
     );
     assert!(said.contains("would pass while unready 0ms"), "{said}");
     for size in [(1280, 800), (390, 844)] {
