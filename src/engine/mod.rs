@@ -651,4 +651,61 @@ mod tests {
             .collect();
         assert_eq!(lanes, ["readiness", "not_leader"]);
     }
+
+    /// The cost of one evaluation of the default policy (all its signals
+    /// known), without and with a candidate as large (the same policy), on
+    /// the engine's own path (`evaluate_at`: readings, both evaluators,
+    /// reports, metrics, history). Prints microseconds per evaluation; run
+    /// with `cargo test --release --lib -- --ignored evaluation_cost --nocapture`
+    /// (docs/BENCHMARKS.md, "Candidate policy cost"). Asserts nothing about time.
+    #[test]
+    #[ignore = "a measurement: run it in release, see docs/BENCHMARKS.md"]
+    fn evaluation_cost_with_and_without_a_candidate() {
+        const N: u32 = 20_000;
+        let policy = crate::config::DEFAULT_POLICY;
+        let run = |candidate: bool| {
+            let (h, registry) = engine(policy);
+            let mut registry = Arc::try_unwrap(registry).expect("one owner");
+            h.set_candidate_metrics(CandidateMetrics::register(&mut registry));
+            h.notifier()
+                .round_finished(&Source::Etcd, Duration::from_secs(1));
+            if candidate {
+                h.set_candidate(compile(&h, policy));
+            }
+            let t0 = Instant::now();
+            let w0 = SystemTime::now();
+            let mut best = Duration::MAX;
+            let mut total = Duration::ZERO;
+            for i in 0..N {
+                let at = t0 + Duration::from_millis(250) * i;
+                for (id, def) in h.catalogue().iter() {
+                    let v = match def.ty {
+                        crate::signals::SignalType::Bool => {
+                            Value::Bool(!(def.name.contains("alarm") || def.name == "learner"))
+                        }
+                        _ => Value::Num(1.0),
+                    };
+                    h.store().record_ok(id, v, at);
+                }
+                let start = Instant::now();
+                h.evaluate_at(at, w0 + Duration::from_millis(250) * i);
+                let took = start.elapsed();
+                best = best.min(took);
+                total += took;
+            }
+            (total / N, best)
+        };
+        for _ in 0..2 {
+            let (without, without_best) = run(false);
+            let (with, with_best) = run(true);
+            eprintln!(
+                "evaluation of the default policy: {:.1} µs mean ({:.1} best) without a candidate, \
+                 {:.1} µs mean ({:.1} best) with the same policy as candidate",
+                without.as_secs_f64() * 1e6,
+                without_best.as_secs_f64() * 1e6,
+                with.as_secs_f64() * 1e6,
+                with_best.as_secs_f64() * 1e6,
+            );
+        }
+    }
 }
