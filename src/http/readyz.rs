@@ -576,4 +576,83 @@ mod tests {
             assert!(r.body.contains("... (truncated)"), "{}", r.body);
         }
     }
+
+    /// What a person or a script reads from `?policy=candidate`: the
+    /// candidate's lines, what the member really answers, the disagreement,
+    /// and always the same status.
+    #[test]
+    fn the_candidate_answer_says_it_decides_nothing() {
+        use crate::verdict::{CheckKind, CheckReport};
+        let check = |name: &str, state: CheckState, why: &str| CheckReport {
+            name: name.into(),
+            kind: CheckKind::Check,
+            state,
+            in_state_for: Duration::from_secs(12),
+            since: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+            held: false,
+            hold_left: None,
+            expr: format!("{name}_expr"),
+            explanation: why.into(),
+            signals: Vec::new(),
+        };
+        let failing = Verdict {
+            ready: false,
+            reason: None,
+            evaluated_at: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_612),
+            checks: vec![
+                check("leader", CheckState::Pass, ""),
+                check(
+                    "not_leader",
+                    CheckState::Fail,
+                    "!leader is false (leader = true)",
+                ),
+            ],
+        };
+        let ctx = CandidateContext {
+            live_ready: true,
+            would_fail_while_ready: Duration::from_millis(12_250),
+            would_pass_while_unready: Duration::ZERO,
+            disagreeing: Some(("would fail while ready", 1_767_225_600.0)),
+        };
+        let plain = render_candidate(&failing, None, None, &ctx, &ReadyzQuery::default());
+        assert_eq!(plain.status, CANDIDATE_STATUS);
+        insta::assert_snapshot!("readyz_candidate_plain", plain.body);
+        let q = ReadyzQuery {
+            json: true,
+            ..Default::default()
+        };
+        let json = render_candidate(&failing, None, None, &ctx, &q);
+        assert_eq!(json.status, CANDIDATE_STATUS);
+        let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+        insta::assert_snapshot!(
+            "readyz_candidate_json",
+            serde_json::to_string_pretty(&v).unwrap()
+        );
+        // Passing, the status is the same: only the body says.
+        let passing = Verdict {
+            ready: true,
+            checks: vec![check("leader", CheckState::Pass, "")],
+            ..failing.clone()
+        };
+        let r = render_candidate(&passing, None, None, &ctx, &ReadyzQuery::default());
+        assert_eq!(r.status, CANDIDATE_STATUS);
+        assert!(
+            r.body
+                .starts_with("candidate policy: it would answer ready"),
+            "{}",
+            r.body
+        );
+        let one = render_candidate(
+            &failing,
+            None,
+            Some(("nope", &["leader", "not_leader"])),
+            &ctx,
+            &ReadyzQuery::default(),
+        );
+        assert_eq!(one.status, StatusCode::NOT_FOUND, "{}", one.body);
+        assert_eq!(
+            render_unknown_policy("next", false).body,
+            "unknown policy \"next\": use policy=live (the default) or policy=candidate\n"
+        );
+    }
 }
