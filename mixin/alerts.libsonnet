@@ -205,6 +205,44 @@
               is probably lost.
             ||| % [cluster, membersWhere('etcd_readiness_ready == 0'), c.alertFor.EtcdClusterAllMembersNotReady],
           ),
+          // The candidate policy (--policy.candidate) would have left fewer
+          // ready members than the quorum while the policy in force did not:
+          // promoting it as it is would have been an outage. Members without
+          // a candidate count with their live verdict. Information for
+          // whoever is rolling the candidate out, not a page.
+          alert(
+            'EtcdClusterCandidatePolicyBelowQuorum',
+            'info',
+            |||
+              (
+                sum by (%(by)s) (max by (%(by)s, member_id) (
+                  (etcd_readiness_candidate_ready or on (job, instance) etcd_readiness_ready)
+                    * on (job, instance) group_left (cluster_id, member_id)
+                  etcd_readiness_member_info
+                ))
+                  <
+                floor(count by (%(by)s) (count by (%(by)s, member_id) (etcd_readiness_member_info)) / 2) + 1
+              )
+                and on (%(by)s)
+              (
+                sum by (%(by)s) (max by (%(by)s, member_id) (
+                  etcd_readiness_ready
+                    * on (job, instance) group_left (cluster_id, member_id)
+                  etcd_readiness_member_info
+                ))
+                  >=
+                floor(count by (%(by)s) (count by (%(by)s, member_id) (etcd_readiness_member_info)) / 2) + 1
+              )
+            ||| % { by: clusterBy },
+            'the candidate readiness policy would leave %s with {{ $value }} ready members, fewer than its quorum' % cluster,
+            |||
+              The candidate policy (--policy.candidate) would have made %s lose its quorum
+              of ready members for %s: it would have left {{ $value }} ready while the
+              policy in force keeps a quorum. Would be unready: %s. Do not promote this
+              candidate as it is; `curl -s localhost:9380/readyz?policy=candidate&verbose`
+              on those members names the checks that would fail.
+            ||| % [cluster, c.alertFor.EtcdClusterCandidatePolicyBelowQuorum, membersWhere('etcd_readiness_candidate_ready == 0')],
+          ),
           // Two policy versions in one cluster are normal for a minute or two
           // after an edit (each kubelet updates its pod's mount at its own time).
           alert(

@@ -49,6 +49,7 @@
       EtcdClusterReadyMembersBelowQuorum: '2m',
       EtcdClusterAllMembersNotReady: '1m',
       EtcdClusterPolicyDrift: '10m',
+      EtcdClusterCandidatePolicyBelowQuorum: '2m',
     },
 
     // How long a target that went down keeps the cluster_id of the member it

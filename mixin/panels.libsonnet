@@ -1241,4 +1241,119 @@ function(q) [
       }
     },
   },
+  {
+    "type": "row",
+    "title": "Candidate policy",
+    "id": 28,
+    "collapsed": false,
+    "description": "With --policy.candidate: how often the candidate policy, evaluated beside the policy in force on the same readings, would have answered otherwise. Empty without a candidate. The candidate decides nothing; see docs/candidate.md for the rollout.",
+    "gridPos": {
+      "h": 1,
+      "w": 24,
+      "x": 0,
+      "y": 67
+    },
+    "panels": [],
+  },
+  {
+    "type": "timeseries",
+    "title": "Candidate disagreement by cluster",
+    "id": 29,
+    "description": "Per etcd cluster, how many members' worth of time the candidate policy disagreed with the policy in force (the sum over members of the rate of etcd_readiness_candidate_would_fail_while_ready_seconds_total and ..._would_pass_while_unready_seconds_total): 1 means one member disagreeing all the time. \"would fail\" is what promoting the candidate would have taken out of service. EtcdClusterCandidatePolicyBelowQuorum fires when the candidate would have left fewer ready members than the quorum.",
+    datasource: q.datasource,
+    "gridPos": {
+      "h": 8,
+      "w": 12,
+      "x": 0,
+      "y": 68
+    },
+    targets: [
+      q.target("A", 'sum by (%s) (\n  rate(etcd_readiness_candidate_would_fail_while_ready_seconds_total[$__rate_interval])\n    * on (job, instance) group_left (cluster_id)\n  %s\n)' % [q.by, q.info], {
+        "legendFormat": "{{cluster_id}} would fail while ready",
+        "range": true,
+        "instant": false,
+        "format": "time_series"
+      }),
+      q.target("B", 'sum by (%s) (\n  rate(etcd_readiness_candidate_would_pass_while_unready_seconds_total[$__rate_interval])\n    * on (job, instance) group_left (cluster_id)\n  %s\n)' % [q.by, q.info], {
+        "legendFormat": "{{cluster_id}} would pass while unready",
+        "range": true,
+        "instant": false,
+        "format": "time_series"
+      }),
+    ],
+    "fieldConfig": {
+      "defaults": {
+        "unit": "short",
+        "min": 0,
+        "custom": {
+          "drawStyle": "line",
+          "lineInterpolation": "stepAfter",
+          "fillOpacity": 10
+        }
+      },
+      "overrides": []
+    },
+    "options": {
+      "legend": {
+        "displayMode": "list",
+        "placement": "bottom",
+        "showLegend": true
+      },
+      "tooltip": {
+        "mode": "multi",
+        "sort": "desc"
+      }
+    },
+  },
+  {
+    "type": "timeseries",
+    "title": "Candidate disagreement by member",
+    "id": 30,
+    description: "Per member, the share of time the candidate policy disagreed with the policy in force, by direction (rate of etcd_readiness_candidate_would_fail_while_ready_seconds_total and ..._would_pass_while_unready_seconds_total). `curl -s localhost:9380/readyz?policy=candidate&verbose` on the member says which of the candidate's checks fail; its status page draws the candidate's lanes under the live ones." + q.clusterNote,
+    datasource: q.datasource,
+    "gridPos": {
+      "h": 8,
+      "w": 12,
+      "x": 12,
+      "y": 68
+    },
+    targets: [
+      q.target("A", 'sum by (%s, pod, instance) (%s)' % [q.memberBy, q.inCluster('rate(etcd_readiness_candidate_would_fail_while_ready_seconds_total{%s}[$__rate_interval])' % q.memberSel)], {
+        "legendFormat": "{{pod}} would fail while ready",
+        "range": true,
+        "instant": false,
+        "format": "time_series"
+      }),
+      q.target("B", 'sum by (%s, pod, instance) (%s)' % [q.memberBy, q.inCluster('rate(etcd_readiness_candidate_would_pass_while_unready_seconds_total{%s}[$__rate_interval])' % q.memberSel)], {
+        "legendFormat": "{{pod}} would pass while unready",
+        "range": true,
+        "instant": false,
+        "format": "time_series"
+      }),
+    ],
+    "fieldConfig": {
+      "defaults": {
+        "unit": "percentunit",
+        "min": 0,
+        "max": 1,
+        "custom": {
+          "drawStyle": "line",
+          "lineInterpolation": "stepAfter",
+          "fillOpacity": 10
+        }
+      },
+      "overrides": []
+    },
+    "options": {
+      "legend": {
+        "displayMode": "list",
+        "placement": "bottom",
+        "showLegend": true
+      },
+      "tooltip": {
+        "mode": "multi",
+        "sort": "desc"
+      }
+    },
+  },
 ]

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::{ServeArgs, ServeConfig};
-use crate::engine::{EngineHandle, Timing};
+use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, Timing};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, Lifecycle, app, probe_app};
 use crate::web::{WebMetrics, WebState};
@@ -74,9 +74,12 @@ pub struct Running {
     pub engine: EngineHandle,
     /// The policy file reloader, when `--policy` names a file.
     pub reloader: Option<Arc<Reloader>>,
+    /// The candidate policy's reloader, with `--policy.candidate`.
+    pub candidate_reloader: Option<Arc<Reloader>>,
     /// The web configuration in force, with `--web.config.file`.
     pub web: Option<Arc<WebState>>,
     _watcher: Option<WatcherHandle>,
+    _candidate_watcher: Option<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
     servers: Vec<ServerHandle>,
     shutdown: Option<tokio::sync::watch::Sender<bool>>,
@@ -156,6 +159,12 @@ pub async fn start_with(
     let source_metrics = SourceMetrics::register(&mut registry);
     let http_metrics = HttpMetrics::register(&mut registry);
     let reload_metrics = ReloadMetrics::register(&mut registry);
+    let candidate_metrics = config.policy_candidate.as_ref().map(|_| {
+        (
+            ReloadMetrics::register_candidate(&mut registry),
+            CandidateMetrics::register(&mut registry),
+        )
+    });
     let member_info = MemberInfo::register(&mut registry);
     let web_metrics = config
         .web
@@ -268,6 +277,39 @@ pub async fn start_with(
         }
         None => (None, None),
     };
+    // The candidate: the same Reloader and watcher on its own file, into the
+    // engine's candidate slot. Its first load is a reload like any other: a
+    // broken candidate is logged, exported and shown, and serving goes on.
+    let (candidate_reloader, candidate_watcher) =
+        match (&config.policy_candidate, candidate_metrics) {
+            (Some(path), Some((reload, verdicts))) => {
+                engine.set_candidate_metrics(verdicts);
+                engine.set_candidate_reload_error(None);
+                let r = Arc::new(Reloader::new(
+                    path.clone(),
+                    catalogue.clone(),
+                    Arc::new(CandidateSink(engine.clone())),
+                    reload,
+                    None,
+                ));
+                let first = r.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    first.reload_now(crate::reload::ReloadTrigger::Manual)
+                })
+                .await;
+                let watcher = crate::reload::spawn_watcher_named(
+                    "candidate-watcher",
+                    r.clone(),
+                    WatchOptions {
+                        resync_interval: config.policy_reload_interval,
+                        ..WatchOptions::default()
+                    },
+                    notifier.supervisor(),
+                );
+                (Some(r), Some(watcher))
+            }
+            _ => (None, None),
+        };
 
     let state = AppState {
         engine: engine.clone(),
@@ -276,6 +318,7 @@ pub async fn start_with(
         telemetry_path: config.telemetry_path.clone(),
         started: Instant::now(),
         reloader: reloader.clone(),
+        candidate_reloader: candidate_reloader.clone(),
     };
     // The main listener: everything, behind --web.config.file's TLS, auth
     // and headers when it is set.
@@ -355,8 +398,10 @@ pub async fn start_with(
         probe_addr,
         engine,
         reloader,
+        candidate_reloader,
         web,
         _watcher: watcher,
+        _candidate_watcher: candidate_watcher,
         tasks,
         servers,
         shutdown: Some(tx),

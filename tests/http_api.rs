@@ -130,6 +130,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         telemetry_path: "/metrics".to_string(),
         started: Instant::now(),
         reloader: None,
+        candidate_reloader: None,
     };
     (st, engine)
 }

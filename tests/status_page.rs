@@ -6,7 +6,9 @@
 //! table and in the timeline, the failing checks with their explanations,
 //! every configured signal of the catalogue in the signals table, the
 //! script's refresh swapping in `?part=live`, and the page without
-//! JavaScript. Every wait has a deadline; Chromium runs under one too.
+//! JavaScript; and, with a candidate policy, its lanes beside the live ones
+//! and its disagreement so far. Every wait has a deadline; Chromium runs
+//! under one too.
 
 mod support;
 
@@ -371,5 +373,82 @@ async fn the_status_page_in_headless_chromium_healthy_and_after_a_fault() {
         &["not_ready", "ready", "not_ready"],
     ];
     assert!(allowed.contains(&states.as_slice()), "{states:?} in {h}");
+    e.running.shutdown().await;
+}
+
+/// With `--policy.candidate`: the candidate's lanes under the live ones and
+/// its disagreement so far, in the browser, while the member is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_candidates_lanes_and_disagreement_in_headless_chromium() {
+    let cluster = EtcdCluster::builder(1).start();
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, candidate) = (dir.path().join("policy"), dir.path().join("candidate"));
+    std::fs::write(&policy, "check leader: leader\n").unwrap();
+    // Would fail on the single member, which leads its cluster.
+    std::fs::write(
+        &candidate,
+        "check leader: leader\ncheck not_leader: !leader\n",
+    )
+    .unwrap();
+    let e = Exporter::start(&cluster.endpoint(0), |a| {
+        a.policy = Some(policy);
+        a.policy_candidate = Some(candidate);
+    })
+    .await;
+    let r = e.wait_for("/readyz", 200, WAIT).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_settled(&e, &[("readiness", LaneState::Ready)]).await;
+    // The candidate's lanes are recorded by the same engine, from the same evaluations.
+    let end = Instant::now() + WAIT;
+    loop {
+        let h = e.running.engine.candidate_history().snapshot();
+        let now = std::time::SystemTime::now();
+        let settled = [
+            ("readiness", LaneState::NotReady),
+            ("not_leader", LaneState::Fail),
+        ]
+        .iter()
+        .all(|(name, state)| {
+            h.current.iter().any(|(l, s, since)| {
+                l.name() == *name
+                    && s == state
+                    && now.duration_since(*since).unwrap_or_default() > MIN_SPAN
+            })
+        });
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < end, "candidate lanes: {:?}", h.current);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let url = format!("{}/", e.url());
+    let page = dom(&url, 1_000).await;
+    let timeline = table(&page, "timeline-table");
+    let live = row(timeline, "data-lane", "readiness");
+    assert!(live.contains(">ready</text>"), "{live}");
+    let cand = row(timeline, "data-lane", "candidate:readiness");
+    assert!(cand.contains(">not ready</text>"), "{cand}");
+    let own = row(timeline, "data-lane", "candidate:check:not_leader");
+    assert!(own.contains(">fail</text>"), "{own}");
+    row(timeline, "data-lane", "candidate:check:leader");
+    assert!(
+        !timeline.contains("data-lane=\"check:not_leader\""),
+        "the live lanes are the live policy's: {timeline}"
+    );
+    let meta = table(&page, "candidate-meta");
+    assert!(meta.contains("data-verdict=\"notready\""), "{meta}");
+    // The disagreement so far: at least the settled span above (a loaded
+    // machine may have made the member itself unready for a moment since,
+    // so neither the banner nor the "since" part is asserted).
+    let said = text(meta);
+    assert!(
+        said.contains("disagreement so farwould fail while ready ")
+            && !said.contains("would fail while ready 0ms"),
+        "{said}"
+    );
+    assert!(said.contains("would pass while unready 0ms"), "{said}");
+    for size in [(1280, 800), (390, 844)] {
+        screenshot(&url, "candidate", size).await;
+    }
     e.running.shutdown().await;
 }

@@ -17,6 +17,14 @@ pub struct ServeArgs {
     /// Readiness policy file (default: the built-in default policy).
     #[arg(long = "policy", env = "ERE_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Candidate policy file: evaluated beside the policy in force on the
+    /// same readings, reloaded the same way, deciding nothing (docs/candidate.md).
+    #[arg(
+        long = "policy.candidate",
+        env = "ERE_POLICY_CANDIDATE",
+        value_name = "FILE"
+    )]
+    pub policy_candidate: Option<PathBuf>,
     /// gRPC endpoint of this etcd member (https:// for TLS).
     #[arg(
         long = "etcd.endpoint",

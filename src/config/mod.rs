@@ -101,6 +101,9 @@ pub struct ServeConfig {
     /// The file to watch, when one was given.
     pub policy_file: Option<PathBuf>,
     pub policy_text: String,
+    /// `--policy.candidate`: read at start by its reloader, not here (a
+    /// broken candidate must not stop the exporter from starting).
+    pub policy_candidate: Option<PathBuf>,
     pub policy_reload_interval: Duration,
     pub sample_interval: Duration,
     pub sample_timeout: Duration,
@@ -141,6 +144,7 @@ impl ServeConfig {
             policy_path,
             policy_file: a.policy.clone(),
             policy_text,
+            policy_candidate: a.policy_candidate.clone(),
             policy_reload_interval: a.policy_reload_interval,
             sample_interval: a.sample_interval,
             sample_timeout: a.sample_timeout,

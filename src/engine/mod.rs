@@ -7,9 +7,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::task::JoinHandle;
 
+pub mod candidate;
 pub mod history;
 pub mod loglimit;
 pub mod metrics;
@@ -18,6 +19,7 @@ use crate::policy::{Evaluator, Policy};
 use crate::signals::{Catalogue, Reading, SignalStore, Source};
 use crate::sources::RoundNotifier;
 use crate::verdict::{CheckKind, CheckState, Verdict};
+pub use candidate::{CandidateMetrics, CandidatePublished, CandidateSink, CandidateStatus};
 pub use metrics::EngineMetrics;
 
 /// How often the engine re-evaluates without a new sample round.
@@ -65,6 +67,8 @@ struct EvalState {
     last_states: Vec<(String, CheckState)>,
     /// Transition log lines per check and for readiness, rate-limited.
     transition_log: loglimit::TransitionLog,
+    /// The candidate policy's evaluator, once one is in force.
+    candidate: Option<candidate::CandidateEval>,
 }
 
 struct Shared {
@@ -77,6 +81,13 @@ struct Shared {
     policy: ArcSwap<PolicyStatus>,
     eval: Mutex<EvalState>,
     history: history::History,
+    /// `--policy.candidate`: its policy and reload state (`None` without the flag).
+    candidate_status: ArcSwapOption<CandidateStatus>,
+    /// The candidate's verdict of the latest evaluation, once one is in force.
+    candidate_published: ArcSwapOption<CandidatePublished>,
+    /// The candidate's lanes (readiness and checks), as for the live policy.
+    candidate_history: history::History,
+    candidate_metrics: std::sync::OnceLock<CandidateMetrics>,
 }
 
 /// Cloneable handle to the engine, shared by the HTTP layer, the policy
@@ -120,6 +131,7 @@ impl EngineHandle {
                 last_ready: None,
                 last_states: Vec::new(),
                 transition_log: loglimit::TransitionLog::default(),
+                candidate: None,
             }),
             catalogue,
             store,
@@ -127,6 +139,10 @@ impl EngineHandle {
             metrics,
             timing,
             history: history::History::new(now, SystemTime::now()),
+            candidate_status: ArcSwapOption::empty(),
+            candidate_published: ArcSwapOption::empty(),
+            candidate_history: history::History::new(now, SystemTime::now()),
+            candidate_metrics: std::sync::OnceLock::new(),
         };
         EngineHandle {
             shared: Arc::new(shared),
@@ -245,6 +261,76 @@ impl EngineHandle {
         }));
     }
 
+    /// Export the candidate's families into `metrics` (once, before serving;
+    /// only with `--policy.candidate`).
+    pub fn set_candidate_metrics(&self, metrics: CandidateMetrics) {
+        let _ = self.shared.candidate_metrics.set(metrics);
+    }
+
+    /// Put `policy` in force as the candidate: evaluated beside the live
+    /// policy at every evaluation, deciding nothing. As for the live policy,
+    /// checks whose name and expression are unchanged keep their state.
+    /// Clears the candidate's reload error and re-evaluates at once.
+    pub fn set_candidate(&self, policy: Arc<Policy>) {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        {
+            let mut st = self.lock_eval();
+            match &mut st.candidate {
+                Some(c) => {
+                    let kept = c.evaluator.replace_policy(policy.clone(), now);
+                    tracing::info!(
+                        path = policy.path(),
+                        sha256 = policy.sha256(),
+                        kept_checks = kept,
+                        "candidate policy replaced: {}",
+                        policy.summary()
+                    );
+                }
+                None => {
+                    st.candidate = Some(candidate::CandidateEval::new(policy.clone(), now));
+                    tracing::info!(
+                        path = policy.path(),
+                        sha256 = policy.sha256(),
+                        "candidate policy in force (it decides nothing): {}",
+                        policy.summary()
+                    );
+                }
+            }
+        }
+        self.shared
+            .candidate_status
+            .store(Some(Arc::new(CandidateStatus {
+                policy: Some(policy),
+                loaded_at: Some(wall),
+                last_reload_error: None,
+            })));
+        self.evaluate_at(now, wall);
+    }
+
+    /// Record (or clear) why the last reload of the candidate file failed;
+    /// the candidate in force, if any, stays.
+    pub fn set_candidate_reload_error(&self, error: Option<String>) {
+        let cur = self.shared.candidate_status.load_full();
+        let mut next = cur.as_deref().cloned().unwrap_or_default();
+        next.last_reload_error = error;
+        self.shared.candidate_status.store(Some(Arc::new(next)));
+    }
+
+    /// The candidate's policy and reload state; `None` without `--policy.candidate`.
+    pub fn candidate_status(&self) -> Option<Arc<CandidateStatus>> {
+        self.shared.candidate_status.load_full()
+    }
+
+    /// The candidate's verdict of the latest evaluation, once one is in force.
+    pub fn candidate_verdict(&self) -> Option<Arc<CandidatePublished>> {
+        self.shared.candidate_published.load_full()
+    }
+
+    /// The candidate's transitions, as [`EngineHandle::history`] for the live policy.
+    pub fn candidate_history(&self) -> &history::History {
+        &self.shared.candidate_history
+    }
+
     fn lock_eval(&self) -> std::sync::MutexGuard<'_, EvalState> {
         // Evaluation never panics by design; if it did, the state is still usable.
         self.shared.eval.lock().unwrap_or_else(|e| e.into_inner())
@@ -286,6 +372,34 @@ impl EngineHandle {
         }
         sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
         sh.history.observe(&verdict, &st.readings, now, wall);
+        // The candidate: the same readings, the same instant, nothing decided.
+        if let Some(c) = &mut st.candidate {
+            c.evaluator.evaluate(&st.readings, now);
+            let cv = if verdict.reason.is_some() && verdict.checks.is_empty() {
+                Verdict::starting(wall)
+            } else {
+                let checks = c.evaluator.report(&st.readings, now, wall);
+                Verdict {
+                    ready: Verdict::ready_from(&checks),
+                    reason: None,
+                    evaluated_at: wall,
+                    checks,
+                }
+            };
+            let added = c.account(now, wall, verdict.ready, cv.ready);
+            if let Some(m) = sh.candidate_metrics.get() {
+                m.update(&cv, added);
+            }
+            sh.candidate_history.observe(&cv, &[], now, wall);
+            sh.candidate_published
+                .store(Some(Arc::new(CandidatePublished {
+                    verdict: cv,
+                    at: now,
+                    live_ready: verdict.ready,
+                    disagreement: c.totals(),
+                    disagreeing_since: c.since(),
+                })));
+        }
         sh.published.store(Arc::new(Published { verdict, at: now }));
     }
 }
@@ -468,5 +582,125 @@ mod tests {
         let st = h.policy_status();
         assert_eq!(st.policy.path(), "p2");
         assert_eq!(st.last_reload_error, None);
+    }
+
+    /// The candidate is evaluated at every evaluation on the same readings
+    /// as the policy in force, never changes the live verdict, and the
+    /// disagreement counters are the exact seconds the clock was stepped.
+    #[test]
+    fn a_candidate_decides_nothing_and_its_disagreement_is_the_seconds_arranged() {
+        let (h, registry) = engine("check leader: leader\n");
+        let mut registry = Arc::try_unwrap(registry).expect("one owner");
+        h.set_candidate_metrics(CandidateMetrics::register(&mut registry));
+        let s = Duration::from_secs;
+        let t0 = Instant::now().checked_sub(s(120)).expect("uptime");
+        let w0 = SystemTime::UNIX_EPOCH + s(1_700_000_000);
+        let leader = |is: bool, at: Instant| {
+            h.store()
+                .record_ok(h.catalogue().id("leader"), Value::Bool(is), at)
+        };
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        leader(true, Instant::now());
+        // The candidate would fail while the member is a leader, and pass otherwise.
+        h.set_candidate(compile(&h, "check not_leader: !leader\n"));
+        let step = |at: u64, is_leader: bool| {
+            leader(is_leader, t0 + s(at));
+            h.evaluate_at(t0 + s(at), w0 + s(at));
+            let live = h.verdict();
+            let cand = h.candidate_verdict().expect("candidate published");
+            assert_eq!(live.at, cand.at, "the same evaluation");
+            assert_eq!(live.verdict.ready, is_leader, "the live policy decides");
+            assert_eq!(cand.verdict.ready, !is_leader);
+            cand
+        };
+        // The first stepped evaluation starts the accounting afresh at t0.
+        h.lock_eval().candidate.as_mut().unwrap().reset_for_test();
+        step(0, true);
+        step(7, true); // 7 s would fail while ready
+        step(10, false); // 3 more, then not a leader
+        let c = step(14, false); // 4 s would pass while unready
+        assert_eq!(c.disagreement.would_fail_while_ready, s(10));
+        assert_eq!(c.disagreement.would_pass_while_unready, s(4));
+        assert_eq!(
+            c.disagreeing_since,
+            Some((candidate::Direction::WouldPassWhileUnready, w0 + s(10)))
+        );
+        let text = encode(&registry, Format::Text004);
+        for line in [
+            "etcd_readiness_ready 0",
+            "etcd_readiness_candidate_ready 1",
+            "etcd_readiness_candidate_check_state{check=\"not_leader\",state=\"pass\"} 1",
+            "etcd_readiness_candidate_would_fail_while_ready_seconds_total 10.0",
+            "etcd_readiness_candidate_would_pass_while_unready_seconds_total 4.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        // The live families name only the live policy's checks.
+        assert!(
+            !text.contains("etcd_readiness_check_state{check=\"not_leader\""),
+            "{text}"
+        );
+        // The candidate's lanes are its own.
+        let lanes: Vec<String> = h
+            .candidate_history()
+            .snapshot()
+            .current
+            .iter()
+            .map(|(l, _, _)| l.name().to_string())
+            .collect();
+        assert_eq!(lanes, ["readiness", "not_leader"]);
+    }
+
+    /// The cost of one evaluation of the default policy (all its signals
+    /// known), without and with a candidate as large (the same policy), on
+    /// the engine's own path (`evaluate_at`: readings, both evaluators,
+    /// reports, metrics, history). Prints microseconds per evaluation; run
+    /// with `cargo test --release --lib -- --ignored evaluation_cost --nocapture`
+    /// (docs/BENCHMARKS.md, "Candidate policy cost"). Asserts nothing about time.
+    #[test]
+    #[ignore = "a measurement: run it in release, see docs/BENCHMARKS.md"]
+    fn evaluation_cost_with_and_without_a_candidate() {
+        const N: u32 = 20_000;
+        let policy = crate::config::DEFAULT_POLICY;
+        let run = |candidate: bool| {
+            let (h, registry) = engine(policy);
+            let mut registry = Arc::try_unwrap(registry).expect("one owner");
+            h.set_candidate_metrics(CandidateMetrics::register(&mut registry));
+            h.notifier()
+                .round_finished(&Source::Etcd, Duration::from_secs(1));
+            if candidate {
+                h.set_candidate(compile(&h, policy));
+            }
+            let t0 = Instant::now();
+            let w0 = SystemTime::now();
+            let mut took = Vec::with_capacity(N as usize);
+            for i in 0..N {
+                let at = t0 + Duration::from_millis(250) * i;
+                for (id, def) in h.catalogue().iter() {
+                    let v = match def.ty {
+                        crate::signals::SignalType::Bool => {
+                            Value::Bool(!(def.name.contains("alarm") || def.name == "learner"))
+                        }
+                        _ => Value::Num(1.0),
+                    };
+                    h.store().record_ok(id, v, at);
+                }
+                let start = Instant::now();
+                h.evaluate_at(at, w0 + Duration::from_millis(250) * i);
+                took.push(start.elapsed());
+            }
+            took.sort();
+            let q = |f: f64| took[((took.len() - 1) as f64 * f) as usize].as_secs_f64() * 1e6;
+            (q(0.0), q(0.5), q(0.99))
+        };
+        for _ in 0..3 {
+            let (b0, m0, p0) = run(false);
+            let (b1, m1, p1) = run(true);
+            eprintln!(
+                "evaluation of the default policy, µs best/median/p99: without a candidate \
+                 {b0:.1}/{m0:.1}/{p0:.1}, with the same policy as candidate {b1:.1}/{m1:.1}/{p1:.1}"
+            );
+        }
     }
 }

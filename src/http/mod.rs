@@ -26,7 +26,7 @@ use serde_json::json;
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
 pub use metrics::{ConnectionMetrics, HttpMetrics, TimeoutPhase};
-use readyz::{ReadyzQuery, Rendered};
+use readyz::{PolicyChoice, ReadyzQuery, Rendered};
 
 /// Everything the handlers read.
 #[derive(Clone)]
@@ -39,6 +39,9 @@ pub struct AppState {
     pub started: Instant,
     /// The policy file reloader, when `--policy` names a file (`POST /-/reload`).
     pub reloader: Option<Arc<crate::reload::Reloader>>,
+    /// The candidate policy's reloader, with `--policy.candidate` (`POST
+    /// /-/reload` reloads it too).
+    pub candidate_reloader: Option<Arc<crate::reload::Reloader>>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -270,15 +273,57 @@ async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle
     let flight = lifecycle.flight.clone();
     let (status, body) = flight
         .run(move || async move {
-            let r = reload_once(s, lifecycle).await;
-            let status = r.status();
-            let body = axum::body::to_bytes(r.into_body(), 1 << 20)
-                .await
-                .unwrap_or_default();
-            (status, String::from_utf8_lossy(&body).into_owned())
+            let candidate = s.candidate_reloader.clone();
+            // With only a candidate file (the live policy built in, no web
+            // config) there is nothing else to reload.
+            let only_candidate =
+                candidate.is_some() && s.reloader.is_none() && lifecycle.web.is_none();
+            let (mut status, mut body) = if only_candidate {
+                (StatusCode::OK, String::new())
+            } else {
+                let r = reload_once(s, lifecycle).await;
+                let status = r.status();
+                let body = axum::body::to_bytes(r.into_body(), 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                (status, String::from_utf8_lossy(&body).into_owned())
+            };
+            if let Some(c) = candidate {
+                let (ok, text) = reload_candidate(c).await;
+                if !ok {
+                    status = StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                body.push_str(&text);
+            }
+            (status, body)
         })
         .await;
     respond(status, TEXT, body)
+}
+
+/// One reload of the candidate policy's file, after the policy's: a line
+/// (and the diagnostics when it failed) and whether it succeeded. A broken
+/// candidate fails the POST (500) but changes nothing else.
+async fn reload_candidate(r: Arc<crate::reload::Reloader>) -> (bool, String) {
+    use crate::reload::{ReloadOutcome, ReloadTrigger};
+    match tokio::task::spawn_blocking(move || r.reload_now(ReloadTrigger::Http)).await {
+        Ok(Ok(ReloadOutcome::Applied { sha256 })) => (
+            true,
+            format!("candidate policy reloaded (sha256 {sha256})\n"),
+        ),
+        Ok(Ok(ReloadOutcome::Unchanged { sha256 })) => (
+            true,
+            format!("candidate policy unchanged (sha256 {sha256})\n"),
+        ),
+        Ok(Err(e)) => (
+            false,
+            format!(
+                "candidate policy reload failed; the previous candidate stays (the policy in force is not affected)\n\n{}\n",
+                e.full_text().trim_end()
+            ),
+        ),
+        Err(e) => (false, format!("candidate policy reload failed: {e}\n")),
+    }
 }
 
 /// One reload of the web configuration and the policy: what `POST
@@ -356,8 +401,49 @@ async fn readyz_all(
     headers: HeaderMap,
 ) -> Response {
     let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
+    match &q.policy {
+        PolicyChoice::Live => {}
+        PolicyChoice::Candidate => return candidate_readyz(&s, None, &q),
+        PolicyChoice::Unknown(p) => return rendered(readyz::render_unknown_policy(p, q.json)),
+    }
     let published = s.engine.verdict();
     rendered(readyz::render_all(&published.verdict, stale(&s.engine), &q))
+}
+
+/// `?policy=candidate`: the candidate's verdict of the latest evaluation,
+/// never with the live answer's status (see [`readyz::CANDIDATE_STATUS`]).
+fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Response {
+    let status = s.engine.candidate_status();
+    let (Some(published), Some(policy)) = (
+        s.engine.candidate_verdict(),
+        status.as_ref().and_then(|st| st.policy.clone()),
+    ) else {
+        let error = status
+            .as_ref()
+            .and_then(|st| st.last_reload_error.as_deref());
+        let error = match &status {
+            Some(_) => Some(error.unwrap_or("not loaded yet")),
+            None => None,
+        };
+        return rendered(readyz::render_no_candidate(error, q.json));
+    };
+    let names: Vec<&str> = policy.checks().iter().map(|c| c.name.as_str()).collect();
+    let d = published.disagreement;
+    let ctx = readyz::CandidateContext {
+        live_ready: published.live_ready,
+        would_fail_while_ready: d.would_fail_while_ready,
+        would_pass_while_unready: d.would_pass_while_unready,
+        disagreeing: published
+            .disagreeing_since
+            .map(|(dir, since)| (dir.as_str(), unix(since))),
+    };
+    rendered(readyz::render_candidate(
+        &published.verdict,
+        stale(&s.engine),
+        one.map(|n| (n, names.as_slice())),
+        &ctx,
+        q,
+    ))
 }
 
 async fn readyz_one(
@@ -367,6 +453,11 @@ async fn readyz_one(
     headers: HeaderMap,
 ) -> Response {
     let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
+    match &q.policy {
+        PolicyChoice::Live => {}
+        PolicyChoice::Candidate => return candidate_readyz(&s, Some(&name), &q),
+        PolicyChoice::Unknown(p) => return rendered(readyz::render_unknown_policy(p, q.json)),
+    }
     let published = s.engine.verdict();
     let status = s.engine.policy_status();
     let names: Vec<&str> = status
@@ -519,7 +610,7 @@ async fn signals(State(s): State<AppState>) -> Response {
 
 async fn policy(State(s): State<AppState>) -> Response {
     let st = s.engine.policy_status();
-    let body = json!({
+    let mut body = json!({
         "path": st.policy.path(),
         "sha256": st.policy.sha256(),
         "loaded_at": unix(st.loaded_at),
@@ -527,6 +618,18 @@ async fn policy(State(s): State<AppState>) -> Response {
         "summary": st.policy.summary(),
         "text": st.policy.source(),
     });
+    // With --policy.candidate: the candidate in force (null until its file
+    // compiled once) and its own reload error.
+    if let Some(c) = s.engine.candidate_status() {
+        body["candidate"] = json!({
+            "path": s.candidate_reloader.as_ref().map(|r| r.path().display().to_string()),
+            "sha256": c.policy.as_ref().map(|p| p.sha256()),
+            "loaded_at": c.loaded_at.map(unix),
+            "last_reload_error": c.last_reload_error,
+            "summary": c.policy.as_ref().map(|p| p.summary()),
+            "text": c.policy.as_ref().map(|p| p.source()),
+        });
+    }
     respond(
         StatusCode::OK,
         JSON,
@@ -544,6 +647,16 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
     let history = s.engine.history().snapshot();
     let readings = s.engine.history().readings();
     let policy = s.engine.policy_status();
+    let candidate_status = s.engine.candidate_status();
+    let candidate_published = s.engine.candidate_verdict();
+    let candidate_history = s.engine.candidate_history().snapshot();
+    let candidate = candidate_status
+        .as_deref()
+        .map(|status| page::CandidateInput {
+            status,
+            published: candidate_published.as_deref(),
+            history: &candidate_history,
+        });
     let input = page::PageInput {
         verdict: &published.verdict,
         verdict_age: published.at.elapsed(),
@@ -555,6 +668,7 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
         policy: &policy,
         telemetry_path: &s.telemetry_path,
         now: std::time::SystemTime::now(),
+        candidate,
     };
     let body = if live {
         page::render_live(&input)

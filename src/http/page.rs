@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::engine::PolicyStatus;
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
+use crate::engine::{CandidatePublished, CandidateStatus, PolicyStatus};
 use crate::policy::eval::describe_unknown;
 use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
 use crate::text::{cut, fmt_duration, fmt_value, html_escape};
@@ -77,6 +77,17 @@ pub struct PageInput<'a> {
     pub telemetry_path: &'a str,
     /// The wall clock at the request: the right edge of the timeline.
     pub now: SystemTime,
+    /// With `--policy.candidate`: its lanes go under the live ones and a
+    /// section says how far it disagreed.
+    pub candidate: Option<CandidateInput<'a>>,
+}
+
+/// What the engine published about the candidate policy.
+pub struct CandidateInput<'a> {
+    pub status: &'a CandidateStatus,
+    /// Its verdict of the latest evaluation (none until a candidate compiled).
+    pub published: Option<&'a CandidatePublished>,
+    pub history: &'a HistorySnapshot,
 }
 
 /// A wall-clock time as `2026-11-30 08:54:01Z`.
@@ -242,6 +253,7 @@ pub fn render_live(i: &PageInput) -> String {
     banner(&mut out, i);
     checks_table(&mut out, i);
     timeline(&mut out, i);
+    candidate_section(&mut out, i);
     signals_table(&mut out, i);
     policy_meta(&mut out, i);
     out.push_str("</div>");
@@ -579,8 +591,41 @@ the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
             clock(du)
         );
     }
+    out.push_str("<div class=\"scroll\"><table class=\"tl\" id=\"timeline-table\"><tbody>\n");
+    lane_rows(out, h, i.verdict, "", start, now);
+    if let Some(c) = &i.candidate
+        && let Some(p) = c.published
+    {
+        out.push_str(
+            "<tr class=\"tl-cand\"><th scope=\"rowgroup\" colspan=\"2\">candidate policy \
+<small>(decides nothing; what it would have answered, on the same readings)</small></th></tr>\n",
+        );
+        lane_rows(out, c.history, &p.verdict, "candidate:", start, now);
+    }
+    let _ = write!(
+        out,
+        "<tr><th></th><td><div class=\"axis\"><span>{} (−15m)</span><span class=\"hide-n\">{} (−10m)</span>\
+<span class=\"hide-n\">{} (−5m)</span><span>{} (now)</span></div></td></tr>\n</tbody></table></div>\n",
+        clock(start),
+        clock(start + WINDOW / 3),
+        clock(start + 2 * WINDOW / 3),
+        clock(now)
+    );
+}
+
+/// One row per lane (readiness, then each check of `verdict`) of history
+/// `h`; `prefix` goes before each row's `data-lane` (`candidate:` for the
+/// candidate policy's lanes).
+fn lane_rows(
+    out: &mut String,
+    h: &HistorySnapshot,
+    verdict: &Verdict,
+    prefix: &str,
+    start: SystemTime,
+    now: SystemTime,
+) {
     let mut lanes: Vec<(Lane, &str)> = vec![(Lane::Readiness, "readiness")];
-    for c in &i.verdict.checks {
+    for c in &verdict.checks {
         let lane = h
             .current
             .iter()
@@ -597,23 +642,24 @@ the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
             },
         ));
     }
-    out.push_str("<div class=\"scroll\"><table class=\"tl\" id=\"timeline-table\"><tbody>\n");
     for (lane, kind) in &lanes {
         let spans = lane_spans(h, lane, start, now);
         let name = html_escape(lane.name());
-        let label = if *lane == Lane::Readiness {
-            "<b>readiness</b>".to_string()
-        } else {
-            format!("{name} <small>{kind}</small>")
+        let label = match (*lane == Lane::Readiness, prefix.is_empty()) {
+            (true, true) => "<b>readiness</b>".to_string(),
+            (true, false) => "<b>readiness</b> <small>candidate</small>".to_string(),
+            (false, true) => format!("{name} <small>{kind}</small>"),
+            (false, false) => format!("{name} <small>{kind}, candidate</small>"),
         };
         let _ = write!(
             out,
-            "<tr data-lane=\"{}\"><th scope=\"row\">{label}</th><td><svg class=\"lane\" role=\"img\" aria-label=\"{name}: {} spans over the last 15 minutes\">",
+            "<tr data-lane=\"{}\"><th scope=\"row\">{label}</th><td><svg class=\"lane\" role=\"img\" aria-label=\"{}{name}: {} spans over the last 15 minutes\">",
             if *lane == Lane::Readiness {
-                "readiness".to_string()
+                format!("{prefix}readiness")
             } else {
-                format!("check:{name}")
+                format!("{prefix}check:{name}")
             },
+            if prefix.is_empty() { "" } else { "candidate " },
             spans.len()
         );
         for s in &spans {
@@ -634,14 +680,71 @@ the buffer at {CAPACITY}; lanes before {} show “truncated”.</p>",
         }
         out.push_str("</svg></td></tr>\n");
     }
-    let _ = write!(
-        out,
-        "<tr><th></th><td><div class=\"axis\"><span>{} (−15m)</span><span class=\"hide-n\">{} (−10m)</span>\
-<span class=\"hide-n\">{} (−5m)</span><span>{} (now)</span></div></td></tr>\n</tbody></table></div>\n",
-        clock(start),
-        clock(start + WINDOW / 3),
-        clock(start + 2 * WINDOW / 3),
-        clock(now)
+}
+
+/// With `--policy.candidate`: what it would answer now and how long it
+/// disagreed with the policy in force so far, by direction.
+fn candidate_section(out: &mut String, i: &PageInput) {
+    let Some(c) = &i.candidate else {
+        return;
+    };
+    out.push_str("<h2 id=\"candidate\">Candidate policy</h2>\n<dl id=\"candidate-meta\">");
+    match (&c.status.policy, c.published) {
+        (Some(policy), Some(p)) => {
+            let word = |ready: bool| if ready { "ready" } else { "not ready" };
+            let _ = write!(
+                out,
+                "<dt>would answer</dt><dd id=\"candidate-verdict\" data-verdict=\"{}\"><b>{}</b> \
+<small>(the member is {}; the candidate decides nothing)</small></dd>",
+                if p.verdict.ready { "ready" } else { "notready" },
+                word(p.verdict.ready),
+                word(p.live_ready),
+            );
+            let d = p.disagreement;
+            let _ = write!(
+                out,
+                "<dt>disagreement so far</dt><dd id=\"candidate-disagreement\">would fail while ready \
+<b data-direction=\"would_fail_while_ready\">{}</b>, would pass while unready \
+<b data-direction=\"would_pass_while_unready\">{}</b>",
+                fmt_duration(d.would_fail_while_ready.as_secs_f64()),
+                fmt_duration(d.would_pass_while_unready.as_secs_f64()),
+            );
+            if let Some((dir, since)) = p.disagreeing_since {
+                let _ = write!(
+                    out,
+                    "; <span class=\"err\">{} since {}</span>",
+                    dir.as_str(),
+                    time_el(i.now, since)
+                );
+            }
+            let _ = write!(
+                out,
+                "</dd><dt>sha256</dt><dd><code>{}</code> ({})</dd>",
+                html_escape(policy.sha256()),
+                html_escape(&cut(&policy.summary(), MAX_TEXT))
+            );
+            if let Some(at) = c.status.loaded_at {
+                let _ = write!(
+                    out,
+                    "<dt>in force since</dt><dd>{}</dd>",
+                    time_el(i.now, at)
+                );
+            }
+        }
+        _ => {
+            out.push_str("<dt>in force</dt><dd>none yet: the candidate file has not compiled</dd>")
+        }
+    }
+    if let Some(e) = &c.status.last_reload_error {
+        let _ = write!(
+            out,
+            "<dt>last reload</dt><dd class=\"err\">failed: {}</dd>",
+            html_escape(&cut(e, MAX_TEXT))
+        );
+    }
+    out.push_str(
+        "<dt>details</dt><dd><a href=\"./readyz?policy=candidate&amp;verbose\">/readyz?policy=candidate&amp;verbose</a> \
+<small>(always 409: not a readiness answer)</small></dd></dl>\n",
     );
 }
 
@@ -861,6 +964,7 @@ mod tests {
             policy: &f.policy,
             telemetry_path: "/metrics",
             now: at(900),
+            candidate: None,
         };
         if live {
             render_live(&input)
@@ -961,6 +1065,84 @@ mod tests {
         eprintln!("fixed page: {} bytes", page.len());
         insta::assert_snapshot!("status_page_full", page);
         insta::assert_snapshot!("status_page_live", render(&f, &readings, true));
+    }
+
+    /// With a candidate: its lanes under the live ones and the
+    /// disagreement so far; the live part of the page is unchanged.
+    #[test]
+    fn snapshot_of_the_candidate_lanes_and_disagreement() {
+        use crate::engine::candidate::{Direction, Disagreement};
+        let f = fixture("check leader: leader\n");
+        let now = Instant::now();
+        f.history.observe(&f.verdict, &[], now, at(100));
+        let cand_policy = Arc::new(
+            Policy::compile(
+                "/etc/ere/candidate",
+                "check leader: leader\ncheck not_leader: !leader\n",
+                &f.catalogue,
+            )
+            .unwrap(),
+        );
+        let cand_history = History::new(now, at(0));
+        let mut failing = verdict_of(
+            &cand_policy,
+            &["not_leader"],
+            "!leader is false (leader = true)",
+        );
+        cand_history.observe(&verdict_of(&cand_policy, &[], ""), &[], now, at(100));
+        failing.evaluated_at = at(900);
+        cand_history.observe(&failing, &[], now, at(600));
+        let status = CandidateStatus {
+            policy: Some(cand_policy),
+            loaded_at: Some(at(100)),
+            last_reload_error: Some("/etc/ere/candidate:2:7: unknown signal `ledaer`".into()),
+        };
+        let published = CandidatePublished {
+            verdict: failing,
+            at: now,
+            live_ready: true,
+            disagreement: Disagreement {
+                would_fail_while_ready: Duration::from_secs(300),
+                would_pass_while_unready: Duration::from_millis(1500),
+            },
+            disagreeing_since: Some((Direction::WouldFailWhileReady, at(600))),
+        };
+        let h = f.history.snapshot();
+        let ch = cand_history.snapshot();
+        let r = PublishedReadings {
+            at: now,
+            wall: at(900),
+            readings: Vec::new(),
+        };
+        let without = PageInput {
+            verdict: &f.verdict,
+            verdict_age: Duration::from_millis(120),
+            stale: None,
+            history: &h,
+            readings: &r,
+            readings_age: Duration::from_millis(120),
+            catalogue: &f.catalogue,
+            policy: &f.policy,
+            telemetry_path: "/metrics",
+            now: at(900),
+            candidate: None,
+        };
+        let plain = render_live(&without);
+        let with = PageInput {
+            candidate: Some(CandidateInput {
+                status: &status,
+                published: Some(&published),
+                history: &ch,
+            }),
+            ..without
+        };
+        let page = render_live(&with);
+        let timeline = &page[page.find("id=\"timeline\"").unwrap()
+            ..page.find("id=\"signals").unwrap_or(page.len())];
+        insta::assert_snapshot!("status_page_candidate", timeline);
+        // Everything before the timeline's candidate rows is as without one.
+        let cut = page.find("<tr class=\"tl-cand\"").unwrap();
+        assert_eq!(&page[..cut], &plain[..cut]);
     }
 
     #[test]

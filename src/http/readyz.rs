@@ -28,7 +28,31 @@ pub struct ReadyzQuery {
     pub verbose: bool,
     pub json: bool,
     pub exclude: Vec<String>,
+    /// `policy=live` (the default) or `policy=candidate`.
+    pub policy: PolicyChoice,
 }
+
+/// Which policy's verdict a request asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PolicyChoice {
+    /// The policy in force: the member's readiness.
+    #[default]
+    Live,
+    /// `--policy.candidate`: what it would answer, with [`CANDIDATE_STATUS`].
+    Candidate,
+    /// Anything else (echoed back, cut to [`MAX_ECHO`]).
+    Unknown(String),
+}
+
+/// The status of every `?policy=candidate` answer, whatever the candidate
+/// says: constant, so that no client can read the candidate's verdict from
+/// the status, and not a success, so that a kubelet pointed at it by
+/// mistake fails closed (the pod never becomes ready and a rollout stops at
+/// its first pod, with "statuscode: 409" in the probe event) instead of
+/// silently losing its readiness gate, as a constant 200 would make it.
+/// Not 503, which is what a real "not ready" answers. The candidate's
+/// verdict is in the body (docs/candidate.md).
+pub const CANDIDATE_STATUS: StatusCode = StatusCode::CONFLICT;
 
 impl ReadyzQuery {
     /// Parse `verbose`, `exclude=NAME` (repeatable) and `format=json` from a raw
@@ -44,6 +68,13 @@ impl ReadyzQuery {
                 "verbose" => q.verbose = v.is_empty() || v != "false" && v != "0",
                 "exclude" if !v.is_empty() => q.exclude.push(v.into_owned()),
                 "format" => q.json = v == "json",
+                "policy" => {
+                    q.policy = match v.as_ref() {
+                        "live" => PolicyChoice::Live,
+                        "candidate" => PolicyChoice::Candidate,
+                        other => PolicyChoice::Unknown(echo(other)),
+                    }
+                }
                 _ => {}
             }
         }
@@ -269,6 +300,140 @@ pub fn render_one(
 
 use crate::verdict::unix_seconds as unix;
 
+/// `?policy=` named neither `live` nor `candidate`.
+pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
+    let msg = format!("unknown policy {name:?}: use policy=live (the default) or policy=candidate");
+    Rendered {
+        status: StatusCode::BAD_REQUEST,
+        json,
+        body: if json {
+            json!({ "error": msg }).to_string()
+        } else {
+            msg + "\n"
+        },
+    }
+}
+
+/// `?policy=candidate` without `--policy.candidate`, or before a candidate
+/// file ever compiled (`error` says why).
+pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
+    let msg = match error {
+        None => "no candidate policy: start with --policy.candidate FILE".to_string(),
+        Some(e) => format!(
+            "no candidate policy in force yet: its file has not compiled ({})",
+            truncate(e, MAX_EXPLANATION)
+        ),
+    };
+    Rendered {
+        status: StatusCode::NOT_FOUND,
+        json,
+        body: if json {
+            json!({ "policy": "candidate", "error": msg }).to_string()
+        } else {
+            msg + "\n"
+        },
+    }
+}
+
+/// How the candidate compares with the policy in force, as the candidate
+/// answers show it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidateContext {
+    /// The live verdict of the same evaluation.
+    pub live_ready: bool,
+    pub would_fail_while_ready: Duration,
+    pub would_pass_while_unready: Duration,
+    /// The direction the two disagree in now and since when (Unix seconds).
+    pub disagreeing: Option<(&'static str, f64)>,
+}
+
+/// `/readyz?policy=candidate` (and `/readyz/NAME?policy=candidate` with
+/// `one` naming the check): the candidate's verdict rendered as the live one
+/// would be, always verbose, always with [`CANDIDATE_STATUS`], opened by a
+/// line (or JSON fields) saying that it decides nothing.
+pub fn render_candidate(
+    verdict: &Verdict,
+    stale: Option<Duration>,
+    one: Option<(&str, &[&str])>,
+    ctx: &CandidateContext,
+    q: &ReadyzQuery,
+) -> Rendered {
+    let verbose = ReadyzQuery {
+        verbose: true,
+        policy: PolicyChoice::Live,
+        ..q.clone()
+    };
+    let inner = match one {
+        Some((name, known)) => render_one(verdict, stale, name, known, &verbose),
+        None => render_all(verdict, stale, &verbose),
+    };
+    let would = |ready: bool| if ready { "ready" } else { "not ready" };
+    let body = if inner.json {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&inner.body).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("policy".into(), json!("candidate"));
+            o.insert("decides_readiness".into(), json!(false));
+            o.insert("live_ready".into(), json!(ctx.live_ready));
+            o.insert(
+                "would_fail_while_ready_seconds".into(),
+                json!(secs3(ctx.would_fail_while_ready)),
+            );
+            o.insert(
+                "would_pass_while_unready_seconds".into(),
+                json!(secs3(ctx.would_pass_while_unready)),
+            );
+            o.insert(
+                "disagreeing".into(),
+                json!(
+                    ctx.disagreeing
+                        .map(|(d, since)| json!({ "direction": d, "since": since }))
+                ),
+            );
+        }
+        bounded_json(v)
+    } else {
+        let candidate_ready = inner.status == StatusCode::OK;
+        let head = format!(
+            "candidate policy: it would answer {} (it decides nothing; the member's readiness, {}, is /readyz)",
+            would(candidate_ready),
+            would(ctx.live_ready),
+        );
+        let tail = format!(
+            "disagreement so far: would fail while ready {}s, would pass while unready {}s{}",
+            secs3(ctx.would_fail_while_ready),
+            secs3(ctx.would_pass_while_unready),
+            match ctx.disagreeing {
+                Some((d, _)) => format!(" (now: {d})"),
+                None => String::new(),
+            }
+        );
+        let body = inner
+            .body
+            .replace("readyz check failed", "candidate check failed")
+            .replace("readyz check passed", "candidate check passed");
+        let body = format!("{head}\n{body}{tail}\n");
+        if body.len() > MAX_BODY {
+            truncate(&body, MAX_BODY - 100)
+        } else {
+            body
+        }
+    };
+    Rendered {
+        status: if inner.status == StatusCode::NOT_FOUND {
+            StatusCode::NOT_FOUND
+        } else {
+            CANDIDATE_STATUS
+        },
+        json: inner.json,
+        body,
+    }
+}
+
+fn secs3(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
 fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
     let mut v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);
     if let Some(o) = v.as_object_mut() {
@@ -347,7 +512,16 @@ mod tests {
                 verbose: true,
                 json: true,
                 exclude: vec!["leader".into(), "non_learner".into()],
+                policy: PolicyChoice::Live,
             }
+        );
+        assert_eq!(
+            ReadyzQuery::parse(Some("policy=candidate"), false).policy,
+            PolicyChoice::Candidate
+        );
+        assert_eq!(
+            ReadyzQuery::parse(Some("policy=nope"), false).policy,
+            PolicyChoice::Unknown("nope".into())
         );
         assert!(!ReadyzQuery::parse(Some("verbose=false"), false).verbose);
         assert!(ReadyzQuery::parse(None, true).json);
@@ -374,6 +548,7 @@ mod tests {
                     verbose: true,
                     json,
                     exclude: exclude.clone(),
+                    ..Default::default()
                 };
                 let r = render_all(&verdict(), None, &q);
                 assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
@@ -390,5 +565,84 @@ mod tests {
             assert!(r.body.len() <= MAX_BODY, "{} bytes", r.body.len());
             assert!(r.body.contains("… ("), "{}", r.body);
         }
+    }
+
+    /// What a person or a script reads from `?policy=candidate`: the
+    /// candidate's lines, what the member really answers, the disagreement,
+    /// and always the same status.
+    #[test]
+    fn the_candidate_answer_says_it_decides_nothing() {
+        use crate::verdict::{CheckKind, CheckReport};
+        let check = |name: &str, state: CheckState, why: &str| CheckReport {
+            name: name.into(),
+            kind: CheckKind::Check,
+            state,
+            in_state_for: Duration::from_secs(12),
+            since: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+            held: false,
+            hold_left: None,
+            expr: format!("{name}_expr"),
+            explanation: why.into(),
+            signals: Vec::new(),
+        };
+        let failing = Verdict {
+            ready: false,
+            reason: None,
+            evaluated_at: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_612),
+            checks: vec![
+                check("leader", CheckState::Pass, ""),
+                check(
+                    "not_leader",
+                    CheckState::Fail,
+                    "!leader is false (leader = true)",
+                ),
+            ],
+        };
+        let ctx = CandidateContext {
+            live_ready: true,
+            would_fail_while_ready: Duration::from_millis(12_250),
+            would_pass_while_unready: Duration::ZERO,
+            disagreeing: Some(("would fail while ready", 1_767_225_600.0)),
+        };
+        let plain = render_candidate(&failing, None, None, &ctx, &ReadyzQuery::default());
+        assert_eq!(plain.status, CANDIDATE_STATUS);
+        insta::assert_snapshot!("readyz_candidate_plain", plain.body);
+        let q = ReadyzQuery {
+            json: true,
+            ..Default::default()
+        };
+        let json = render_candidate(&failing, None, None, &ctx, &q);
+        assert_eq!(json.status, CANDIDATE_STATUS);
+        let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+        insta::assert_snapshot!(
+            "readyz_candidate_json",
+            serde_json::to_string_pretty(&v).unwrap()
+        );
+        // Passing, the status is the same: only the body says.
+        let passing = Verdict {
+            ready: true,
+            checks: vec![check("leader", CheckState::Pass, "")],
+            ..failing.clone()
+        };
+        let r = render_candidate(&passing, None, None, &ctx, &ReadyzQuery::default());
+        assert_eq!(r.status, CANDIDATE_STATUS);
+        assert!(
+            r.body
+                .starts_with("candidate policy: it would answer ready"),
+            "{}",
+            r.body
+        );
+        let one = render_candidate(
+            &failing,
+            None,
+            Some(("nope", &["leader", "not_leader"])),
+            &ctx,
+            &ReadyzQuery::default(),
+        );
+        assert_eq!(one.status, StatusCode::NOT_FOUND, "{}", one.body);
+        assert_eq!(
+            render_unknown_policy("next", false).body,
+            "unknown policy \"next\": use policy=live (the default) or policy=candidate\n"
+        );
     }
 }

@@ -43,6 +43,30 @@ impl ReloadMetrics {
         ReloadMetrics { status, info }
     }
 
+    /// The same families for the candidate policy's reloader
+    /// (`--policy.candidate`), as `etcd_readiness_candidate_policy_*`: a
+    /// second instance under names of their own, so that a broken candidate
+    /// neither fires the alerts on `etcd_readiness_policy_last_reload_successful`
+    /// nor counts as policy drift on `etcd_readiness_policy_info`.
+    pub fn register_candidate(registry: &mut Registry) -> ReloadMetrics {
+        let status = ReloadStatus::register(
+            registry,
+            "etcd_readiness_candidate_policy",
+            Help {
+                successful: "Whether the last candidate policy reload attempt succeeded (1) or failed (0)",
+                timestamp: "Unix time of the last successful candidate policy load or reload",
+                reloads: "Candidate policy reload attempts that changed or failed to change the candidate, by result",
+            },
+        );
+        let info = Family::<ShaLabels, Gauge>::default();
+        registry.register(
+            "etcd_readiness_candidate_policy_info",
+            "The candidate policy in force, by SHA-256 of its file content (value 1)",
+            info.clone(),
+        );
+        ReloadMetrics { status, info }
+    }
+
     /// A policy with `sha256` is now in force, replacing the one with `old`.
     pub(super) fn set_in_force(&self, old: Option<&str>, sha256: &str) {
         if let Some(old) = old.filter(|o| *o != sha256) {
@@ -130,6 +154,32 @@ mod tests {
             [
                 "etcd_readiness_policy_last_reload_success_timestamp_seconds T",
                 "etcd_readiness_policy_last_reload_successful 0",
+                "etcd_readiness_policy_reloads_total{result=\"failure\"} 0",
+                "etcd_readiness_policy_reloads_total{result=\"success\"} 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_candidates_instance_has_names_of_its_own() {
+        let mut r = Registry::default();
+        let live = ReloadMetrics::register(&mut r);
+        let candidate = ReloadMetrics::register_candidate(&mut r);
+        live.set_in_force(None, "aaa");
+        live.mark_success(false);
+        candidate.mark_failure();
+        let lines: Vec<String> = samples(&r)
+            .into_iter()
+            .filter(|l| !l.contains("timestamp"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "etcd_readiness_candidate_policy_last_reload_successful 0",
+                "etcd_readiness_candidate_policy_reloads_total{result=\"failure\"} 1",
+                "etcd_readiness_candidate_policy_reloads_total{result=\"success\"} 0",
+                "etcd_readiness_policy_info{sha256=\"aaa\"} 1",
+                "etcd_readiness_policy_last_reload_successful 1",
                 "etcd_readiness_policy_reloads_total{result=\"failure\"} 0",
                 "etcd_readiness_policy_reloads_total{result=\"success\"} 0",
             ]

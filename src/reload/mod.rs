@@ -26,7 +26,9 @@ use sha2::{Digest, Sha256};
 
 pub use http::reload_handler;
 pub use metrics::ReloadMetrics;
-pub use watch::{WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_supervised};
+pub use watch::{
+    WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_named, spawn_watcher_supervised,
+};
 
 use crate::bounded_read::{DeadlineReader, ReadError, read_bounded};
 use crate::policy::{Diagnostics, Policy};

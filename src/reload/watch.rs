@@ -94,10 +94,21 @@ pub fn spawn_watcher_supervised(
     opts: WatchOptions,
     supervisor: &Supervisor,
 ) -> WatcherHandle {
+    spawn_watcher_named("policy-watcher", reloader, opts, supervisor)
+}
+
+/// [`spawn_watcher_supervised`] as the task `name`: the candidate policy's
+/// watcher is `candidate-watcher`, the same loop on its own file.
+pub fn spawn_watcher_named(
+    name: &str,
+    reloader: Arc<Reloader>,
+    opts: WatchOptions,
+    supervisor: &Supervisor,
+) -> WatcherHandle {
     let stats = Arc::new(EventCounts::default());
     let mut first = Some(Loop::new(reloader.clone(), opts.clone(), stats.clone()));
     let counts = stats.clone();
-    let task = supervisor.spawn("policy-watcher", move || {
+    let task = supervisor.spawn(name, move || {
         let l = first
             .take()
             .unwrap_or_else(|| Loop::new(reloader.clone(), opts.clone(), counts.clone()));

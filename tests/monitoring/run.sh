@@ -100,7 +100,9 @@ PIDS+=($!)
 
 for i in 0 1 2; do
   cp policies/gardener.policy "$TMP/policy-$i"
-  "$BIN" serve --policy "$TMP/policy-$i" \
+  # The same policy as candidate, so the candidate's families are scraped too.
+  cp policies/gardener.policy "$TMP/candidate-$i"
+  "$BIN" serve --policy "$TMP/policy-$i" --policy.candidate "$TMP/candidate-$i" \
     --etcd.endpoint "http://127.0.0.1:${CLIENTS[$i]}" \
     --backup.url "http://127.0.0.1:$BACKUP" \
     --owner.name etcd-main.example.test --owner.id cluster-a --owner.nameserver "127.0.0.1:$DNS" \
