@@ -321,7 +321,7 @@ pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
         None => "no candidate policy: start with --policy.candidate FILE".to_string(),
         Some(e) => format!(
             "no candidate policy in force yet: its file has not compiled ({})",
-            truncate(e, MAX_EXPLANATION)
+            cut(e, MAX_EXPLANATION)
         ),
     };
     Rendered {
@@ -414,7 +414,7 @@ pub fn render_candidate(
             .replace("readyz check passed", "candidate check passed");
         let body = format!("{head}\n{body}{tail}\n");
         if body.len() > MAX_BODY {
-            truncate(&body, MAX_BODY - 100)
+            cut(&body, MAX_BODY - 100).into_owned()
         } else {
             body
         }
