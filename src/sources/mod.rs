@@ -119,7 +119,6 @@ impl SampleError {
     }
 }
 
-/// One source of signals.
 /// How old a sample may be before its signal reads as unknown ("stale"):
 /// three missed rounds plus one round's deadline. The one place this rule
 /// lives; the engine's "evaluation wedged" bound uses it too.
@@ -127,6 +126,7 @@ pub fn staleness_bound(interval: Duration, timeout: Duration) -> Duration {
     interval.saturating_mul(3).saturating_add(timeout)
 }
 
+/// One source of signals.
 pub trait Sampler: Send + 'static {
     fn source(&self) -> Source;
     fn interval(&self) -> Duration;
