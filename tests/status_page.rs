@@ -435,11 +435,13 @@ async fn the_candidates_lanes_and_disagreement_in_headless_chromium() {
         !timeline.contains("data-lane=\"check:not_leader\""),
         "the live lanes are the live policy's: {timeline}"
     );
+    assert!(
+        page.contains("data-verdict=\"ready\""),
+        "the banner is the live verdict"
+    );
     let meta = table(&page, "candidate-meta");
     assert!(meta.contains("data-verdict=\"notready\""), "{meta}");
-    // The disagreement so far: at least the settled span above (a loaded
-    // machine may have made the member itself unready for a moment since,
-    // so neither the banner nor the "since" part is asserted).
+    // The disagreement so far: at least the settled span above.
     let said = text(meta);
     assert!(
         said.contains("disagreement so farwould fail while ready ")
