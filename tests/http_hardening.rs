@@ -548,7 +548,7 @@ async fn sixty_kb_of_echoed_input_stays_under_the_body_limit() {
             r.body.len()
         );
         assert!(
-            r.body.contains("(truncated)") || r.body.contains("more"),
+            r.body.contains("bytes cut)") || r.body.contains("more"),
             "{shown}: {}",
             r.body
         );
