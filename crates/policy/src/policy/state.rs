@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Policy;
-use crate::text::fmt_duration;
 use super::program::{Tri, Val};
 use crate::signals::Reading;
+use crate::text::fmt_duration;
 use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
 
 #[derive(Clone, Debug)]
