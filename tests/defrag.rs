@@ -59,22 +59,9 @@ fn etcd_version(etcd: &Path) -> Option<String> {
 
 /// etcd 3.5.30 from `.ci/fetch-binaries`.
 fn etcd_3_5_30() -> PathBuf {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("bash")
-        .arg(format!("{root}/.ci/fetch-binaries"))
-        .arg("etcd-3.5.30")
-        .output()
-        .expect("bash .ci/fetch-binaries");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let dir = text
-        .lines()
-        .find_map(|l| l.strip_prefix("etcd-3.5.30 "))
-        .unwrap_or_else(|| {
-            panic!(
-                "cannot test a defrag: the etcd under test has no etcd_disk_defrag_inflight and .ci/fetch-binaries etcd-3.5.30 failed: {out:?}"
-            )
-        });
-    Path::new(dir.trim()).join("usr/bin/etcd")
+    etcd_readiness_testkit::binaries::fetched("etcd-3.5.30", "etcd").unwrap_or_else(|e| {
+        panic!("cannot test a defrag: the etcd under test has no etcd_disk_defrag_inflight and {e}")
+    })
 }
 
 /// Start a one-member cluster of `etcd` with a metrics listener and wait

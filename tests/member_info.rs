@@ -353,17 +353,7 @@ async fn a_learner_is_asked_member_list_at_most_every_30s_etcd_3_4() {
 /// The same against etcd 3.5.30 (`.ci/fetch-binaries etcd-3.5.30`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learner_is_asked_member_list_at_most_every_30s_etcd_3_5() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("bash")
-        .arg(format!("{root}/.ci/fetch-binaries"))
-        .arg("etcd-3.5.30")
-        .output()
-        .expect("bash .ci/fetch-binaries");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let dir = text
-        .lines()
-        .find_map(|l| l.strip_prefix("etcd-3.5.30 "))
-        .unwrap_or_else(|| panic!("fetch-binaries etcd-3.5.30: {out:?}"));
-    let etcd = std::path::Path::new(dir.trim()).join("usr/bin/etcd");
+    let etcd = etcd_readiness_testkit::binaries::fetched("etcd-3.5.30", "etcd")
+        .unwrap_or_else(|e| panic!("{e}"));
     a_learner_is_asked_member_list_at_most_every_30s(etcd).await;
 }

@@ -486,58 +486,60 @@ impl Checker<'_> {
 
     /// A recovery hold (`recover DURATION`) as a `Duration`, or a diagnostic.
     fn recover(&mut self, secs: f64, span: Span) -> Option<Duration> {
-        if secs.is_finite() && secs <= 0.0 {
-            self.diags.push(
-                Diagnostic::new("recovery hold must be longer than zero", span)
-                    .help("without `recover` a check passes at its first true evaluation"),
-            );
-            return None;
-        }
-        let max = limits::MAX_RECOVER_SECS;
-        match Duration::try_from_secs_f64(secs) {
-            Ok(d) if secs <= max => Some(d),
-            _ => {
-                self.diags.push(
-                    Diagnostic::new(
-                        format!(
-                            "recovery hold {} is longer than the limit of {}",
-                            quoted(&self.text(span)),
-                            crate::text::fmt_duration(max)
-                        ),
-                        span,
-                    )
-                    .help(
-                        "the member stays out of service for the whole hold after every restart; use at most `recover 1h`",
-                    ),
-                );
-                None
-            }
-        }
+        self.hold_clause(
+            secs,
+            span,
+            "recovery hold",
+            Some("without `recover` a check passes at its first true evaluation"),
+            limits::MAX_RECOVER_SECS,
+            "the member stays out of service for the whole hold after every restart; use at most `recover 1h`",
+        )
     }
 
     /// A hold-down (`for DURATION`) as a `Duration`, or a diagnostic.
     fn hold_down(&mut self, secs: f64, span: Span) -> Option<Duration> {
+        self.hold_clause(
+            secs,
+            span,
+            "hold-down",
+            None,
+            limits::MAX_HOLD_DOWN_SECS,
+            "a hold-down bridges blips of seconds or minutes; use at most `for 168h`",
+        )
+    }
+
+    /// The duration of a `for` or `recover` clause, within `(0, max]`, or a
+    /// diagnostic naming the clause (`what`) with its help.
+    fn hold_clause(
+        &mut self,
+        secs: f64,
+        span: Span,
+        what: &str,
+        zero_help: Option<&str>,
+        max: f64,
+        over_help: &str,
+    ) -> Option<Duration> {
         if secs.is_finite() && secs <= 0.0 {
-            self.diags
-                .push(Diagnostic::new("hold-down must be longer than zero", span));
+            let d = Diagnostic::new(format!("{what} must be longer than zero"), span);
+            self.diags.push(match zero_help {
+                Some(h) => d.help(h),
+                None => d,
+            });
             return None;
         }
-        let max = limits::MAX_HOLD_DOWN_SECS;
         match Duration::try_from_secs_f64(secs) {
             Ok(d) if secs <= max => Some(d),
             _ => {
                 self.diags.push(
                     Diagnostic::new(
                         format!(
-                            "hold-down {} is longer than the limit of {}",
+                            "{what} {} is longer than the limit of {}",
                             quoted(&self.text(span)),
                             crate::text::fmt_duration(max)
                         ),
                         span,
                     )
-                    .help(
-                        "a hold-down bridges blips of seconds or minutes; use at most `for 168h`",
-                    ),
+                    .help(over_help),
                 );
                 None
             }
