@@ -299,10 +299,28 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
         chain.push_str(&err.to_string());
         cur = err.source();
     }
-    let tls = causes(Some(e)).iter().any(|c| c.is::<rustls::Error>());
+    let all = causes(Some(e));
+    let tls = all.iter().any(|c| c.is::<rustls::Error>());
+    // Over TLS 1.3 the client's handshake is done before the server has
+    // checked the client's certificate; a server that refuses it closes the
+    // connection then, and whether the client reads its alert or only sees
+    // the connection gone before the request was sent is a race. The second
+    // reads "canceled: connection was not ready" — the same refusal.
+    let closed_after_handshake = !tls
+        && url.starts_with("https://")
+        && all.iter().any(|c| {
+            c.downcast_ref::<hyper::Error>()
+                .is_some_and(|h| h.is_canceled())
+        });
+    if closed_after_handshake {
+        chain.push_str(
+            " (the server closed the connection right after the TLS handshake, \
+             which is how a server refuses a missing or unaccepted client certificate)",
+        );
+    }
     let reason = if e.is_timeout() {
         Reason::Timeout
-    } else if tls {
+    } else if tls || closed_after_handshake {
         Reason::Tls
     } else if e.is_connect() {
         Reason::Connect
