@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Decision accuracy under faults: the exporter's /readyz and etcd's own
-/health, side by side, against the truth, on a real 3-member etcd 3.4
-cluster under continuous writes.
+"""Decision accuracy under faults: the exporter's /readyz beside etcd's own
+probes (/readyz from 3.5.11, /health), against the truth, on a real
+3-member etcd cluster under continuous writes.
 
 Topology (created here, removed on exit, whatever happens): one network
 namespace per member plus a hub namespace with a bridge; each member's veth
@@ -9,43 +9,45 @@ is a port of the bridge, and one veth pair joins the host to it. Members
 listen on their namespace's own address (10.213.N.k:2379/2380); the
 exporters (one per member, DEFAULT flags and the default policy, release
 binary) and the probers run on the host and reach the members through the
-host veth. No traffic leaves the host's own namespaces.
+host veth. No traffic leaves the host's own namespaces. `--etcd PATH` picks
+the etcd binary (default: `etcd` on PATH, bookworm's 3.4.23).
 
-Fault script (seconds after the start of the script, 72 s in all):
+Fault script (seconds after the start of the script, 88 s in all):
    0 steady
    5 the leader is SIGKILLed            13 it is restarted
-  21 two members SIGKILLed (quorum lost) 29 both restarted
-  37 one follower SIGSTOPped            47 SIGCONT
-  53 one follower cut off from its peers (iptables DROP to/from the peers'
+  23 two members SIGKILLed (quorum lost) 31 both restarted
+  41 one follower SIGSTOPped (10 s)     51 SIGCONT
+  59 the leader cut off from its peers (iptables DROP to/from the peers'
      addresses inside its namespace; its clients still reach it)
-  63 partition healed                   72 end
+  71 partition healed                   88 end
 Each fault lands half a probe tick (50 ms, --fault-offset) after its
-instant, when no probe of that tick is still in flight: injected right after
-a tick, a fault raced the probes just sent, and a truth read sent before the
-fault that the fault then killed counted the tick as "cannot serve", while
-the exporter had (correctly) answered before the fault.
-(tc netem is what a partition would use elsewhere; this kernel has neither
-the netem qdisc nor tc classifiers, see docs/BENCHMARKS.md.)
+instant. (tc netem is what a partition would use elsewhere; this kernel has
+neither the netem qdisc nor tc classifiers, see docs/BENCHMARKS.md.)
 
-Every 100 ms, for each member, three independent probes are issued in
-parallel and their result is attributed to the instant they were issued:
+Every 100 ms, for each member, independent probes are issued in parallel:
   truth    a linearizable Range through that member (etcd's JSON gateway,
-           POST /v3/kv/range) answered within 1 s
+           POST /v3/kv/range) answered within 1 s; it is attributed to the
+           instant it was SENT: can a request sent now be served?
   exporter GET /readyz of that member's exporter answered 200 within 1 s
-  health   GET /health of that member answered 200 {"health":"true"} within 1 s
-False-ready: a probe said ready while the truth said it cannot serve;
-false-unready: the reverse (each tick counts 0.1 s). Mean decision lag =
-(false-ready + false-unready) / number of truth transitions.
+  readyz   GET /readyz of the member itself (etcd >= 3.5.11) answered 200
+  health   GET /health of the member answered 200 {"health":"true"}
+The probes' answers count from the instant they ARRIVED (a probe that gets
+no answer within 1 s arrives as "not ready" 1 s after it was sent), and hold
+until the next answer arrives: that is when a kubelet acts on them. At each
+tick the state of every probe is compared with the truth of that tick.
+False-ready: a probe's state said ready while the truth said it cannot
+serve; false-unready: the reverse (each tick counts 0.1 s). Mean decision
+lag = (false-ready + false-unready) / number of truth transitions.
 
 Cost, measured in the same run: raft index growth caused by the exporters
 (the leader's raft index over 10 s with the three exporters running minus
 over 10 s without them, both with no writer and no probe), the exporters'
 requests to etcd per second (their etcd_readiness_source_requests_total
-counter, when the binary has it) and their CPU seconds per second
-(/proc/PID/stat) over the fault script.
+counter) and their CPU seconds per second (/proc/PID/stat) over the fault
+script.
 
 Usage (root: it creates network namespaces):
-  benches/fault_accuracy.py [--exporter PATH] [--json OUT]
+  benches/fault_accuracy.py [--etcd PATH] [--exporter PATH] [--json OUT]
 """
 
 import argparse
@@ -64,18 +66,19 @@ import urllib.error
 import urllib.request
 
 TICK = 0.1
-SCRIPT_LEN = 72.0
+SCRIPT_LEN = 88.0
 PHASES = [
     (0, "steady"),
     (5, "leader SIGKILL"),
     (13, "leader restart"),
-    (21, "quorum lost (2 SIGKILL)"),
-    (29, "quorum back (2 restarts)"),
-    (37, "follower SIGSTOP"),
-    (47, "follower SIGCONT"),
-    (53, "follower partitioned"),
-    (63, "partition healed"),
+    (23, "quorum lost (2 SIGKILL)"),
+    (31, "quorum back (2 restarts)"),
+    (41, "follower SIGSTOP"),
+    (51, "follower SIGCONT"),
+    (59, "leader partitioned"),
+    (71, "partition healed"),
 ]
+PROBES = ("exporter", "readyz", "health")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -165,7 +168,8 @@ class Net:
 
 
 class Cluster:
-    def __init__(self, net, workdir):
+    def __init__(self, net, workdir, etcd):
+        self.etcd = etcd
         self.net = net
         self.dir = workdir
         self.procs = [None, None, None]
@@ -180,7 +184,7 @@ class Cluster:
         ip = self.net.ips[k]
         log = open(os.path.join(self.dir, f"m{k + 1}.log"), "ab")
         self.procs[k] = subprocess.Popen(
-            ["ip", "netns", "exec", self.net.ns[k], "etcd",
+            ["ip", "netns", "exec", self.net.ns[k], self.etcd,
              "--name", f"m{k + 1}", "--data-dir", os.path.join(self.dir, f"m{k + 1}"),
              "--listen-client-urls", f"http://{ip}:2379",
              "--advertise-client-urls", f"http://{ip}:2379",
@@ -286,7 +290,8 @@ def run(args):
     exporter = args.exporter
     workdir = tempfile.mkdtemp(prefix="fault_accuracy.")
     net = Net()
-    cluster = Cluster(net, workdir)
+    cluster = Cluster(net, workdir, args.etcd)
+    version = sh(args.etcd, "--version").stdout.split("\n")[0].strip()
     exporters = []
     stop_writer = threading.Event()
 
@@ -318,6 +323,9 @@ def run(args):
              60, "a healthy cluster")
         wait(lambda: cluster.leader() is not None, 30, "a leader")
         time.sleep(2)
+        # etcd's own /readyz exists from 3.5.11; older members answer 404.
+        has_readyz = http("GET", cluster.url(0) + "/readyz")[0] == 200
+        kinds = ["truth"] + [k for k in PROBES if k != "readyz" or has_readyz]
 
         # Raft index growth caused by the exporters: idle vs exporters only.
         def growth(seconds):
@@ -351,24 +359,42 @@ def run(args):
         time.sleep(3)
 
         n_ticks = int(SCRIPT_LEN / TICK)
-        res = {kind: [[None] * n_ticks for _ in range(3)]
-               for kind in ("truth", "exporter", "health")}
+        # truth: per tick, by send time. Probes: (arrived, ok) per member.
+        truth = [[None] * n_ticks for _ in range(3)]
+        arrivals = {kind: [[] for _ in range(3)] for kind in kinds if kind != "truth"}
         latency = [[None] * n_ticks for _ in range(3)]
+        lock = threading.Lock()
 
         def probe(kind, k, i):
+            sent = time.monotonic()
             if kind == "truth":
-                sent = time.monotonic()
                 code, _ = http("POST", cluster.url(k) + "/v3/kv/range",
                                {"key": b64("bench/probe")}, timeout=1.0)
                 ok = code == 200
-                latency[k][i] = time.monotonic() - sent
-            elif kind == "exporter":
-                code, _ = http("GET", f"http://127.0.0.1:{ports[k]}/readyz", timeout=1.0)
+                took = time.monotonic() - sent
+                latency[k][i] = took
+                truth[k][i] = ok and took <= 1.0
+                return
+            why = ""
+            if kind == "exporter":
+                # ?verbose: the same verdict, and the checks that failed.
+                code, body = http("GET", f"http://127.0.0.1:{ports[k]}/readyz?verbose", timeout=1.0)
+                ok = code == 200
+                if code == 503:
+                    why = ",".join(line[3:].split(" ")[0] for line in body.splitlines()
+                                   if line.startswith("[-]"))
+            elif kind == "readyz":
+                code, _ = http("GET", cluster.url(k) + "/readyz", timeout=1.0)
                 ok = code == 200
             else:
                 code, body = http("GET", cluster.url(k) + "/health", timeout=1.0)
                 ok = code == 200 and '"true"' in body
-            res[kind][k][i] = ok
+            arrived = time.monotonic()
+            if arrived - sent > 1.0:
+                # No answer within 1 s: the kubelet's timeout fired at 1 s.
+                ok, arrived, why = False, sent + 1.0, "no answer"
+            with lock:
+                arrivals[kind][k].append((arrived - t0, ok, why))
 
         events = []
         roles = {}
@@ -402,42 +428,44 @@ def run(args):
             at(13)
             cluster.start(lead)
             note(f"restart m{lead + 1}")
-            before(21)
+            before(23)
             lead = cluster.leader()
             # Kill the leader and one follower; the other follower survives.
             victims = [lead if lead is not None else 0]
             victims.append(next(j for j in range(3) if j not in victims))
-            at(21)
+            at(23)
             for j in victims:
                 cluster.kill(j)
             roles["quorum_victims"] = [j + 1 for j in victims]
             note(f"SIGKILL m{victims[0] + 1} and m{victims[1] + 1}")
-            at(29)
+            at(31)
             for j in victims:
                 cluster.start(j)
             note("restart both")
-            f = follower_at(37)
+            f = follower_at(41)
             roles["stopped"] = f + 1
-            at(37)
+            at(41)
             cluster.stop(f)
             note(f"SIGSTOP follower m{f + 1}")
-            at(47)
+            at(51)
             cluster.cont(f)
             note(f"SIGCONT m{f + 1}")
-            f = follower_at(53)
-            roles["partitioned"] = f + 1
-            at(53)
-            net.partition(f)
-            note(f"partition follower m{f + 1}")
-            at(63)
-            net.heal(f)
-            note(f"heal m{f + 1}")
+            before(59)
+            lead = cluster.leader()
+            lead = 0 if lead is None else lead
+            roles["partitioned_leader"] = lead + 1
+            at(59)
+            net.partition(lead)
+            note(f"partition leader m{lead + 1}")
+            at(71)
+            net.heal(lead)
+            note(f"heal m{lead + 1}")
 
         pids = [p.pid for p in exporters]
         cpu0 = [cpu_seconds(p) for p in pids]
         req0 = [requests_total(p) for p in ports]
         load0 = os.getloadavg()
-        pool = cf.ThreadPoolExecutor(max_workers=128)
+        pool = cf.ThreadPoolExecutor(max_workers=192)
         t0 = time.monotonic()
         t0_wall = time.time()
         ft = threading.Thread(target=faults, args=(t0,), daemon=True)
@@ -447,7 +475,7 @@ def run(args):
             if d > 0:
                 time.sleep(d)
             for k in range(3):
-                for kind in ("truth", "exporter", "health"):
+                for kind in kinds:
                     pool.submit(probe, kind, k, i)
         time.sleep(max(0.0, t0 + SCRIPT_LEN - time.monotonic()))
         elapsed = time.monotonic() - t0
@@ -461,7 +489,8 @@ def run(args):
         cleanup()
 
     # Scoring.
-    out = {"ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
+    out = {"etcd": version, "ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
+           "probes": [k for k in kinds if k != "truth"],
            "raft_index_growth": {"idle_10s": idle, "exporters_10s": with_exporters,
                                  "caused_by_exporters": with_exporters - idle},
            "exporter_cpu_s_per_s": sum(b - a for a, b in zip(cpu0, cpu1)) / elapsed / 3,
@@ -470,46 +499,61 @@ def run(args):
         out["exporter_requests_per_s"] = sum(b - a for a, b in zip(req0, req1)) / elapsed / 3
     transitions = 0
     for k in range(3):
-        tr = res["truth"][k]
+        tr = truth[k]
         for i in range(1, n_ticks):
             if tr[i] != tr[i - 1]:
                 transitions += 1
     out["truth_transitions"] = transitions
-    # Foresight: the truth at t is whether a read sent at t answers within
-    # 1 s, so after an outage it turns true when the first read that will be
-    # answered is *sent*; nobody can see that before its answer arrives. A
-    # probe's false-unready ticks between that send and that answer are time
-    # no probe without foresight avoids ("unavoidable" below).
-    rises = []  # (member, tick of the first answered read, ticks until its answer)
-    for k in range(3):
-        tr = res["truth"][k]
-        for i in range(1, n_ticks):
-            if tr[i] and not tr[i - 1] and latency[k][i] is not None:
-                rises.append((k, i, int(min(latency[k][i], 1.0) / TICK + 0.999)))
     out["truth_latency_ms"] = [[None if v is None else round(v * 1000) for v in latency[k]]
                                for k in range(3)]
-    # The raw series, one character per tick: 1 ready, 0 not, ? no answer recorded.
-    out["series"] = {kind: ["".join("?" if v is None else "1" if v else "0" for v in res[kind][k])
-                            for k in range(3)] for kind in res}
-    for kind in ("exporter", "health"):
+
+    def state(kind, k):
+        """The probe's state at each tick: its latest answer arrived by then
+        (None before the first answer)."""
+        seq = sorted(arrivals[kind][k])
+        states, whys, j, cur, why = [], [], 0, None, ""
+        for i in range(n_ticks):
+            t = i * TICK
+            while j < len(seq) and seq[j][0] <= t:
+                cur, why = seq[j][1], seq[j][2]
+                j += 1
+            states.append(cur)
+            whys.append(why)
+        return states, whys
+    said, whys = {}, {}
+    for kind in arrivals:
+        pairs = [state(kind, k) for k in range(3)]
+        said[kind] = [p[0] for p in pairs]
+        whys[kind] = [p[1] for p in pairs]
+    # The raw series, one character per tick: 1 ready, 0 not, ? unknown.
+    series = {"truth": truth, **said}
+    out["series"] = {kind: ["".join("?" if v is None else "1" if v else "0" for v in series[kind][k])
+                            for k in range(3)] for kind in series}
+    for kind in said:
         fr = fu = 0
         per_phase = {name: [0, 0] for _, name in PHASES}
         for k in range(3):
             for i in range(n_ticks):
-                truth, said = res["truth"][k][i], res[kind][k][i]
+                t, s_ = truth[k][i], said[kind][k][i]
+                if t is None or s_ is None:
+                    continue
                 ph = phase_of(i * TICK)
-                if said and not truth:
+                if s_ and not t:
                     fr += 1
                     per_phase[ph][0] += 1
-                elif truth and not said:
+                elif t and not s_:
                     fu += 1
                     per_phase[ph][1] += 1
-        unavoidable = sum(
-            1 for k, i, n in rises for j in range(i, min(i + n, n_ticks))
-            if res["truth"][k][j] and not res[kind][k][j])
+        # What the probe said in its false-unready ticks (the exporter: the
+        # failing checks), in seconds.
+        fu_why = {}
+        for k in range(3):
+            for i in range(n_ticks):
+                if truth[k][i] and said[kind][k][i] is False:
+                    w = whys[kind][k][i] or "?"
+                    fu_why[w] = round(fu_why.get(w, 0) + TICK, 1)
         out[kind] = {
-            "unavoidable_unready_s": round(unavoidable * TICK, 1),
-            "lag_beyond_foresight_s": round((fr + fu - unavoidable) * TICK / max(transitions, 1), 3),
+            "false_unready_by_reason_s": fu_why,
             "false_ready_s": round(fr * TICK, 1),
             "false_unready_s": round(fu * TICK, 1),
             "mean_lag_s": round((fr + fu) * TICK / max(transitions, 1), 3),
@@ -518,28 +562,31 @@ def run(args):
     return out
 
 
+NAMES = {"exporter": "exporter `/readyz`, defaults", "readyz": "etcd `/readyz`",
+         "health": "etcd `/health`"}
+
+
 def report(out):
-    print(f"fault script {SCRIPT_LEN:.0f} s, 3 members, probes every {TICK * 1000:.0f} ms; "
-          f"{out['truth_transitions']} truth transitions")
+    print(f"{out['etcd']}: fault script {SCRIPT_LEN:.0f} s, 3 members, probes every "
+          f"{TICK * 1000:.0f} ms, scored by answer arrival; {out['truth_transitions']} truth transitions")
     print("events: " + "; ".join(f"{t:.1f}s {w}" for t, w in out["events"]))
     print()
     print("| probe | false-ready | false-unready | mean lag per truth transition |")
     print("|---|---|---|---|")
-    for kind, name in (("health", "etcd 3.4 `/health`"), ("exporter", "exporter `/readyz`, defaults")):
+    for kind in out["probes"]:
         r = out[kind]
-        print(f"| {name} | {r['false_ready_s']:.1f} s | {r['false_unready_s']:.1f} s | {r['mean_lag_s']:.2f} s |")
+        print(f"| {NAMES[kind]} | {r['false_ready_s']:.1f} s | {r['false_unready_s']:.1f} s | {r['mean_lag_s']:.2f} s |")
     print()
-    print("| phase | exporter false-ready | exporter false-unready | /health false-ready | /health false-unready |")
-    print("|---|---|---|---|---|")
+    print("| phase | " + " | ".join(f"{k} FR / FU" for k in out["probes"]) + " |")
+    print("|---|" + "---|" * len(out["probes"]))
     for _, n in PHASES:
-        e, h = out["exporter"]["per_phase"][n], out["health"]["per_phase"][n]
-        print(f"| {n} | {e[0]:.1f} s | {e[1]:.1f} s | {h[0]:.1f} s | {h[1]:.1f} s |")
+        cells = [f"{out[k]['per_phase'][n][0]:.1f} / {out[k]['per_phase'][n][1]:.1f} s" for k in out["probes"]]
+        print(f"| {n} | " + " | ".join(cells) + " |")
     print()
-    r = out["exporter"]
-    print(f"exporter false-unready no probe without foresight can avoid (between the send and the answer")
-    print(f"of the first answered truth read after each outage): {r['unavoidable_unready_s']:.1f} s; "
-          f"lag beyond it: {r['lag_beyond_foresight_s']:.2f} s per transition")
-    print("(/health is synchronous: it waits for the same future as the truth read, so it needs no foresight)")
+    print("exporter false-unready by failing checks: " + ", ".join(
+        f"{w} {v:.1f} s" for w, v in sorted(out["exporter"]["false_unready_by_reason_s"].items(),
+                                             key=lambda x: -x[1])))
+    print()
     g = out["raft_index_growth"]
     print(f"raft index growth over 10 s: idle {g['idle_10s']}, with the 3 exporters {g['exporters_10s']} "
           f"-> caused by the exporters: {g['caused_by_exporters']}")
@@ -552,6 +599,8 @@ def report(out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--etcd", default=shutil.which("etcd") or "etcd",
+                    help="the etcd binary the members run (default: etcd on PATH)")
     ap.add_argument("--exporter", default=os.path.join(ROOT, "target/release/etcd-readiness-exporter"))
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--fault-offset", type=float, default=TICK / 2, metavar="SECONDS",

@@ -125,9 +125,9 @@ fn check_command_accepts_every_shipped_policy() {
     insta::assert_snapshot!(out, @r"
     policies/card.policy: OK: 4 checks; signals: leader, qget_ms, owner_ok, rev_lag
       sources: etcd, owner, backup; serve needs owner (--owner.name and --owner.id), backup (--backup.url)
-    policies/default.policy: OK: 6 checks, 3 warnings; signals: leader, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag, defrag_inflight, db_quota_ratio
+    policies/default.policy: OK: 6 checks, 3 warnings; signals: leader, leaderless, qget_ms, sget_ms, learner, alarm_corrupt, alarm_nospace, apply_lag, defrag_inflight, db_quota_ratio
       sources: etcd, etcd_metrics; optional (loads without, the `??` fallback decides): etcd_metrics (--etcd.metrics-url)
-    policies/gardener.policy: OK: 8 checks, 4 warnings, 1 with hold-down, 2 with recovery hold; signals: leader, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, apply_lag, backup_healthy, full_snapshot_age, defrag_inflight, db_quota_ratio
+    policies/gardener.policy: OK: 8 checks, 4 warnings, 1 with hold-down, 2 with recovery hold; signals: leader, leaderless, qget_ms, learner, alarm_corrupt, alarm_nospace, owner_ok, rev_lag, apply_lag, backup_healthy, full_snapshot_age, defrag_inflight, db_quota_ratio
       sources: etcd, owner, backup, etcd_metrics; serve needs backup (--backup.url); optional (loads without, the `??` fallback decides): owner (--owner.name and --owner.id), etcd_metrics (--etcd.metrics-url)
     ");
 }

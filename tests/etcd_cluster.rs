@@ -70,6 +70,74 @@ async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
     }
 }
 
+/// Regression (issue 23): a leader election took every survivor out of
+/// service. Their linearizable reads waited for the new leader longer than
+/// the 100 ms trust, while a read sent then was answered once the election
+/// ended, as etcd's own probes showed. A follower that was serving and
+/// keeps answering Status now earns the election credit (its pending read
+/// is trusted up to 1 s), and the default policy holds `leader` for 1 s
+/// (a candidate has no leader): with a 250 ms election timeout the new
+/// leader is there well within both, and no survivor's readiness changes;
+/// the quorum read never stops passing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
+    let mut cluster = EtcdCluster::builder(3).timings(25, 250).start();
+    let mut exporters = Vec::new();
+    for i in 0..3 {
+        exporters.push(Exporter::start(&cluster.endpoint(i), |_| {}).await);
+    }
+    for e in &exporters {
+        assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    }
+    let leader = cluster.leader().await.expect("a leader");
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    cluster.kill(leader);
+    // A new leader, seen by every survivor's exporter.
+    let deadline = std::time::Instant::now() + READY;
+    for (i, e) in exporters.iter().enumerate() {
+        if i == leader {
+            continue;
+        }
+        loop {
+            let changes = e.signal("leader_changes").await["value"].as_f64();
+            if changes.is_some_and(|c| c >= 1.0) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "survivor {i} saw no new leader: {}",
+                e.get("/signals").await.body
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Settled: one more second for any late transition to be recorded.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (i, e) in exporters.iter().enumerate() {
+        if i == leader {
+            continue;
+        }
+        let body = e.get("/history").await.body;
+        let h: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let changed: Vec<&serde_json::Value> = h["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["at"].as_f64().unwrap() >= killed_at)
+            .filter(|t| t["kind"] == "readiness" || t["name"] == "linearizable_read")
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "survivor {i} changed readiness during the election: {changed:?}\n/readyz?verbose: {}\n{}",
+            e.get("/readyz?verbose").await.body,
+            cluster.log(i)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_lost_survivor_fails_naming_the_read_then_recovers() {
     let mut cluster = EtcdCluster::builder(3).start();

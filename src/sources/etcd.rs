@@ -23,7 +23,11 @@
 //!   store carries it as pending ([`SignalStore::record_pending`]): the last
 //!   answer counts for [`EtcdConfig::trust`], then the reading is unknown,
 //!   and a read pending for 1 s proves `qget_ms < 1000` false before its
-//!   timeout.
+//!   timeout. A follower that was serving and keeps answering Status earns
+//!   the election credit ([`ELECTION_TRUST`]): its pending linearizable
+//!   read is trusted, and given, up to 1 s, since a new leader answers it;
+//!   a read etcd fails with "leader changed" is asked again at once.
+//!   Status also gives `leaderless`, how long it has shown no leader.
 //!
 //! Every call is bounded twice: by the client's own request timeout and by a
 //! `tokio::time::timeout` around it. A loss of the connection bumps an epoch;
@@ -31,6 +35,7 @@
 //! overwrite the loss.
 
 use std::error::Error as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +85,19 @@ const MIN_TRUST: Duration = Duration::from_millis(100);
 /// moment of contention is forgiven; a node saturated for longer than this
 /// makes its member not ready, as its clients see it.
 const CONTENDED_TRUST_MAX: Duration = Duration::from_secs(1);
+/// The election credit: how long a pending linearizable read of a follower
+/// that was serving and keeps answering Status is trusted, and how long it
+/// is given before it times out. Such a follower's read waits for a leader
+/// (one died or is cut off; etcd's default election timeout is 1 s), and
+/// every read it holds is answered the moment one is elected: etcd's own
+/// `/readyz` and `/health` answer them then too. 1 s is the default check's
+/// own bound, where a pending read proves `qget_ms < 1000` false anyway.
+/// The leader itself, a learner, a member whose Status does not answer, one
+/// whose metrics show no active peer, and one whose last read failed get no
+/// credit ([`Shared::election_credit`]).
+const ELECTION_TRUST: Duration = Duration::from_secs(1);
+/// How often a credited read checks that its member still earns the credit.
+const CREDIT_CHECK: Duration = Duration::from_millis(10);
 /// What the trust period adds to a freeze by the exporter's own CPU limit:
 /// after a freeze the answer that arrived meanwhile still has to be read.
 const FREEZE_MARGIN: Duration = Duration::from_millis(20);
@@ -142,6 +160,7 @@ struct Ids {
     alarm_nospace: SignalId,
     alarm_corrupt: SignalId,
     leader_changes: SignalId,
+    leaderless: SignalId,
 }
 
 impl Ids {
@@ -163,11 +182,12 @@ impl Ids {
             alarm_nospace: c.id("alarm_nospace"),
             alarm_corrupt: c.id("alarm_corrupt"),
             leader_changes: c.id("leader_changes"),
+            leaderless: c.id("leaderless"),
         }
     }
 
     /// Signals that come from `Maintenance.Status` (all but etcd_up and the reads).
-    fn status_ids(&self) -> [SignalId; 13] {
+    fn status_ids(&self) -> [SignalId; 14] {
         [
             self.leader,
             self.is_leader,
@@ -182,6 +202,7 @@ impl Ids {
             self.alarm_nospace,
             self.alarm_corrupt,
             self.leader_changes,
+            self.leaderless,
         ]
     }
 
@@ -203,6 +224,10 @@ pub fn spawn(
     member_info: Option<MemberInfo>,
 ) -> JoinHandle<()> {
     let ids = Ids::new(catalogue);
+    // The member's own peer count, where its metrics source is configured.
+    let active_peers = catalogue
+        .lookup("active_peers")
+        .filter(|id| catalogue.is_enabled(*id));
     metrics.start_source(LABEL);
     let supervisor = notifier.supervisor().clone();
     supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
@@ -217,6 +242,9 @@ pub fn spawn(
             wake_status: Notify::new(),
             wake_reads: Notify::new(),
             member_info: member_info.clone(),
+            qget_served: AtomicBool::new(false),
+            qget_credited: AtomicBool::new(false),
+            active_peers,
         });
         async move { sh.run().await }
     })
@@ -238,6 +266,15 @@ struct Shared {
     wake_reads: Notify,
     /// `etcd_readiness_member_info`, updated from successful Status answers.
     member_info: Option<MemberInfo>,
+    /// The last linearizable read answered (false after a failure or a
+    /// lost connection): only a member that was serving earns the election
+    /// credit, so a credit is given at most once per outage.
+    qget_served: AtomicBool,
+    /// The pending linearizable read holds the election credit: `bounded`
+    /// gives it until [`ELECTION_TRUST`].
+    qget_credited: AtomicBool,
+    /// `active_peers` when the member's metrics source is configured.
+    active_peers: Option<SignalId>,
 }
 
 const LABEL: &str = "etcd";
@@ -257,6 +294,16 @@ impl Shared {
         for id in self.ids.all() {
             self.store.set_staleness(id, bound(fast));
         }
+        // A linearizable read holding the election credit is given until
+        // ELECTION_TRUST: its last good sample is kept as much longer.
+        let qget = staleness_bound(fast, self.config.timeout.max(ELECTION_TRUST));
+        self.store.set_staleness(
+            self.ids.qget_ms,
+            Trust {
+                base: qget,
+                contended_max: qget + CONTENDED_TRUST_MAX,
+            },
+        );
         self.store
             .set_staleness(self.ids.sget_ms, bound(self.config.interval));
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
@@ -316,6 +363,7 @@ impl Shared {
         {
             let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
             *epoch += 1;
+            self.qget_served.store(false, Ordering::Relaxed);
             let msg: Arc<str> = Arc::from(format!("connection to etcd lost: {why}"));
             for id in self.ids.all() {
                 self.store.record_err(id, msg.clone(), at);
@@ -467,24 +515,25 @@ impl Shared {
                     Err(e) => store.record_err(id, Arc::from(e.message.as_str()), started),
                 })
             };
-            let (q, s) = wake_at_expiry(&self.notifier, trust.base, async {
-                tokio::join!(
-                    async {
-                        let q = self.read(false).await;
-                        (record(ids.qget_ms, &q), q)
-                    },
-                    async {
-                        if with_sget {
-                            let s = self.read(true).await;
-                            self.notifier.wake();
-                            Some((record(ids.sget_ms, &s), s))
-                        } else {
-                            None
-                        }
+            let (q, s) = tokio::join!(
+                async {
+                    let q = self.credited(started, trust, self.read(false)).await;
+                    let recorded = record(ids.qget_ms, &q);
+                    if recorded {
+                        self.qget_served.store(q.is_ok(), Ordering::Relaxed);
                     }
-                )
-            })
-            .await;
+                    (recorded, q)
+                },
+                async {
+                    if with_sget {
+                        let s = wake_at_expiry(&self.notifier, trust.base, self.read(true)).await;
+                        self.notifier.wake();
+                        Some((record(ids.sget_ms, &s), s))
+                    } else {
+                        None
+                    }
+                }
+            );
             let took = started.elapsed();
             let (recorded, q) = q;
             let s = s.map(|(_, s)| s);
@@ -525,11 +574,132 @@ impl Shared {
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "range");
         let started = Instant::now();
-        bounded(cfg.timeout, &cfg.endpoint, what, async move {
-            c.get(key, Some(opts)).await
+        // The election credit gives a credited linearizable read until
+        // ELECTION_TRUST instead of `timeout`.
+        let credit = || {
+            if !serializable && self.qget_credited.load(Ordering::Relaxed) {
+                ELECTION_TRUST.saturating_sub(cfg.timeout)
+            } else {
+                Duration::ZERO
+            }
+        };
+        // etcd fails every read that waited through a change of leader with
+        // "leader changed", a retryable error (its own client retries it):
+        // the member has a leader again. Asked again at once, within the
+        // same deadline; its latency counts from the first attempt.
+        bounded_with(cfg.timeout, &cfg.endpoint, what, &credit, async move {
+            match c.get(key.clone(), Some(opts.clone())).await {
+                Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
+                r => r,
+            }
         })
         .await?;
         Ok(started.elapsed().as_secs_f64() * 1000.0)
+    }
+
+    /// Whether this member earns the election credit now: its last
+    /// linearizable read was answered, it answers Status (its last answer
+    /// is still trusted), it is a follower or a candidate (not the leader:
+    /// a leader whose read waits cannot reach a quorum, and no election
+    /// will answer it), not a learner, and, where its metrics source is
+    /// configured, it is connected to at least one peer (a member cut off
+    /// from every peer cannot take part in an election).
+    /// `Err` says which condition is not met.
+    fn election_credit(&self, now: Instant) -> Result<(), &'static str> {
+        let is = |id, want| self.store.reading(id, now).value == Some(Value::Bool(want));
+        let no_peer = self.active_peers.is_some_and(
+            |id| matches!(self.store.reading(id, now).value, Some(Value::Num(n)) if n < 1.0),
+        );
+        if !self.qget_served.load(Ordering::Relaxed) {
+            Err("its last linearizable read failed")
+        } else if !is(self.ids.etcd_up, true) {
+            Err("its Status is not answered in time")
+        } else if !is(self.ids.is_leader, false) {
+            Err("it is the leader, or its role is not known")
+        } else if !is(self.ids.learner, false) {
+            Err("it is a learner, or that is not known")
+        } else if no_peer {
+            Err("its metrics show no active peer")
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Await the linearizable read `call`, started at `started` with
+    /// `trust`, giving it the election credit once its member earns it
+    /// while its last answer is still trusted (checked every
+    /// [`CREDIT_CHECK`] from just before the trust runs out: a Status late
+    /// for a moment does not cost the credit), and keeping it while the
+    /// member still earns it, until the read answers or has waited
+    /// [`ELECTION_TRUST`]. Withdrawn, the read is judged by `trust` again
+    /// (outdated at once if it waited longer). The engine is woken when the
+    /// read's signal turns outdated.
+    async fn credited<T>(
+        &self,
+        started: Instant,
+        trust: Trust,
+        call: impl std::future::Future<Output = T>,
+    ) -> T {
+        let mut call = std::pin::pin!(call);
+        let qget = self.ids.qget_ms;
+        let decide = started + trust.base.saturating_sub(CREDIT_CHECK);
+        tokio::select! {
+            r = &mut call => return r,
+            _ = tokio::time::sleep_until(decide.into()) => {}
+        }
+        loop {
+            let now = Instant::now();
+            let earned = self.election_credit(now);
+            if earned.is_ok() {
+                break;
+            }
+            if self.store.reading(qget, now).value.is_none() {
+                if let Err(why) = earned {
+                    tracing::debug!(
+                        "a linearizable read outlived its trust without the election credit: {why}"
+                    );
+                }
+                self.notifier.wake();
+                return call.await;
+            }
+            tokio::select! {
+                r = &mut call => return r,
+                _ = tokio::time::sleep(CREDIT_CHECK) => {}
+            }
+        }
+        self.qget_credited.store(true, Ordering::Relaxed);
+        self.store.set_pending_trust(
+            qget,
+            Trust {
+                base: ELECTION_TRUST.max(trust.base),
+                contended_max: ELECTION_TRUST.max(trust.contended_max),
+            },
+        );
+        let r = loop {
+            tokio::select! {
+                r = &mut call => break Some(r),
+                _ = tokio::time::sleep(CREDIT_CHECK) => {}
+            }
+            if started.elapsed() > ELECTION_TRUST {
+                break None;
+            }
+            if let Err(why) = self.election_credit(Instant::now()) {
+                tracing::debug!(
+                    "the election credit of a pending linearizable read is withdrawn: {why}"
+                );
+                break None;
+            }
+        };
+        self.qget_credited.store(false, Ordering::Relaxed);
+        match r {
+            Some(r) => r,
+            None => {
+                self.store.set_pending_trust(qget, trust);
+                self.notifier.wake();
+                let left = (started + trust.base).saturating_duration_since(Instant::now());
+                wake_at_expiry(&self.notifier, left, call).await
+            }
+        }
     }
 }
 
@@ -561,11 +731,13 @@ async fn wake_at_expiry<T>(
     call.await
 }
 
-/// Counts changes of the leader's ID between Status answers.
+/// Counts changes of the leader's ID between Status answers, and since when
+/// the answers have shown no leader.
 #[derive(Default)]
 struct LeaderChanges {
     last: Option<u64>,
     count: u64,
+    leaderless_since: Option<Instant>,
 }
 
 fn record_status(
@@ -622,8 +794,15 @@ fn record_status(
             changes.count += 1;
         }
         changes.last = Some(leader);
+        changes.leaderless_since = None;
+    } else if changes.leaderless_since.is_none() {
+        changes.leaderless_since = Some(at);
     }
     ok(ids.leader_changes, Value::Num(changes.count as f64));
+    let leaderless = changes
+        .leaderless_since
+        .map_or(Duration::ZERO, |since| at.saturating_duration_since(since));
+    ok(ids.leaderless, Value::Num(leaderless.as_secs_f64()));
 }
 
 fn record_status_err(ids: &Ids, store: &SignalStore, e: &SampleError, at: Instant) {
@@ -653,6 +832,19 @@ async fn bounded<T>(
     what: &str,
     call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, SampleError> {
+    bounded_with(timeout, endpoint, what, &|| Duration::ZERO, call).await
+}
+
+/// [`bounded`], with `credit` (checked whenever the deadline is reached)
+/// extending the deadline too, to at most `timeout` + [`CONTENDED_TRUST_MAX`]:
+/// the election credit of a linearizable read.
+async fn bounded_with<T>(
+    timeout: Duration,
+    endpoint: &str,
+    what: &str,
+    credit: &(dyn Fn() -> Duration + Sync),
+    call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, SampleError> {
     let started = Instant::now();
     let stalled_at_start = crate::contention::cpu_stalled();
     let contended = || match (stalled_at_start, crate::contention::cpu_stalled()) {
@@ -662,6 +854,8 @@ async fn bounded<T>(
             .min(CONTENDED_TRUST_MAX),
         _ => Duration::ZERO,
     };
+    let contention = contended;
+    let contended = || contention().max(credit().min(CONTENDED_TRUST_MAX));
     tokio::pin!(call);
     let mut granted = Duration::ZERO;
     let outcome = loop {
@@ -684,6 +878,13 @@ async fn bounded<T>(
             Reason::Timeout,
             if granted.is_zero() {
                 format!("{what}: request timed out after {}", fmt_ms(timeout))
+            } else if contention() < granted {
+                format!(
+                    "{what}: request timed out after {} ({} plus {} while the member, a follower answering Status, waited for a leader)",
+                    fmt_ms(timeout + granted),
+                    fmt_ms(timeout),
+                    fmt_ms(granted)
+                )
             } else {
                 format!(
                     "{what}: request timed out after {} ({} plus {} while the node's CPU was contended)",
@@ -759,6 +960,13 @@ fn chain(e: &etcd_client::Error) -> String {
 /// Classify by the types in the error chain: the gRPC status code, io error
 /// kinds, rustls, hyper and h2 errors. `protocol` means the peer does not
 /// speak what we expect (HTTP/1, TLS vs plain text); [`bounded`] then probes.
+/// etcd's `ErrGRPCLeaderChanged`: a request that waited while the member's
+/// leader changed, which the caller may send again.
+fn leader_changed(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(st)
+        if st.code() == tonic::Code::Unavailable && st.message() == "etcdserver: leader changed")
+}
+
 fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) -> SampleError {
     use std::io::ErrorKind as K;
     let text = chain(e);
@@ -903,6 +1111,21 @@ mod tests {
             Duration::from_millis(500),
         )
         .reason
+    }
+
+    #[test]
+    fn only_etcds_leader_changed_status_is_retried() {
+        let st = |s: tonic::Status| etcd_client::Error::GRpcStatus(s);
+        assert!(leader_changed(&st(tonic::Status::unavailable(
+            "etcdserver: leader changed"
+        ))));
+        // The same words with another code, or another Unavailable, are not it.
+        assert!(!leader_changed(&st(tonic::Status::internal(
+            "etcdserver: leader changed"
+        ))));
+        assert!(!leader_changed(&st(tonic::Status::unavailable(
+            "etcdserver: no leader"
+        ))));
     }
 
     #[test]

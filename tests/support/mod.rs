@@ -27,6 +27,12 @@ impl EtcdClusterBuilder {
         EtcdClusterBuilder(self.0.tls(tls))
     }
 
+    /// `--heartbeat-interval` and `--election-timeout` in milliseconds,
+    /// instead of the test timings (50, 500).
+    pub fn timings(self, heartbeat_ms: u32, election_ms: u32) -> Self {
+        EtcdClusterBuilder(self.0.timings(heartbeat_ms, election_ms))
+    }
+
     /// `--quota-backend-bytes`.
     pub fn quota(self, bytes: u64) -> Self {
         EtcdClusterBuilder(self.0.quota(bytes))
@@ -102,7 +108,9 @@ impl EtcdCluster {
 pub fn capture_logs() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("ERE_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        ))
         .try_init();
 }
 

@@ -212,6 +212,13 @@ const BUILTIN: &[(&str, SignalType, BuiltinSource, &str, &str)] = {
             "Leader changes seen by this exporter since it started.",
         ),
         (
+            "leaderless",
+            Duration,
+            Etcd,
+            "s",
+            "How long this member's Status has shown no leader (an election in progress), 0 while it has one.",
+        ),
+        (
             "backup_up",
             Bool,
             Backup,

@@ -333,6 +333,18 @@ impl SignalStore {
         });
     }
 
+    /// Give the measurement of `id` now in flight a new trust (from its
+    /// start, with the contention it has already waited through); nothing
+    /// when none is in flight. What a source uses when what it knows about
+    /// the member changes while its call waits: more trust while an answer
+    /// is still expected, the normal trust again the moment it is not.
+    pub fn set_pending_trust(&self, id: SignalId, trust: impl Into<Trust>) {
+        let mut slots = self.lock_slots();
+        if let Some(p) = &mut slots[id.index()].pending {
+            p.trust = trust.into();
+        }
+    }
+
     /// The node's CPU has been contended for `total` so far (a monotonic
     /// counter whose origin does not matter, e.g. PSI's `some total`): what
     /// pending calls are judged against. A value below the last one is
@@ -657,6 +669,36 @@ mod tests {
             matches!(r.unknown, Unknown::Outdated { what: "Status", .. }),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn a_pending_calls_trust_can_be_raised_and_lowered_while_it_waits() {
+        let (c, s) = store();
+        let q = c.id("qget_ms");
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        s.record_ok(q, Value::Num(3.0), t0);
+        s.record_pending(q, t0, Some(1000.0), ms(100), "read");
+        // Raised: the last answer still counts past the first trust...
+        s.set_pending_trust(q, ms(1000));
+        let r = s.reading(q, t0 + ms(600));
+        assert_eq!(r.value, Some(Value::Num(3.0)));
+        assert_eq!(r.pending.map(|p| p.waited), Some(ms(600)));
+        // ...and lowered again it is outdated at once, judged from the start.
+        s.set_pending_trust(q, ms(100));
+        assert_eq!(
+            s.reading(q, t0 + ms(600)).unknown,
+            Unknown::Outdated {
+                waited: ms(600),
+                trust: ms(100),
+                contended: Duration::ZERO,
+                what: "read"
+            }
+        );
+        // Without a call in flight there is nothing to change.
+        s.record_ok(q, Value::Num(4.0), t0 + ms(700));
+        s.set_pending_trust(q, ms(1));
+        assert_eq!(s.reading(q, t0 + ms(800)).value, Some(Value::Num(4.0)));
     }
 
     #[test]
