@@ -684,8 +684,37 @@ async fn history(State(s): State<AppState>) -> Response {
     respond(
         StatusCode::OK,
         JSON,
-        serde_json::to_string(&page::history_json(&h)).unwrap_or_default() + "\n",
+        serde_json::to_string(&history_json(&h)).unwrap_or_default() + "\n",
     )
+}
+
+/// `/history` as JSON: the ring buffer with its bound and what was dropped.
+fn history_json(h: &crate::engine::history::HistorySnapshot) -> serde_json::Value {
+    use crate::engine::history::{CAPACITY, Lane};
+    fn lane(l: &Lane) -> (&'static str, &str) {
+        match l {
+            Lane::Readiness => ("readiness", l.name()),
+            Lane::Check(_) => ("check", l.name()),
+        }
+    }
+    json!({
+        "capacity": CAPACITY,
+        "started_at": unix(h.started),
+        "dropped": h.dropped,
+        "dropped_until": h.dropped_until.map(unix),
+        "base": h.base.iter().map(|(l, s)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s})
+        }).collect::<Vec<_>>(),
+        "current": h.current.iter().map(|(l, s, since)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s, "since": unix(*since)})
+        }).collect::<Vec<_>>(),
+        "transitions": h.transitions.iter().map(|t| {
+            let (kind, name) = lane(&t.lane);
+            json!({"at": unix(t.at), "kind": kind, "name": name, "state": t.to})
+        }).collect::<Vec<_>>(),
+    })
 }
 
 async fn probe_not_found() -> Response {
