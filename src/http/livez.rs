@@ -19,10 +19,10 @@ use std::time::Instant;
 use axum::http::StatusCode;
 
 use super::readyz::{MAX_ECHO, Rendered};
-use crate::text::cut;
 use crate::engine::Timing;
 use crate::sources::Rounds;
 use crate::supervise::TaskStatus;
+use crate::text::cut;
 
 /// Everything one `/livez` answer reads.
 #[derive(Clone, Debug)]
@@ -100,7 +100,10 @@ fn sampler_line(r: &Rounds, now: Instant, started: Instant) -> (String, bool) {
                 );
                 (line, false)
             } else {
-                (format!("[+]sampler:{} ok (first round running)", r.label), true)
+                (
+                    format!("[+]sampler:{} ok (first round running)", r.label),
+                    true,
+                )
             }
         }
         Some(last) => {
@@ -161,7 +164,13 @@ mod tests {
 
     /// `/livez` at `start + at` with the verdict published at `start +
     /// verdict_at`.
-    fn livez(at: Duration, verdict_at: Duration, r: &[Rounds], t: &[TaskStatus], v: bool) -> Rendered {
+    fn livez(
+        at: Duration,
+        verdict_at: Duration,
+        r: &[Rounds],
+        t: &[TaskStatus],
+        v: bool,
+    ) -> Rendered {
         let start = Instant::now();
         render(
             &LivezInput {

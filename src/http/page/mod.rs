@@ -164,9 +164,7 @@ pub fn render_page(i: &PageInput) -> String {
 <noscript><meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\"></noscript>\
 <style>{}</style></head>\n<body>\n{}\n\
 <header><h1>etcd-readiness-exporter</h1><nav aria-label=\"machine endpoints\">",
-        verdict_word.0,
-        *CSS,
-        *PATTERNS,
+        verdict_word.0, *CSS, *PATTERNS,
     );
     let tp = html_escape(&rel(i.telemetry_path));
     for (href, text) in [
@@ -374,7 +372,6 @@ fn hold_cell(c: &CheckReport, hold: Option<Duration>, recover: Option<Duration>)
         (None, None) => "—".to_string(),
     }
 }
-
 
 fn pct(d: Duration) -> f64 {
     d.as_secs_f64() / WINDOW.as_secs_f64() * 100.0
@@ -633,7 +630,6 @@ fn policy_meta(out: &mut String, i: &PageInput) {
     );
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,9 +637,9 @@ mod tests {
     use crate::engine::history::History;
     use crate::policy::Policy;
     use crate::verdict::{CheckReport, UsedSignal};
-    use timeline::{MAX_SPANS_PER_LANE, MIN_SPAN, SpanKind};
     use std::sync::Arc;
     use std::time::Instant;
+    use timeline::{MAX_SPANS_PER_LANE, MIN_SPAN, SpanKind};
 
     fn at(s: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + s)
@@ -960,7 +956,9 @@ mod tests {
         )));
         assert!(SCRIPT.contains("getAttribute('data-refresh-secs')"));
         assert!(
-            !SCRIPT.chars().any(|c| c.is_ascii_digit() && c != '0' && c != '1'),
+            !SCRIPT
+                .chars()
+                .any(|c| c.is_ascii_digit() && c != '0' && c != '1'),
             "a number in the script besides s*1000: {}",
             *SCRIPT
         );
@@ -974,7 +972,10 @@ mod tests {
             assert!(!asset.contains('\n'));
             assert!(!asset.contains("<!--") && !asset.contains("/*"), "{asset}");
         }
-        assert!(!SCRIPT.contains("//"), "a // comment would swallow the rest");
+        assert!(
+            !SCRIPT.contains("//"),
+            "a // comment would swallow the rest"
+        );
         assert!(CSS.starts_with("*{box-sizing:border-box}"));
         assert!(PATTERNS.starts_with("<svg ") && PATTERNS.ends_with("</svg>"));
         assert!(SCRIPT.starts_with("(function(){") && SCRIPT.ends_with("})();"));

@@ -90,7 +90,12 @@ impl Span {
 
 /// The spans of one lane over `[start, now]`, coalesced so that there are
 /// at most [`MAX_SPANS_PER_LANE`].
-pub fn lane_spans(h: &HistorySnapshot, lane: &Lane, start: SystemTime, now: SystemTime) -> Vec<Span> {
+pub fn lane_spans(
+    h: &HistorySnapshot,
+    lane: &Lane,
+    start: SystemTime,
+    now: SystemTime,
+) -> Vec<Span> {
     let mut raw: Vec<Span> = Vec::new();
     let push = |raw: &mut Vec<Span>, from: SystemTime, to: SystemTime, kind: SpanKind| {
         let from = from.max(start);
@@ -283,5 +288,4 @@ mod tests {
             ]
         );
     }
-
 }
