@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
-pub use metrics::{ConnectionMetrics, HttpMetrics, TimeoutPhase};
+pub use metrics::{ConnectionMetrics, HttpMetrics};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
 
 /// Everything the handlers read.

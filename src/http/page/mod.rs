@@ -155,7 +155,7 @@ static SCRIPT: LazyLock<String> = LazyLock::new(|| inlined(include_str!("assets/
 /// The whole page.
 pub fn render_page(i: &PageInput) -> String {
     let mut out = String::with_capacity(32 * 1024);
-    let verdict_word = banner_word(i);
+    let verdict_word = Banner::of(i).word();
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -193,17 +193,44 @@ pub fn render_page(i: &PageInput) -> String {
     out
 }
 
-/// (`READY`, class) for the banner.
-fn banner_word(i: &PageInput) -> (&'static str, &'static str) {
-    let v = i.verdict;
-    if i.stale.is_some() {
-        ("NOT READY", "notready")
-    } else if v.ready {
-        ("READY", "ready")
-    } else if v.reason.is_some() && v.checks.is_empty() {
-        ("STARTING", "starting")
-    } else {
-        ("NOT READY", "notready")
+/// What the banner says (a stale verdict is not ready, whatever it said).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Banner {
+    Ready,
+    Starting,
+    NotReady,
+}
+
+impl Banner {
+    fn of(i: &PageInput) -> Banner {
+        let v = i.verdict;
+        if i.stale.is_some() {
+            Banner::NotReady
+        } else if v.ready {
+            Banner::Ready
+        } else if v.reason.is_some() && v.checks.is_empty() {
+            Banner::Starting
+        } else {
+            Banner::NotReady
+        }
+    }
+
+    /// (`READY`, class).
+    fn word(self) -> (&'static str, &'static str) {
+        match self {
+            Banner::Ready => ("READY", "ready"),
+            Banner::Starting => ("STARTING", "starting"),
+            Banner::NotReady => ("NOT READY", "notready"),
+        }
+    }
+
+    /// The readiness lane's state that says the same.
+    fn lane_state(self) -> LaneState {
+        match self {
+            Banner::Ready => LaneState::Ready,
+            Banner::Starting => LaneState::Starting,
+            Banner::NotReady => LaneState::NotReady,
+        }
     }
 }
 
@@ -227,14 +254,11 @@ pub fn render_live(i: &PageInput) -> String {
 }
 
 fn banner(out: &mut String, i: &PageInput) {
-    let (word, class) = banner_word(i);
+    let shown = Banner::of(i);
+    let (word, class) = shown.word();
     let v = i.verdict;
     // Since when, from the history, when it agrees with the verdict shown.
-    let shown = match class {
-        "ready" => LaneState::Ready,
-        "starting" => LaneState::Starting,
-        _ => LaneState::NotReady,
-    };
+    let shown = shown.lane_state();
     let since = i
         .history
         .current
@@ -580,7 +604,10 @@ fn signals_table(out: &mut String, i: &PageInput) {
                 "<span class=\"st st-unknown\">unknown</span> <small>last sample failed {} ago</small>",
                 fmt_duration(ago.as_secs_f64())
             ),
-            _ => format!(
+            Unknown::No
+            | Unknown::NeverSampled
+            | Unknown::Stale { .. }
+            | Unknown::Outdated { .. } => format!(
                 "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
                 html_escape(&cut(&describe_unknown(r), MAX_TEXT))
             ),
@@ -595,7 +622,10 @@ fn signals_table(out: &mut String, i: &PageInput) {
                     html_escape(&cut(error, MAX_TEXT))
                 )
             }
-            _ => "—".to_string(),
+            Unknown::No
+            | Unknown::NeverSampled
+            | Unknown::Stale { .. }
+            | Unknown::Outdated { .. } => "—".to_string(),
         };
         let _ = writeln!(
             out,
