@@ -480,20 +480,22 @@ fn verdict_lane(body: &mut String, name: &str, list: &[Interval], s: &Scale, y: 
     );
     for i in list {
         let (a, b) = (s.x(i.from_ms), s.x(i.to_ms));
-        let mut title = format!(
+        // One tooltip line per failing check: the line breaks are the
+        // tooltip's own, escaped text never carries one.
+        let mut title = esc(&format!(
             "{name}: {} {}",
             verdict_word(i.ready),
             span_text(i.from_ms, i.to_ms)
-        );
+        ));
         for (n, e) in i.failing.iter().zip(&i.explanations) {
-            let _ = write!(title, "\n{n}: {e}");
+            title.push('\n');
+            title.push_str(&esc(&format!("{n}: {e}")));
         }
         let _ = writeln!(
             body,
-            r#"<rect x="{a:.2}" y="{y:.1}" width="{:.2}" height="{BAR}" fill="{}"><title>{}</title></rect>"#,
+            r#"<rect x="{a:.2}" y="{y:.1}" width="{:.2}" height="{BAR}" fill="{}"><title>{title}</title></rect>"#,
             (b - a).max(0.5),
             verdict_color(i.ready),
-            esc(&title)
         );
     }
 }
