@@ -88,39 +88,23 @@ pub fn render(i: &LivezInput, verbose: bool) -> Rendered {
 /// A source's line and whether it is alive.
 fn sampler_line(r: &Rounds, now: Instant, started: Instant) -> (String, bool) {
     let bound = r.bound();
-    match r.last {
-        None => {
-            let since = now.saturating_duration_since(started);
-            if since > bound {
-                let line = format!(
-                    "[-]sampler:{} failed: no round finished in {:.1}s since start (limit {:.1}s)",
-                    r.label,
-                    since.as_secs_f64(),
-                    bound.as_secs_f64()
-                );
-                (line, false)
-            } else {
-                (
-                    format!("[+]sampler:{} ok (first round running)", r.label),
-                    true,
-                )
-            }
-        }
-        Some(last) => {
-            let ago = now.saturating_duration_since(last);
-            if ago > bound {
-                let line = format!(
-                    "[-]sampler:{} failed: last round finished {:.1}s ago (limit {:.1}s)",
-                    r.label,
-                    ago.as_secs_f64(),
-                    bound.as_secs_f64()
-                );
-                (line, false)
-            } else {
-                (format!("[+]sampler:{} ok", r.label), true)
-            }
-        }
+    let age = now.saturating_duration_since(r.last.unwrap_or(started));
+    let first = r.last.is_none();
+    if age <= bound {
+        let running = if first { " (first round running)" } else { "" };
+        return (format!("[+]sampler:{} ok{running}", r.label), true);
     }
+    let what = if first {
+        format!("no round finished in {:.1}s since start", age.as_secs_f64())
+    } else {
+        format!("last round finished {:.1}s ago", age.as_secs_f64())
+    };
+    let line = format!(
+        "[-]sampler:{} failed: {what} (limit {:.1}s)",
+        r.label,
+        bound.as_secs_f64()
+    );
+    (line, false)
 }
 
 /// A line for a task that failed at least once (never a failing line), its

@@ -749,6 +749,27 @@ mod tests {
         }
     }
 
+    /// The fixture's page input at 900 s, evaluated 120 ms before.
+    fn input<'a>(
+        f: &'a Fixture,
+        h: &'a HistorySnapshot,
+        r: &'a PublishedReadings,
+    ) -> PageInput<'a> {
+        PageInput {
+            verdict: &f.verdict,
+            verdict_age: Duration::from_millis(120),
+            stale: None,
+            history: h,
+            readings: r,
+            readings_age: Duration::from_millis(120),
+            catalogue: &f.catalogue,
+            policy: &f.policy,
+            telemetry_path: "/metrics",
+            now: at(900),
+            candidate: None,
+        }
+    }
+
     fn render(f: &Fixture, readings: &[Reading], live: bool) -> String {
         let h = f.history.snapshot();
         let r = PublishedReadings {
@@ -756,19 +777,7 @@ mod tests {
             wall: at(900),
             readings: readings.to_vec(),
         };
-        let input = PageInput {
-            verdict: &f.verdict,
-            verdict_age: Duration::from_millis(120),
-            stale: None,
-            history: &h,
-            readings: &r,
-            readings_age: Duration::from_millis(120),
-            catalogue: &f.catalogue,
-            policy: &f.policy,
-            telemetry_path: "/metrics",
-            now: at(900),
-            candidate: None,
-        };
+        let input = input(f, &h, &r);
         if live {
             render_live(&input)
         } else {
@@ -917,19 +926,7 @@ mod tests {
             wall: at(900),
             readings: Vec::new(),
         };
-        let without = PageInput {
-            verdict: &f.verdict,
-            verdict_age: Duration::from_millis(120),
-            stale: None,
-            history: &h,
-            readings: &r,
-            readings_age: Duration::from_millis(120),
-            catalogue: &f.catalogue,
-            policy: &f.policy,
-            telemetry_path: "/metrics",
-            now: at(900),
-            candidate: None,
-        };
+        let without = input(&f, &h, &r);
         let plain = render_live(&without);
         let with = PageInput {
             candidate: Some(CandidateInput {
