@@ -83,13 +83,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyho
         addr: running.addr,
         last: None,
     };
-    println!(
-        "etcd cluster: {}",
-        (0..3)
-            .map(|i| cluster.endpoint(i))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("etcd cluster: {}", endpoints(cluster));
     println!("exporter on member m1: {}/readyz?verbose\n", running.url());
 
     println!("== 1. healthy cluster: waiting for m1 to be ready");
@@ -101,39 +95,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyho
     }
     w.hold(hold).await;
 
-    // All three members must be up and agree on a leader before one is
-    // killed, or the "leader killed" step would really be a quorum loss.
-    let end = std::time::Instant::now() + Duration::from_secs(30);
-    while cluster.members_agreeing_on_leader().await < 3 {
-        if std::time::Instant::now() > end {
-            bail!(
-                "the three members did not agree on a leader within 30s:\n{}",
-                cluster.log_tails()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-
-    println!("\n== 2. leader killed");
-    let mut leader = cluster.leader().await.context("no leader found")?;
-    if leader == 0 {
-        // Keep the observed member alive: hand leadership to m2 first.
-        let target = cluster.member_id(1).await?;
-        let mut c = etcd_client::Client::connect([cluster.endpoint(0)], None).await?;
-        tokio::time::timeout(Duration::from_secs(5), c.move_leader(target)).await??;
-        println!("   (m1 was leader; moved leadership to m2 first)");
-        leader = 1;
-    }
-    println!("   killing leader {}", cluster.members[leader].name);
-    cluster.kill(leader);
-    // The survivors elect a new leader within an election timeout or two.
-    w.until(503, Duration::from_secs(3)).await;
-    if !w.until(200, Duration::from_secs(20)).await {
-        bail!(
-            "m1 did not become ready again after the leader was killed:\n{}",
-            cluster.log_tails()
-        );
-    }
+    let leader = kill_the_leader(cluster, &mut w).await?;
     w.hold(hold).await;
 
     println!("\n== 3. quorum lost");
@@ -167,18 +129,58 @@ async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyho
     println!("  curl '{u}/livez?verbose'");
     println!("  curl '{u}/metrics'");
     println!("  curl '{u}/signals'");
-    println!(
-        "etcd members: {}",
-        (0..3)
-            .map(|i| cluster.endpoint(i))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("etcd members: {}", endpoints(cluster));
     println!("Ctrl-C stops everything.");
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         w.poll().await;
     }
+}
+
+fn endpoints(cluster: &LocalCluster) -> String {
+    (0..3)
+        .map(|i| cluster.endpoint(i))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Step 2: kill the leader (never m1, the member the exporter watches: its
+/// leadership is handed to m2 first) and wait for m1 to be ready again under
+/// the new leader. The index of the killed member.
+async fn kill_the_leader(cluster: &mut LocalCluster, w: &mut Watcher) -> anyhow::Result<usize> {
+    // All three members must be up and agree on a leader before one is
+    // killed, or the "leader killed" step would really be a quorum loss.
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while cluster.members_agreeing_on_leader().await < 3 {
+        if std::time::Instant::now() > end {
+            bail!(
+                "the three members did not agree on a leader within 30s:\n{}",
+                cluster.log_tails()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("\n== 2. leader killed");
+    let mut leader = cluster.leader().await.context("no leader found")?;
+    if leader == 0 {
+        // Keep the observed member alive: hand leadership to m2 first.
+        let target = cluster.member_id(1).await?;
+        let mut c = etcd_client::Client::connect([cluster.endpoint(0)], None).await?;
+        tokio::time::timeout(Duration::from_secs(5), c.move_leader(target)).await??;
+        println!("   (m1 was leader; moved leadership to m2 first)");
+        leader = 1;
+    }
+    println!("   killing leader {}", cluster.members[leader].name);
+    cluster.kill(leader);
+    // The survivors elect a new leader within an election timeout or two.
+    w.until(503, Duration::from_secs(3)).await;
+    if !w.until(200, Duration::from_secs(20)).await {
+        bail!(
+            "m1 did not become ready again after the leader was killed:\n{}",
+            cluster.log_tails()
+        );
+    }
+    Ok(leader)
 }
 
 /// The `demo` subcommand.

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::engine::history::LaneState;
-use etcd_readiness_exporter::http::page::MIN_SPAN;
+use etcd_readiness_exporter::http::page::timeline::MIN_SPAN;
 use support::{EtcdCluster, Exporter};
 
 const WAIT: Duration = Duration::from_secs(20);

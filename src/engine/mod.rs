@@ -115,6 +115,9 @@ impl EngineHandle {
         timing: Timing,
     ) -> Self {
         let now = Instant::now();
+        // The verdict is `starting` until etcd's first round (see
+        // `evaluate`); `/livez` fails if that round never comes.
+        notifier.expect(&Source::Etcd, timing.sample_interval, timing.sample_timeout);
         let shared = Shared {
             published: ArcSwap::from_pointee(Published {
                 verdict: Verdict::starting(SystemTime::now()),

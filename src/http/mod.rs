@@ -6,6 +6,7 @@
 //! a [`Lifecycle`] extension that enables it); [`probe_app`] the plain probe
 //! listener's, with `/readyz`, `/readyz/<check>` and `/livez` only.
 
+pub mod livez;
 pub mod metrics;
 pub mod page;
 pub mod readyz;
@@ -25,7 +26,7 @@ use serde_json::json;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
-pub use metrics::{ConnectionMetrics, HttpMetrics, TimeoutPhase};
+pub use metrics::{ConnectionMetrics, HttpMetrics};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
 
 /// Everything the handlers read.
@@ -475,85 +476,19 @@ async fn readyz_one(
     ))
 }
 
-/// The exporter's own loops are alive: the evaluation loop published recently
-/// and every sampler finished a round recently. Independent of etcd's health.
+/// The exporter's own loops are alive ([`livez::render`]).
 async fn livez(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let q = ReadyzQuery::parse(q.as_deref(), false);
-    let mut lines = Vec::new();
-    let mut failing = false;
-    let age = s.engine.verdict_age();
-    let bound = s.engine.timing().verdict_stale_after();
-    if age > bound {
-        failing = true;
-        lines.push(format!(
-            "[-]evaluation failed: last evaluation {:.1}s ago (limit {:.1}s)",
-            age.as_secs_f64(),
-            bound.as_secs_f64()
-        ));
-    } else {
-        lines.push("[+]evaluation ok".to_string());
-    }
-    let rounds = s.engine.notifier().rounds();
-    let timing = s.engine.timing();
-    // A round is bounded by a few timeouts (connect, Status, two reads).
-    let round_bound = |interval: Duration| 3 * interval + 5 * timing.sample_timeout;
-    if !rounds.iter().any(|r| r.0 == "etcd") {
-        let since = s.started.elapsed();
-        if since > round_bound(timing.sample_interval) {
-            failing = true;
-            lines.push(format!(
-                "[-]sampler:etcd failed: no round finished in {:.1}s since start",
-                since.as_secs_f64()
-            ));
-        } else {
-            lines.push("[+]sampler:etcd ok (first round running)".to_string());
-        }
-    }
-    for (label, last, interval) in rounds {
-        let ago = last.elapsed();
-        if ago > round_bound(interval) {
-            failing = true;
-            lines.push(format!(
-                "[-]sampler:{label} failed: last round finished {:.1}s ago",
-                ago.as_secs_f64()
-            ));
-        } else {
-            lines.push(format!("[+]sampler:{label} ok"));
-        }
-    }
-    // Supervised tasks: a restart is information, not a failure (the
-    // sampler lines above fail when a task stays down).
-    for t in s.engine.notifier().supervisor().tasks() {
-        if let Some((why, when)) = &t.last_failure {
-            lines.push(format!(
-                "[+]task:{} {} (restarted {} time{}; last {:.1}s ago: {why})",
-                t.name,
-                if t.restarting { "restarting" } else { "ok" },
-                t.restarts,
-                if t.restarts == 1 { "" } else { "s" },
-                when.elapsed().as_secs_f64()
-            ));
-        }
-    }
-    let status = if failing {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::OK
+    let notifier = s.engine.notifier();
+    let input = livez::LivezInput {
+        now: Instant::now(),
+        started: s.started,
+        verdict_at: s.engine.verdict().at,
+        timing: s.engine.timing(),
+        rounds: &notifier.rounds(),
+        tasks: &notifier.supervisor().tasks(),
     };
-    let body = if !failing && !q.verbose {
-        "ok".to_string()
-    } else {
-        lines.push(
-            if failing {
-                "livez check failed"
-            } else {
-                "livez check passed"
-            }
-            .to_string(),
-        );
-        lines.join("\n") + "\n"
-    };
-    respond(status, TEXT, body)
+    rendered(livez::render(&input, q.verbose))
 }
 
 async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
@@ -684,8 +619,37 @@ async fn history(State(s): State<AppState>) -> Response {
     respond(
         StatusCode::OK,
         JSON,
-        serde_json::to_string(&page::history_json(&h)).unwrap_or_default() + "\n",
+        serde_json::to_string(&history_json(&h)).unwrap_or_default() + "\n",
     )
+}
+
+/// `/history` as JSON: the ring buffer with its bound and what was dropped.
+fn history_json(h: &crate::engine::history::HistorySnapshot) -> serde_json::Value {
+    use crate::engine::history::{CAPACITY, Lane};
+    fn lane(l: &Lane) -> (&'static str, &str) {
+        match l {
+            Lane::Readiness => ("readiness", l.name()),
+            Lane::Check(_) => ("check", l.name()),
+        }
+    }
+    json!({
+        "capacity": CAPACITY,
+        "started_at": unix(h.started),
+        "dropped": h.dropped,
+        "dropped_until": h.dropped_until.map(unix),
+        "base": h.base.iter().map(|(l, s)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s})
+        }).collect::<Vec<_>>(),
+        "current": h.current.iter().map(|(l, s, since)| {
+            let (kind, name) = lane(l);
+            json!({"kind": kind, "name": name, "state": s, "since": unix(*since)})
+        }).collect::<Vec<_>>(),
+        "transitions": h.transitions.iter().map(|t| {
+            let (kind, name) = lane(&t.lane);
+            json!({"at": unix(t.at), "kind": kind, "name": name, "state": t.to})
+        }).collect::<Vec<_>>(),
+    })
 }
 
 async fn probe_not_found() -> Response {

@@ -199,99 +199,101 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
         );
     }
     for m in members {
-        let _ = writeln!(out, "\n{}", label_set(&m.labels));
-        let _ = writeln!(
-            out,
-            "  ready {}, not ready {}, unknown {}; {} flip{} (recorded: {})",
-            dur(m.ready_ms),
-            dur(m.not_ready_ms),
-            dur(m.unknown_ms),
-            m.flips,
-            if m.flips == 1 { "" } else { "s" },
-            m.recorded_flips
-        );
-        let only_here: Vec<&String> = m
-            .missing_signals
-            .iter()
-            .filter(|s| !h.missing_signals.contains(s))
-            .collect();
-        if !only_here.is_empty() {
-            let _ = writeln!(
-                out,
-                "  no series in Prometheus for: {}",
-                only_here
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        // A stretch starting at the last step, when that step is `end`,
-        // lasts nothing: the JSON keeps it, the summary does not.
-        for i in m.not_ready_intervals().filter(|i| i.to_ms > i.from_ms) {
-            let _ = writeln!(out, "  not ready {}", span_text(i.from_ms, i.to_ms));
-            for (name, why) in i.failing.iter().zip(&i.explanations) {
-                let _ = writeln!(out, "    {name}: {why}");
-            }
-        }
-        for i in m
-            .intervals
-            .iter()
-            .filter(|i| i.ready.is_none() && i.to_ms > i.from_ms)
-        {
-            let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
-        }
-        for c in m.checks.iter().filter(|c| c.held) {
-            let _ = writeln!(
-                out,
-                "  {} held passing by its hold-down {}",
-                c.check,
-                span_text(c.from_ms, c.to_ms)
-            );
-        }
-        for c in m.checks.iter().filter(|c| c.recovering) {
-            let _ = writeln!(
-                out,
-                "  {} held failing by its recovery hold {}",
-                c.check,
-                span_text(c.from_ms, c.to_ms)
-            );
-        }
-        for c in m
-            .checks
-            .iter()
-            .filter(|c| c.kind == CheckKind::Warn && !c.held)
-        {
-            let _ = writeln!(
-                out,
-                "  warn {} {} {}: {}",
-                c.check,
-                c.state.as_str(),
-                span_text(c.from_ms, c.to_ms),
-                c.explanation
-            );
-        }
-        if m.differs_from_recorded.is_empty() {
-            let _ = writeln!(out, "  same verdict as recorded wherever both are known");
-        }
-        for d in &m.differs_from_recorded {
-            let (cand, rec) = if d.ready == Some(true) {
-                ("ready", "not ready")
-            } else {
-                ("not ready", "ready")
-            };
-            let _ = write!(
-                out,
-                "  differs from recorded {}: candidate {cand}, recorded {rec}",
-                span_text(d.from_ms, d.to_ms)
-            );
-            if !d.failing.is_empty() {
-                let _ = write!(out, " (failing: {})", d.failing.join(", "));
-            }
-            out.push('\n');
-        }
+        member_text(&mut out, h, m);
     }
     out
+}
+
+/// One member's part of the summary: totals, then its stretches.
+fn member_text(out: &mut String, h: &Header<'_>, m: &MemberReport) {
+    let _ = writeln!(out, "\n{}", label_set(&m.labels));
+    let _ = writeln!(
+        out,
+        "  ready {}, not ready {}, unknown {}; {} flip{} (recorded: {})",
+        dur(m.ready_ms),
+        dur(m.not_ready_ms),
+        dur(m.unknown_ms),
+        m.flips,
+        if m.flips == 1 { "" } else { "s" },
+        m.recorded_flips
+    );
+    let only_here: Vec<&str> = m
+        .missing_signals
+        .iter()
+        .filter(|s| !h.missing_signals.contains(s))
+        .map(|s| s.as_str())
+        .collect();
+    if !only_here.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no series in Prometheus for: {}",
+            only_here.join(", ")
+        );
+    }
+    // A stretch starting at the last step, when that step is `end`,
+    // lasts nothing: the JSON keeps it, the summary does not.
+    for i in m.not_ready_intervals().filter(|i| i.to_ms > i.from_ms) {
+        let _ = writeln!(out, "  not ready {}", span_text(i.from_ms, i.to_ms));
+        for (name, why) in i.failing.iter().zip(&i.explanations) {
+            let _ = writeln!(out, "    {name}: {why}");
+        }
+    }
+    for i in m
+        .intervals
+        .iter()
+        .filter(|i| i.ready.is_none() && i.to_ms > i.from_ms)
+    {
+        let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
+    }
+    for c in m.checks.iter().filter(|c| c.held) {
+        let _ = writeln!(
+            out,
+            "  {} held passing by its hold-down {}",
+            c.check,
+            span_text(c.from_ms, c.to_ms)
+        );
+    }
+    for c in m.checks.iter().filter(|c| c.recovering) {
+        let _ = writeln!(
+            out,
+            "  {} held failing by its recovery hold {}",
+            c.check,
+            span_text(c.from_ms, c.to_ms)
+        );
+    }
+    for c in m
+        .checks
+        .iter()
+        .filter(|c| c.kind == CheckKind::Warn && !c.held)
+    {
+        let _ = writeln!(
+            out,
+            "  warn {} {} {}: {}",
+            c.check,
+            c.state.as_str(),
+            span_text(c.from_ms, c.to_ms),
+            c.explanation
+        );
+    }
+    if m.differs_from_recorded.is_empty() {
+        let _ = writeln!(out, "  same verdict as recorded wherever both are known");
+    }
+    for d in &m.differs_from_recorded {
+        let (cand, rec) = if d.ready == Some(true) {
+            ("ready", "not ready")
+        } else {
+            ("not ready", "ready")
+        };
+        let _ = write!(
+            out,
+            "  differs from recorded {}: candidate {cand}, recorded {rec}",
+            span_text(d.from_ms, d.to_ms)
+        );
+        if !d.failing.is_empty() {
+            let _ = write!(out, " (failing: {})", d.failing.join(", "));
+        }
+        out.push('\n');
+    }
 }
 
 const READY: &str = "#2e7d32";
@@ -302,9 +304,8 @@ const DIFF: &str = "#222222";
 const HELD: &str = "#e8a09a";
 const AXIS: &str = "#333333";
 
-/// Text for SVG: [`printable`] (XML 1.0 forbids most control characters,
-/// even as references), then XML-escaped.
-/// `s` made [`printable`], then escaped for SVG text and attributes.
+/// Text for SVG text and attributes: [`printable`] (XML 1.0 forbids most
+/// control characters, even as references), then XML-escaped.
 fn esc(s: &str) -> String {
     html_escape(&printable(s))
 }
@@ -360,209 +361,41 @@ fn label_at(
     }
 }
 
-/// The `--format svg` timeline.
+/// The SVG's width, the timeline's left and right edges, the height of a
+/// verdict lane and of a check's row.
+const W: f64 = 1200.0;
+const X0: f64 = 210.0;
+const X1: f64 = 1180.0;
+const BAR: f64 = 18.0;
+const ROW: f64 = 14.0;
+
+/// Where a time goes: the grid's range over `X0..X1`.
+struct Scale {
+    start_ms: i64,
+    range: f64,
+}
+
+impl Scale {
+    fn x(&self, ms: i64) -> f64 {
+        X0 + (ms - self.start_ms) as f64 / self.range * (X1 - X0)
+    }
+}
+
+/// The `--format svg` timeline: a legend, each member's rows, the time axis.
 pub fn svg(h: &Header<'_>, members: &[MemberReport]) -> String {
-    const W: f64 = 1200.0;
-    const X0: f64 = 210.0;
-    const X1: f64 = 1180.0;
-    const BAR: f64 = 18.0;
-    const ROW: f64 = 14.0;
     let g = &h.grid;
-    let range = (g.end_ms - g.start_ms).max(1) as f64;
-    let x = |ms: i64| X0 + (ms - g.start_ms) as f64 / range * (X1 - X0);
+    let scale = Scale {
+        start_ms: g.start_ms,
+        range: (g.end_ms - g.start_ms).max(1) as f64,
+    };
     let mut body = String::new();
     let mut y = 70.0;
     for m in members {
-        let _ = writeln!(
-            body,
-            r#"<text x="10" y="{:.1}" class="member">{}</text>"#,
-            y,
-            esc(&label_set(&m.labels))
-        );
-        let _ = writeln!(
-            body,
-            r#"<text x="{X1}" y="{:.1}" class="note" text-anchor="end">ready {} · not ready {} · no data {} · {} flips (recorded {}) · {} differences</text>"#,
-            y,
-            dur(m.ready_ms),
-            dur(m.not_ready_ms),
-            dur(m.unknown_ms),
-            m.flips,
-            m.recorded_flips,
-            m.differs_from_recorded.len()
-        );
-        y += 8.0;
-        for (name, list) in [("candidate", &m.intervals), ("recorded", &m.recorded)] {
-            let _ = writeln!(
-                body,
-                r#"<text x="{:.1}" y="{:.1}" class="lane" text-anchor="end">{name}</text>"#,
-                X0 - 8.0,
-                y + BAR - 5.0
-            );
-            for i in list.iter() {
-                let (a, b) = (x(i.from_ms), x(i.to_ms));
-                let mut title = format!(
-                    "{name}: {} {}",
-                    verdict_word(i.ready),
-                    span_text(i.from_ms, i.to_ms)
-                );
-                for (n, e) in i.failing.iter().zip(&i.explanations) {
-                    let _ = write!(title, "\n{n}: {e}");
-                }
-                let _ = writeln!(
-                    body,
-                    r#"<rect x="{a:.2}" y="{y:.1}" width="{:.2}" height="{BAR}" fill="{}"><title>{}</title></rect>"#,
-                    (b - a).max(0.5),
-                    verdict_color(i.ready),
-                    esc(&title)
-                );
-            }
-            y += BAR + 3.0;
-        }
-        // Where the two differ: a row of its own, each span saying which way.
-        let _ = writeln!(
-            body,
-            r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">differs</text>"#,
-            X0 - 8.0,
-            y + ROW - 3.0
-        );
-        let diffs = &m.differs_from_recorded;
-        for (k, d) in diffs.iter().enumerate() {
-            let (a, b) = (x(d.from_ms), x(d.to_ms));
-            let w = (b - a).max(1.0);
-            let prev = k.checked_sub(1).map_or(X0, |p| x(diffs[p].to_ms));
-            let next = diffs.get(k + 1).map_or(W, |n| x(n.from_ms));
-            let which = if d.ready == Some(true) {
-                "candidate ready"
-            } else {
-                "candidate not ready"
-            };
-            let _ = writeln!(
-                body,
-                r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{DIFF}"><title>differs from recorded {}: {which}</title></rect>"#,
-                esc(&span_text(d.from_ms, d.to_ms))
-            );
-            if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, which.len()) {
-                let class = if inside { "span in" } else { "span" };
-                let _ = writeln!(
-                    body,
-                    r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{which}</text>"#,
-                    y + ROW - 3.5
-                );
-            }
-        }
-        y += ROW + 3.0;
-        y += 4.0;
-        for (name, kind) in &h.check_names {
-            let spans: Vec<&CheckSpan> = m.checks.iter().filter(|c| &c.check == name).collect();
-            let label = if *kind == CheckKind::Warn {
-                format!("warn {name}")
-            } else {
-                name.clone()
-            };
-            let _ = writeln!(
-                body,
-                r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">{}</text>"#,
-                X0 - 8.0,
-                y + ROW - 3.0,
-                esc(&label)
-            );
-            let _ = writeln!(
-                body,
-                r#"<line x1="{X0}" x2="{X1}" y1="{:.1}" y2="{:.1}" class="track"/>"#,
-                y + ROW / 2.0,
-                y + ROW / 2.0
-            );
-            for (k, c) in spans.iter().enumerate() {
-                let (a, b) = (x(c.from_ms), x(c.to_ms));
-                let prev = k.checked_sub(1).map_or(X0, |p| x(spans[p].to_ms));
-                let next = spans.get(k + 1).map_or(W, |n| x(n.from_ms));
-                let color = match (c.state, c.kind) {
-                    _ if c.held => HELD,
-                    (CheckState::Unknown, _) => UNKNOWN,
-                    (_, CheckKind::Warn) => WARN,
-                    _ => NOT_READY,
-                };
-                let w = (b - a).max(1.0);
-                let _ = writeln!(
-                    body,
-                    r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{color}" opacity="0.85"><title>{} {} {}: {}</title></rect>"#,
-                    esc(&c.check),
-                    c.state.as_str(),
-                    esc(&span_text(c.from_ms, c.to_ms)),
-                    esc(&c.explanation)
-                );
-                let text = if c.held {
-                    format!("{} held", c.check)
-                } else if c.recovering {
-                    format!("{} recovering", c.check)
-                } else {
-                    format!("{} {}", c.check, c.state.as_str())
-                };
-                if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, text.len()) {
-                    let class = if inside && !c.held { "span in" } else { "span" };
-                    let _ = writeln!(
-                        body,
-                        r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{}</text>"#,
-                        y + ROW - 3.5,
-                        esc(&text)
-                    );
-                }
-            }
-            y += ROW + 3.0;
-        }
-        y += 26.0;
+        y = member_svg(&mut body, h, m, &scale, y);
     }
-    // Time axis.
     let axis_y = y - 10.0;
-    let _ = writeln!(
-        body,
-        r#"<line x1="{X0}" x2="{X1}" y1="{axis_y:.1}" y2="{axis_y:.1}" stroke="{AXIS}"/>"#
-    );
-    let tick = tick_ms(g.end_ms - g.start_ms);
-    let mut grid = String::new();
-    let mut t = (g.start_ms + tick - 1).div_euclid(tick) * tick;
-    while t <= g.end_ms {
-        let tx = x(t);
-        let label = rfc3339(t);
-        let short = if tick >= 60_000 {
-            label.get(11..16).unwrap_or(&label).to_string()
-        } else {
-            label.get(11..19).unwrap_or(&label).to_string()
-        };
-        let _ = writeln!(
-            grid,
-            r#"<line x1="{tx:.2}" x2="{tx:.2}" y1="60" y2="{:.1}" class="grid"/><text x="{tx:.2}" y="{:.1}" class="tick" text-anchor="middle">{short}</text>"#,
-            axis_y + 4.0,
-            axis_y + 17.0
-        );
-        t += tick;
-    }
-    let _ = writeln!(
-        body,
-        r#"<text x="{X0}" y="{:.1}" class="note">UTC; {} to {}, step {}</text>"#,
-        axis_y + 34.0,
-        rfc3339(g.start_ms),
-        rfc3339(g.end_ms),
-        fmt_duration(g.step_ms as f64 / 1000.0)
-    );
+    let grid = time_axis(&mut body, g, &scale, axis_y);
     let height = axis_y + 50.0;
-    let mut legend = String::new();
-    let mut lx = X0;
-    for (color, word) in [
-        (READY, "ready"),
-        (NOT_READY, "not ready / check failing"),
-        (WARN, "warn failing"),
-        (HELD, "held by hold-down"),
-        (UNKNOWN, "unknown / no data"),
-        (DIFF, "differs from recorded"),
-    ] {
-        let _ = write!(
-            legend,
-            r#"<rect x="{lx:.1}" y="38" width="12" height="12" fill="{color}"/><text x="{:.1}" y="48" class="note">{word}</text>"#,
-            lx + 16.0
-        );
-        lx += 30.0 + 6.2 * word.len() as f64;
-    }
     let mut title = format!(
         "replay of {} (sha256 {})",
         h.policy_path,
@@ -592,11 +425,245 @@ text {{ fill: #222; }}
 </style>
 <rect width="100%" height="100%" fill="#fff"/>
 <text x="10" y="24" class="title">{}</text>
-{legend}
+{}
 {grid}{body}</svg>
 "##,
-        esc(&title)
+        esc(&title),
+        legend()
     )
+}
+
+/// One member from `y` down: its labels and totals, the candidate's and
+/// the recorded verdict, where they differ, a row per check. The `y` after it.
+fn member_svg(body: &mut String, h: &Header<'_>, m: &MemberReport, s: &Scale, mut y: f64) -> f64 {
+    let _ = writeln!(
+        body,
+        r#"<text x="10" y="{:.1}" class="member">{}</text>"#,
+        y,
+        esc(&label_set(&m.labels))
+    );
+    let _ = writeln!(
+        body,
+        r#"<text x="{X1}" y="{:.1}" class="note" text-anchor="end">ready {} · not ready {} · no data {} · {} flips (recorded {}) · {} differences</text>"#,
+        y,
+        dur(m.ready_ms),
+        dur(m.not_ready_ms),
+        dur(m.unknown_ms),
+        m.flips,
+        m.recorded_flips,
+        m.differs_from_recorded.len()
+    );
+    y += 8.0;
+    for (name, list) in [("candidate", &m.intervals), ("recorded", &m.recorded)] {
+        verdict_lane(body, name, list, s, y);
+        y += BAR + 3.0;
+    }
+    differs_row(body, &m.differs_from_recorded, s, y);
+    y += ROW + 3.0;
+    y += 4.0;
+    for (name, kind) in &h.check_names {
+        let spans: Vec<&CheckSpan> = m.checks.iter().filter(|c| &c.check == name).collect();
+        check_row(body, name, *kind, &spans, s, y);
+        y += ROW + 3.0;
+    }
+    y + 26.0
+}
+
+/// A verdict lane (`candidate` or `recorded`) at `y`, each stretch with its
+/// failing checks in its tooltip.
+fn verdict_lane(body: &mut String, name: &str, list: &[Interval], s: &Scale, y: f64) {
+    let _ = writeln!(
+        body,
+        r#"<text x="{:.1}" y="{:.1}" class="lane" text-anchor="end">{name}</text>"#,
+        X0 - 8.0,
+        y + BAR - 5.0
+    );
+    for i in list {
+        let (a, b) = (s.x(i.from_ms), s.x(i.to_ms));
+        // One tooltip line per failing check: the line breaks are the
+        // tooltip's own, escaped text never carries one.
+        let mut title = esc(&format!(
+            "{name}: {} {}",
+            verdict_word(i.ready),
+            span_text(i.from_ms, i.to_ms)
+        ));
+        for (n, e) in i.failing.iter().zip(&i.explanations) {
+            title.push('\n');
+            title.push_str(&esc(&format!("{n}: {e}")));
+        }
+        let _ = writeln!(
+            body,
+            r#"<rect x="{a:.2}" y="{y:.1}" width="{:.2}" height="{BAR}" fill="{}"><title>{title}</title></rect>"#,
+            (b - a).max(0.5),
+            verdict_color(i.ready),
+        );
+    }
+}
+
+/// Where the candidate and the recorded verdict differ: a row of its own,
+/// each span saying which way.
+fn differs_row(body: &mut String, diffs: &[Interval], s: &Scale, y: f64) {
+    let _ = writeln!(
+        body,
+        r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">differs</text>"#,
+        X0 - 8.0,
+        y + ROW - 3.0
+    );
+    for (k, d) in diffs.iter().enumerate() {
+        let (a, b) = (s.x(d.from_ms), s.x(d.to_ms));
+        let w = (b - a).max(1.0);
+        let prev = k.checked_sub(1).map_or(X0, |p| s.x(diffs[p].to_ms));
+        let next = diffs.get(k + 1).map_or(W, |n| s.x(n.from_ms));
+        let which = if d.ready == Some(true) {
+            "candidate ready"
+        } else {
+            "candidate not ready"
+        };
+        let _ = writeln!(
+            body,
+            r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{DIFF}"><title>differs from recorded {}: {which}</title></rect>"#,
+            esc(&span_text(d.from_ms, d.to_ms))
+        );
+        if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, which.len()) {
+            let class = if inside { "span in" } else { "span" };
+            let _ = writeln!(
+                body,
+                r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{which}</text>"#,
+                y + ROW - 3.5
+            );
+        }
+    }
+}
+
+/// The colour of a check's not-passing span.
+fn check_color(c: &CheckSpan) -> &'static str {
+    if c.held {
+        return HELD;
+    }
+    match (c.state, c.kind) {
+        (CheckState::Unknown, _) => UNKNOWN,
+        (CheckState::Pass | CheckState::Fail, CheckKind::Warn) => WARN,
+        (CheckState::Pass | CheckState::Fail, CheckKind::Check) => NOT_READY,
+    }
+}
+
+/// One check's row at `y`: its name, a track, its not-passing spans, each
+/// labelled where the label fits.
+fn check_row(
+    body: &mut String,
+    name: &str,
+    kind: CheckKind,
+    spans: &[&CheckSpan],
+    s: &Scale,
+    y: f64,
+) {
+    let label = match kind {
+        CheckKind::Warn => format!("warn {name}"),
+        CheckKind::Check => name.to_string(),
+    };
+    let _ = writeln!(
+        body,
+        r#"<text x="{:.1}" y="{:.1}" class="check" text-anchor="end">{}</text>"#,
+        X0 - 8.0,
+        y + ROW - 3.0,
+        esc(&label)
+    );
+    let _ = writeln!(
+        body,
+        r#"<line x1="{X0}" x2="{X1}" y1="{:.1}" y2="{:.1}" class="track"/>"#,
+        y + ROW / 2.0,
+        y + ROW / 2.0
+    );
+    for (k, c) in spans.iter().enumerate() {
+        let (a, b) = (s.x(c.from_ms), s.x(c.to_ms));
+        let prev = k.checked_sub(1).map_or(X0, |p| s.x(spans[p].to_ms));
+        let next = spans.get(k + 1).map_or(W, |n| s.x(n.from_ms));
+        let w = (b - a).max(1.0);
+        let _ = writeln!(
+            body,
+            r#"<rect x="{a:.2}" y="{y:.1}" width="{w:.2}" height="{ROW}" fill="{}" opacity="0.85"><title>{} {} {}: {}</title></rect>"#,
+            check_color(c),
+            esc(&c.check),
+            c.state.as_str(),
+            esc(&span_text(c.from_ms, c.to_ms)),
+            esc(&c.explanation)
+        );
+        let text = if c.held {
+            format!("{} held", c.check)
+        } else if c.recovering {
+            format!("{} recovering", c.check)
+        } else {
+            format!("{} {}", c.check, c.state.as_str())
+        };
+        if let Some((tx, anchor, inside)) = label_at(a, b, prev, next, text.len()) {
+            let class = if inside && !c.held { "span in" } else { "span" };
+            let _ = writeln!(
+                body,
+                r#"<text x="{tx:.2}" y="{:.1}" class="{class}" text-anchor="{anchor}">{}</text>"#,
+                y + ROW - 3.5,
+                esc(&text)
+            );
+        }
+    }
+}
+
+/// The time axis at `axis_y` and its note into `body`; the grid lines and
+/// tick labels, which go under everything, returned.
+fn time_axis(body: &mut String, g: &Grid, s: &Scale, axis_y: f64) -> String {
+    let _ = writeln!(
+        body,
+        r#"<line x1="{X0}" x2="{X1}" y1="{axis_y:.1}" y2="{axis_y:.1}" stroke="{AXIS}"/>"#
+    );
+    let tick = tick_ms(g.end_ms - g.start_ms);
+    let mut grid = String::new();
+    let mut t = (g.start_ms + tick - 1).div_euclid(tick) * tick;
+    while t <= g.end_ms {
+        let tx = s.x(t);
+        let label = rfc3339(t);
+        let short = if tick >= 60_000 {
+            label.get(11..16).unwrap_or(&label).to_string()
+        } else {
+            label.get(11..19).unwrap_or(&label).to_string()
+        };
+        let _ = writeln!(
+            grid,
+            r#"<line x1="{tx:.2}" x2="{tx:.2}" y1="60" y2="{:.1}" class="grid"/><text x="{tx:.2}" y="{:.1}" class="tick" text-anchor="middle">{short}</text>"#,
+            axis_y + 4.0,
+            axis_y + 17.0
+        );
+        t += tick;
+    }
+    let _ = writeln!(
+        body,
+        r#"<text x="{X0}" y="{:.1}" class="note">UTC; {} to {}, step {}</text>"#,
+        axis_y + 34.0,
+        rfc3339(g.start_ms),
+        rfc3339(g.end_ms),
+        fmt_duration(g.step_ms as f64 / 1000.0)
+    );
+    grid
+}
+
+/// The colours and what they mean, in one line under the title.
+fn legend() -> String {
+    let mut legend = String::new();
+    let mut lx = X0;
+    for (color, word) in [
+        (READY, "ready"),
+        (NOT_READY, "not ready / check failing"),
+        (WARN, "warn failing"),
+        (HELD, "held by hold-down"),
+        (UNKNOWN, "unknown / no data"),
+        (DIFF, "differs from recorded"),
+    ] {
+        let _ = write!(
+            legend,
+            r#"<rect x="{lx:.1}" y="38" width="12" height="12" fill="{color}"/><text x="{:.1}" y="48" class="note">{word}</text>"#,
+            lx + 16.0
+        );
+        lx += 30.0 + 6.2 * word.len() as f64;
+    }
+    legend
 }
 
 #[cfg(test)]
@@ -742,6 +809,85 @@ mod tests {
             t.contains("    fast: qget_ms < 1 is false (qget_ms = 2)"),
             "{t}"
         );
+    }
+
+    fn span(
+        check: &str,
+        kind: CheckKind,
+        state: CheckState,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> CheckSpan {
+        CheckSpan {
+            check: check.to_string(),
+            kind,
+            state,
+            held: false,
+            recovering: false,
+            from_ms,
+            to_ms,
+            explanation: format!("{check} is {}", state.as_str()),
+        }
+    }
+
+    /// The text and the SVG a user sees, for two members and every kind of
+    /// span: a failing check, a warn held by its hold-down then failing, an
+    /// unknown check then one held by its recovery, a difference from the
+    /// recorded verdict, a member agreeing with it, missing series.
+    #[test]
+    fn snapshot_of_the_text_and_the_svg_with_every_kind_of_span() {
+        let mut h = header();
+        h.check_names.push(("slow".to_string(), CheckKind::Warn));
+        h.check_names.push(("lag".to_string(), CheckKind::Check));
+        h.missing_signals = vec!["rev_lag".to_string()];
+        let mut m = report();
+        m.missing_signals = vec!["rev_lag".to_string(), "defrag".to_string()];
+        let held = CheckSpan {
+            held: true,
+            ..span(
+                "slow",
+                CheckKind::Warn,
+                CheckState::Fail,
+                1_000_000,
+                1_007_500,
+            )
+        };
+        let recovering = CheckSpan {
+            recovering: true,
+            ..span(
+                "lag",
+                CheckKind::Check,
+                CheckState::Fail,
+                1_015_000,
+                1_022_500,
+            )
+        };
+        m.checks.extend([
+            held,
+            span(
+                "slow",
+                CheckKind::Warn,
+                CheckState::Fail,
+                1_007_500,
+                1_015_000,
+            ),
+            span(
+                "lag",
+                CheckKind::Check,
+                CheckState::Unknown,
+                1_000_000,
+                1_007_500,
+            ),
+            recovering,
+        ]);
+        let mut agrees = report();
+        agrees.labels = BTreeMap::from([("pod".to_string(), "etcd-1".to_string())]);
+        agrees.differs_from_recorded.clear();
+        agrees.checks.clear();
+        agrees.intervals[0].ready = None;
+        let members = [m, agrees];
+        insta::assert_snapshot!("replay_text", text(&h, &members));
+        insta::assert_snapshot!("replay_svg", svg(&h, &members));
     }
 
     #[test]

@@ -145,16 +145,21 @@ pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
             active_peers: Err(m),
         };
     }
-    let version = samples
-        .iter()
-        .find(|s| s.name == "etcd_server_version")
-        .and_then(|s| s.label("server_version"))
-        .unwrap_or("of unknown version");
-    let defrag_inflight = if samples
+    MemberMetrics {
+        defrag_inflight: defrag_inflight(samples),
+        db_quota_ratio: db_quota_ratio(samples),
+        active_peers: active_peers(samples),
+    }
+}
+
+/// `etcd_disk_defrag_inflight` as a bool; its absence explained by the
+/// member's version (3.4 before 3.4.23 does not export it).
+fn defrag_inflight(samples: &[Sample]) -> Result<bool, Missing> {
+    if samples
         .iter()
         .any(|s| s.name == "etcd_disk_defrag_inflight")
     {
-        one(samples, "etcd_disk_defrag_inflight", Aggregate::Single).and_then(|v| {
+        return one(samples, "etcd_disk_defrag_inflight", Aggregate::Single).and_then(|v| {
             if v == 0.0 || v == 1.0 {
                 Ok(v == 1.0)
             } else {
@@ -163,8 +168,14 @@ pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
                     format!("etcd_disk_defrag_inflight is {v}, not 0 or 1"),
                 ))
             }
-        })
-    } else if version.starts_with("3.4.") || version.starts_with("3.3.") {
+        });
+    }
+    let version = samples
+        .iter()
+        .find(|s| s.name == "etcd_server_version")
+        .and_then(|s| s.label("server_version"))
+        .unwrap_or("of unknown version");
+    if version.starts_with("3.4.") || version.starts_with("3.3.") {
         Err(Missing {
             reason: Reason::Mismatch,
             message: format!(
@@ -177,64 +188,61 @@ pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
             Reason::Mismatch,
             format!("etcd {version} exports no etcd_disk_defrag_inflight"),
         ))
-    };
+    }
+}
+
+/// The backend's size over its quota; no quota (negative) is not a fault.
+fn db_quota_ratio(samples: &[Sample]) -> Result<f64, Missing> {
     let size = one(
         samples,
         "etcd_mvcc_db_total_size_in_bytes",
         Aggregate::Single,
     )
-    .and_then(|v| finite_non_negative("etcd_mvcc_db_total_size_in_bytes", v));
+    .and_then(|v| finite_non_negative("etcd_mvcc_db_total_size_in_bytes", v))?;
     let quota = one(
         samples,
         "etcd_server_quota_backend_bytes",
         Aggregate::Single,
-    );
-    let db_quota_ratio = size.and_then(|size| {
-        let quota = quota?;
-        if quota.is_finite() && quota < 0.0 {
-            // etcd: a negative --quota-backend-bytes turns the quota off.
-            return Err(Missing {
-                reason: Reason::Mismatch,
-                message: format!("etcd has no backend quota (etcd_server_quota_backend_bytes is {quota})"),
-                fault: false,
-            });
-        }
-        if !quota.is_finite() || quota == 0.0 {
-            return Err(Missing::fault(
-                Reason::Parse,
-                format!("etcd_server_quota_backend_bytes is {quota}, not a quota"),
-            ));
-        }
-        let ratio = size / quota;
-        if ratio.is_finite() {
-            Ok(ratio)
-        } else {
-            Err(Missing::fault(
-                Reason::Parse,
-                format!("etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes = {size} / {quota} is not a finite ratio"),
-            ))
-        }
-    });
-    // etcd creates a peer's series when the peer first connects: none yet
-    // (a one-member cluster, or a member cut off since its start) is 0.
-    let active_peers = if samples
-        .iter()
-        .any(|s| s.name == "etcd_network_active_peers")
-    {
-        samples
-            .iter()
-            .filter(|s| s.name == "etcd_network_active_peers")
-            .try_fold(0.0, |sum, s| {
-                finite_non_negative("etcd_network_active_peers", s.value).map(|v| sum + v)
-            })
-    } else {
-        Ok(0.0)
-    };
-    MemberMetrics {
-        defrag_inflight,
-        db_quota_ratio,
-        active_peers,
+    )?;
+    if quota.is_finite() && quota < 0.0 {
+        // etcd: a negative --quota-backend-bytes turns the quota off.
+        return Err(Missing {
+            reason: Reason::Mismatch,
+            message: format!(
+                "etcd has no backend quota (etcd_server_quota_backend_bytes is {quota})"
+            ),
+            fault: false,
+        });
     }
+    if !quota.is_finite() || quota == 0.0 {
+        return Err(Missing::fault(
+            Reason::Parse,
+            format!("etcd_server_quota_backend_bytes is {quota}, not a quota"),
+        ));
+    }
+    let ratio = size / quota;
+    if ratio.is_finite() {
+        Ok(ratio)
+    } else {
+        Err(Missing::fault(
+            Reason::Parse,
+            format!(
+                "etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes = {size} / {quota} is not a finite ratio"
+            ),
+        ))
+    }
+}
+
+/// The sum of `etcd_network_active_peers` over the peers. etcd creates a
+/// peer's series when the peer first connects: none yet (a one-member
+/// cluster, or a member cut off since its start) is 0.
+fn active_peers(samples: &[Sample]) -> Result<f64, Missing> {
+    samples
+        .iter()
+        .filter(|s| s.name == "etcd_network_active_peers")
+        .try_fold(0.0, |sum, s| {
+            finite_non_negative("etcd_network_active_peers", s.value).map(|v| sum + v)
+        })
 }
 
 impl Sampler for EtcdMetricsSampler {

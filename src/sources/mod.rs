@@ -253,8 +253,30 @@ impl SourceMetrics {
 
 #[derive(Clone, Copy, Debug)]
 struct RoundInfo {
-    last: Instant,
+    /// `None` until the first round finishes.
+    last: Option<Instant>,
     interval: Duration,
+    timeout: Duration,
+}
+
+/// What the [`RoundNotifier`] knows of one source's rounds, for `/livez`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rounds {
+    /// The source's label (`etcd`, `backup`, `scrape:NAME`, …).
+    pub label: String,
+    /// When its last round finished; `None` while the first one runs.
+    pub last: Option<Instant>,
+    pub interval: Duration,
+    /// The deadline of one round's calls.
+    pub timeout: Duration,
+}
+
+impl Rounds {
+    /// How long after a round the next one must have finished: the
+    /// [`staleness_bound`] its signals go stale at.
+    pub fn bound(&self) -> Duration {
+        staleness_bound(self.interval, self.timeout)
+    }
 }
 
 /// Shared between the samplers and the engine: wakes the engine after each
@@ -278,15 +300,32 @@ impl RoundNotifier {
         &self.supervisor
     }
 
-    /// Record that `source` finished a round now and wake the engine.
+    /// Say that `source` will finish a round every `interval`, each within
+    /// `timeout`, before its first one: from now on `/livez` expects it.
+    pub fn expect(&self, source: &Source, interval: Duration, timeout: Duration) {
+        self.lock().entry(source.label()).or_insert(RoundInfo {
+            last: None,
+            interval,
+            timeout,
+        });
+    }
+
+    /// Record that `source` finished a round now and wake the engine. A
+    /// source not [`expect`](Self::expect)ed is taken to need up to its
+    /// interval for a round, the longest timeout the flags allow.
     pub fn round_finished(&self, source: &Source, interval: Duration) {
-        self.lock().insert(
-            source.label(),
-            RoundInfo {
-                last: Instant::now(),
+        let now = Instant::now();
+        self.lock()
+            .entry(source.label())
+            .and_modify(|r| {
+                r.last = Some(now);
+                r.interval = interval;
+            })
+            .or_insert(RoundInfo {
+                last: Some(now),
                 interval,
-            },
-        );
+                timeout: interval,
+            });
         self.notify.notify_one();
     }
 
@@ -299,17 +338,22 @@ impl RoundNotifier {
 
     /// When `source` last finished a round.
     pub fn last_round(&self, source: &Source) -> Option<Instant> {
-        self.lock().get(&source.label()).map(|r| r.last)
+        self.lock().get(&source.label()).and_then(|r| r.last)
     }
 
-    /// Every source that has finished a round: (label, last round, interval).
-    pub fn rounds(&self) -> Vec<(String, Instant, Duration)> {
-        let mut v: Vec<_> = self
+    /// Every source expected or that has finished a round, by label.
+    pub fn rounds(&self) -> Vec<Rounds> {
+        let mut v: Vec<Rounds> = self
             .lock()
             .iter()
-            .map(|(k, r)| (k.clone(), r.last, r.interval))
+            .map(|(label, r)| Rounds {
+                label: label.clone(),
+                last: r.last,
+                interval: r.interval,
+                timeout: r.timeout,
+            })
             .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.sort_by(|a, b| a.label.cmp(&b.label));
         v
     }
 
@@ -342,6 +386,7 @@ where
 {
     let label = first.source().label();
     metrics.start_source(&label);
+    notifier.expect(&first.source(), first.interval(), first.timeout());
     let mut first = Some(first);
     let supervisor = notifier.supervisor().clone();
     let task = format!("sampler:{label}");

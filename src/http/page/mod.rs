@@ -1,59 +1,57 @@
-//! The status page at `/` and the `/history` JSON: pure functions of what
-//! the engine published (the verdict, the [`HistorySnapshot`], the readings
-//! of the latest evaluation, the policy status) and the catalogue, so the
-//! exact HTML is snapshot-tested without a server and a request never locks
-//! the signal store or waits on etcd.
+//! The status page at `/`: a pure function of what the engine published
+//! (the verdict, the [`HistorySnapshot`], the readings of the latest
+//! evaluation, the policy status) and the catalogue, so the exact HTML is
+//! snapshot-tested without a server and a request never locks the signal
+//! store or waits on etcd.
 //!
 //! The page is server-rendered HTML readable without JavaScript: a verdict
 //! banner, the checks, a 15-minute timeline (inline SVG, one lane for
 //! readiness and one per check, every span labelled in text and patterned,
-//! so colour is never the only signal), the signals, the policy in force and
-//! links to the machine endpoints. The part that changes (`<div id=live>`)
-//! is also served alone at `/?part=live`; a small inline script swaps it in
-//! every [`REFRESH_SECS`] seconds, and without JavaScript a `<noscript>` meta
-//! refresh reloads the page.
+//! so colour is never the only signal; the spans are [`timeline`]'s), the
+//! signals, the policy in force and links to the machine endpoints. The
+//! part that changes (`<div id=live>`) is also served alone at
+//! `/?part=live`; the script (`assets/page.js`) swaps it in every
+//! [`REFRESH_SECS`] seconds, read from the page, and without JavaScript a
+//! `<noscript>` meta refresh reloads the page at the same pace. The
+//! stylesheet, the script and the fill patterns are real files under
+//! `assets/`, inlined so that the page is one response.
 //!
-//! Size: every lane has at most [`MAX_SPANS_PER_LANE`] spans whatever the
-//! flapping rate (runs of spans shorter than [`MIN_SPAN`] become one
-//! "flapping" span), explanations and errors are cut at [`MAX_TEXT`] bytes,
-//! so the page is bounded by [`page_budget`]; `page::tests` hold it.
+//! Size: every lane has at most [`timeline::MAX_SPANS_PER_LANE`] spans,
+//! explanations and errors are cut at [`MAX_TEXT`] bytes, so the page is
+//! bounded by [`page_budget`]; `page::tests` hold it.
+
+pub mod timeline;
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use serde_json::json;
+use std::sync::LazyLock;
 
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
 use crate::engine::{CandidatePublished, CandidateStatus, PolicyStatus};
 use crate::policy::eval::describe_unknown;
 use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
 use crate::text::{cut, fmt_duration, fmt_value, html_escape};
-use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict, unix_seconds};
+use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
+use timeline::{WINDOW, lane_spans};
 
-/// The timeline's width in time.
-pub const WINDOW: Duration = Duration::from_secs(15 * 60);
-/// Spans shorter than this, two or more in a row, are drawn as one
-/// "flapping" span with the number of changes.
-pub const MIN_SPAN: Duration = Duration::from_secs(30);
-/// At most this many spans per lane: every other span is at least
-/// [`MIN_SPAN`] long, so 2 × 15 min / 30 s + 1 = 61, and the span still
-/// going on, which is never coalesced: 62.
-pub const MAX_SPANS_PER_LANE: usize = 2 * (WINDOW.as_secs() / MIN_SPAN.as_secs()) as usize + 2;
 /// Longest explanation, error or reason shown, in bytes.
 pub const MAX_TEXT: usize = 1_000;
-/// Seconds between refreshes (script or meta refresh).
+/// Seconds between refreshes: the `<noscript>` meta refresh, the text in the
+/// header, and the script's timer, which reads it from the page
+/// (`data-refresh-secs`).
 pub const REFRESH_SECS: u32 = 5;
+
+/// [`page_budget`] for the default policy and the built-in catalogue.
+pub const DEFAULT_BUDGET: usize = 160 * 1024;
 
 /// The size budget of the page in bytes: a fixed part (head, CSS, script,
 /// banner, links, axis), a part per lane (readiness + checks, each with its
 /// worst-case timeline and table row), a part per configured signal, and
 /// the policy text once escaped. `page::tests` render the worst cases and
 /// hold the page to it; for the default policy and the built-in catalogue
-/// that is 160 KiB at most, whatever the history and the error texts
-/// (docs/status-page.md).
-/// [`page_budget`] for the default policy and the built-in catalogue.
-pub const DEFAULT_BUDGET: usize = 160 * 1024;
-
+/// that is [`DEFAULT_BUDGET`] (160 KiB) at most, whatever the history and
+/// the error texts (docs/status-page.md).
 pub fn page_budget(checks: usize, signals: usize, policy_text_escaped: usize) -> usize {
     const FIXED: usize = 8 * 1024;
     const PER_LANE: usize = 11 * 1024;
@@ -135,71 +133,38 @@ fn rel(path: &str) -> String {
     format!("./{}", path.trim_start_matches('/'))
 }
 
-const CSS: &str = "\
-*{box-sizing:border-box}\
-body{font:14px/1.4 system-ui,-apple-system,\"Segoe UI\",Roboto,\"DejaVu Sans\",sans-serif;margin:0 auto;padding:.5em 1em 2em;max-width:1400px;color:#1b1b1b;background:#fff}\
-h1{font-size:1.3em;margin:.3em 0}h2{font-size:1.1em;margin:1.2em 0 .4em;border-bottom:1px solid #ddd}\
-nav{font-size:.9em}nav a{margin-right:.9em;white-space:nowrap}\
-.banner{padding:.6em 1em;border-radius:6px;border:2px solid;font-size:1.15em}\
-.banner b{font-size:1.3em;letter-spacing:.03em}\
-.b-ready{background:#e3f4e1;border-color:#2e7d32}.b-notready{background:#fde3e1;border-color:#c62828}\
-.b-starting{background:#e3ecfa;border-color:#1f5fbf}\
-.scroll{overflow-x:auto}\
-table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #eee}\
-thead th{background:#f5f5f5;font-weight:600;white-space:nowrap}\
-td.x{overflow-wrap:anywhere;min-width:14em}code{font-size:.92em;overflow-wrap:anywhere}\
-.st{display:inline-block;padding:0 .45em;border-radius:3px;font-weight:600;white-space:nowrap;border:1px solid #999}\
-.st-pass,.st-ready{background:#c8e6c9}.st-fail,.st-notready{background:#ffcdd2}.st-unknown{background:#e1d5f0}\
-.st-held{background:#ffe0a3}.st-recovering{background:#dcedc8}.st-starting{background:#cfe0fb}\
-.tl th{width:11em;max-width:40vw;overflow-wrap:anywhere;font-weight:normal}.tl td{padding:2px 0}\
-.tl svg{display:block;width:100%;height:22px;background:#fafafa}\
-.lane rect{width:100%;height:100%;stroke:#fff;stroke-width:1}\
-.lane text{font-size:11px;dominant-baseline:middle;fill:#111}\
-.f-ready,.f-pass{fill:url(#p-ok)}.f-not_ready,.f-fail{fill:url(#p-fail)}.f-unknown{fill:url(#p-unk)}\
-.f-held{fill:url(#p-held)}.f-recovering{fill:url(#p-rec)}.f-starting{fill:url(#p-start)}.f-flap{fill:url(#p-flap)}\
-.f-nodata,.f-removed{fill:#eee}.f-trunc{fill:url(#p-trunc)}\
-.axis{display:flex;justify-content:space-between;font-size:.8em;color:#555}\
-.note{background:#fff6d6;border-left:4px solid #e0a800;padding:.3em .6em}\
-pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.9em;max-height:40em}\
-.err{color:#b71c1c}small{color:#555}\
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}\
-@media (max-width:700px){body{padding:.3em .5em}.tl th{width:6.5em}.hide-n{display:none}th,td{padding:.2em .3em}.cards thead{display:none}.cards tr{display:block;border-bottom:1px solid #ccc;padding:.3em 0}.cards th,.cards td{display:block;border:0;padding:.1em .3em}.cards td[data-l]::before{content:attr(data-l) \": \";color:#555}.cards td.x{min-width:0}}";
+/// An asset as the page inlines it: its header comment (through the first
+/// line that ends one, `*/` or `-->`) dropped, its lines joined.
+fn inlined(asset: &str) -> String {
+    let mut lines = asset.lines();
+    for line in lines.by_ref() {
+        if line.ends_with("*/") || line.ends_with("-->") {
+            break;
+        }
+    }
+    lines.collect()
+}
 
+static CSS: LazyLock<String> = LazyLock::new(|| inlined(include_str!("assets/page.css")));
 /// Fill patterns: each state has its own texture as well as its colour.
-const PATTERNS: &str = "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>\
-<pattern id=\"p-ok\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#81c784\"/></pattern>\
-<pattern id=\"p-fail\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ef9a9a\"/><path d=\"M0 8L8 0\" stroke=\"#c62828\" stroke-width=\"2\"/></pattern>\
-<pattern id=\"p-unk\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\"><rect width=\"6\" height=\"6\" fill=\"#d1c4e9\"/><circle cx=\"3\" cy=\"3\" r=\"1.2\" fill=\"#5e35b1\"/></pattern>\
-<pattern id=\"p-held\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffcc80\"/><path d=\"M0 4H8\" stroke=\"#ef6c00\" stroke-width=\"1.5\"/></pattern>\
-<pattern id=\"p-rec\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#c5e1a5\"/><path d=\"M4 0V8\" stroke=\"#c62828\" stroke-width=\"1.5\"/></pattern>\
-<pattern id=\"p-start\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#90caf9\"/></pattern>\
-<pattern id=\"p-flap\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#ffab91\"/><path d=\"M0 8L8 0M0 0L8 8\" stroke=\"#bf360c\" stroke-width=\"1.2\"/></pattern>\
-<pattern id=\"p-trunc\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\"><rect width=\"8\" height=\"8\" fill=\"#eee\"/><path d=\"M0 0L8 8\" stroke=\"#bbb\"/></pattern>\
-</defs></svg>";
-
-/// Swaps `#live` for `?part=live` every few seconds; a changed policy
-/// (sha256) reloads the whole page for the new text.
-const SCRIPT: &str = "(function(){var l=document.getElementById('live'),u=document.getElementById('upd');\
-if(!l||!window.fetch)return;u.textContent='live: refreshed every 5s';\
-setInterval(function(){fetch('?part=live',{cache:'no-store'}).then(function(r){if(!r.ok)throw r.status;return r.text()})\
-.then(function(t){var d=document.createElement('div');d.innerHTML=t;var n=d.firstElementChild;if(!n||n.id!=='live')return;\
-if(n.getAttribute('data-sha')!==l.getAttribute('data-sha')){location.reload();return}\
-l.replaceWith(n);l=n;u.textContent='live: updated '+new Date().toLocaleTimeString()})\
-.catch(function(e){u.textContent='live: update failed ('+e+'), retrying'})},5000)})();";
+static PATTERNS: LazyLock<String> = LazyLock::new(|| inlined(include_str!("assets/patterns.svg")));
+/// Swaps `#live` for `?part=live` every [`REFRESH_SECS`] (read from
+/// `#upd`); a changed policy (sha256) reloads the whole page.
+static SCRIPT: LazyLock<String> = LazyLock::new(|| inlined(include_str!("assets/page.js")));
 
 /// The whole page.
 pub fn render_page(i: &PageInput) -> String {
     let mut out = String::with_capacity(32 * 1024);
-    let verdict_word = banner_word(i);
+    let verdict_word = Banner::of(i).word();
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
 <title>{} · etcd-readiness-exporter</title>\
 <noscript><meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\"></noscript>\
-<style>{CSS}</style></head>\n<body>\n{PATTERNS}\n\
+<style>{}</style></head>\n<body>\n{}\n\
 <header><h1>etcd-readiness-exporter</h1><nav aria-label=\"machine endpoints\">",
-        verdict_word.0
+        verdict_word.0, *CSS, *PATTERNS,
     );
     let tp = html_escape(&rel(i.telemetry_path));
     for (href, text) in [
@@ -215,29 +180,57 @@ pub fn render_page(i: &PageInput) -> String {
     }
     let _ = writeln!(
         out,
-        "</nav> <small id=\"upd\">refreshes every {REFRESH_SECS}s</small></header>"
+        "</nav> <small data-refresh-secs=\"{REFRESH_SECS}\" id=\"upd\">refreshes every {REFRESH_SECS}s</small></header>"
     );
     out.push_str(&render_live(i));
     let _ = write!(
         out,
         "\n<h2>Policy text</h2>\n<pre id=\"policy-text\">{}</pre>\n\
-<script>{SCRIPT}</script>\n</body></html>\n",
-        html_escape(i.policy.policy.source())
+<script>{}</script>\n</body></html>\n",
+        html_escape(i.policy.policy.source()),
+        *SCRIPT,
     );
     out
 }
 
-/// (`READY`, class) for the banner.
-fn banner_word(i: &PageInput) -> (&'static str, &'static str) {
-    let v = i.verdict;
-    if i.stale.is_some() {
-        ("NOT READY", "notready")
-    } else if v.ready {
-        ("READY", "ready")
-    } else if v.reason.is_some() && v.checks.is_empty() {
-        ("STARTING", "starting")
-    } else {
-        ("NOT READY", "notready")
+/// What the banner says (a stale verdict is not ready, whatever it said).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Banner {
+    Ready,
+    Starting,
+    NotReady,
+}
+
+impl Banner {
+    fn of(i: &PageInput) -> Banner {
+        let v = i.verdict;
+        if i.stale.is_some() {
+            Banner::NotReady
+        } else if v.ready {
+            Banner::Ready
+        } else if v.reason.is_some() && v.checks.is_empty() {
+            Banner::Starting
+        } else {
+            Banner::NotReady
+        }
+    }
+
+    /// (`READY`, class).
+    fn word(self) -> (&'static str, &'static str) {
+        match self {
+            Banner::Ready => ("READY", "ready"),
+            Banner::Starting => ("STARTING", "starting"),
+            Banner::NotReady => ("NOT READY", "notready"),
+        }
+    }
+
+    /// The readiness lane's state that says the same.
+    fn lane_state(self) -> LaneState {
+        match self {
+            Banner::Ready => LaneState::Ready,
+            Banner::Starting => LaneState::Starting,
+            Banner::NotReady => LaneState::NotReady,
+        }
     }
 }
 
@@ -261,14 +254,11 @@ pub fn render_live(i: &PageInput) -> String {
 }
 
 fn banner(out: &mut String, i: &PageInput) {
-    let (word, class) = banner_word(i);
+    let shown = Banner::of(i);
+    let (word, class) = shown.word();
     let v = i.verdict;
     // Since when, from the history, when it agrees with the verdict shown.
-    let shown = match class {
-        "ready" => LaneState::Ready,
-        "starting" => LaneState::Starting,
-        _ => LaneState::NotReady,
-    };
+    let shown = shown.lane_state();
     let since = i
         .history
         .current
@@ -405,172 +395,6 @@ fn hold_cell(c: &CheckReport, hold: Option<Duration>, recover: Option<Duration>)
         (None, Some(r)) => format!("— <small>(recover {})</small>", d(r)),
         (None, None) => "—".to_string(),
     }
-}
-
-/// What a span of a lane shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SpanKind {
-    State(LaneState),
-    /// Before recording started or before the lane existed.
-    NoData,
-    /// Transitions were dropped to keep the buffer bounded.
-    Truncated,
-    /// A run of short spans with this many changes between them.
-    Flapping(u32),
-    /// A run of short spans right after the exporter started (its first
-    /// answers settling), with this many changes: not flapping.
-    WarmingUp(u32),
-}
-
-impl SpanKind {
-    fn class(self) -> &'static str {
-        match self {
-            SpanKind::State(LaneState::Ready) => "ready",
-            SpanKind::State(LaneState::NotReady) => "not_ready",
-            SpanKind::State(LaneState::Starting) => "starting",
-            SpanKind::State(LaneState::Pass) => "pass",
-            SpanKind::State(LaneState::Held) => "held",
-            SpanKind::State(LaneState::Recovering) => "recovering",
-            SpanKind::State(LaneState::Fail) => "fail",
-            SpanKind::State(LaneState::Unknown) => "unknown",
-            SpanKind::State(LaneState::Removed) => "removed",
-            SpanKind::NoData => "nodata",
-            SpanKind::Truncated => "trunc",
-            SpanKind::Flapping(_) => "flap",
-            SpanKind::WarmingUp(_) => "starting",
-        }
-    }
-
-    fn label(self) -> String {
-        match self {
-            SpanKind::State(s) => s.as_str().to_string(),
-            SpanKind::NoData => "no data".to_string(),
-            SpanKind::Truncated => "truncated".to_string(),
-            SpanKind::Flapping(n) => {
-                format!("flapping, {n} change{}", if n == 1 { "" } else { "s" })
-            }
-            SpanKind::WarmingUp(n) => {
-                format!("warming up, {n} change{}", if n == 1 { "" } else { "s" })
-            }
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-struct Span {
-    from: SystemTime,
-    to: SystemTime,
-    kind: SpanKind,
-    /// For a flapping span: the states it covers, in order (at most
-    /// [`MAX_DETAIL`] listed), for its tooltip.
-    detail: String,
-}
-
-/// Most states a flapping span's tooltip lists.
-const MAX_DETAIL: usize = 8;
-
-impl Span {
-    fn len(&self) -> Duration {
-        self.to.duration_since(self.from).unwrap_or_default()
-    }
-}
-
-/// The spans of one lane over `[start, now]`, coalesced so that there are
-/// at most [`MAX_SPANS_PER_LANE`].
-fn lane_spans(h: &HistorySnapshot, lane: &Lane, start: SystemTime, now: SystemTime) -> Vec<Span> {
-    let mut raw: Vec<Span> = Vec::new();
-    let push = |raw: &mut Vec<Span>, from: SystemTime, to: SystemTime, kind: SpanKind| {
-        let from = from.max(start);
-        let to = to.min(now);
-        if to <= from {
-            return;
-        }
-        match raw.last_mut() {
-            Some(last) if last.kind == kind && last.to >= from => last.to = to,
-            _ => raw.push(Span {
-                from,
-                to,
-                kind,
-                detail: String::new(),
-            }),
-        }
-    };
-    // The state at the start of the window, and from when history is whole.
-    let mut cursor = h.started.min(now);
-    let mut state = SpanKind::NoData;
-    push(&mut raw, start, cursor, SpanKind::NoData);
-    if let Some(du) = h.dropped_until {
-        push(&mut raw, cursor, du, SpanKind::Truncated);
-        cursor = cursor.max(du);
-        state = h
-            .base
-            .iter()
-            .find(|(l, _)| l == lane)
-            .map_or(SpanKind::NoData, |(_, s)| SpanKind::State(*s));
-    }
-    for t in h.transitions.iter().filter(|t| t.lane == *lane) {
-        if t.at > cursor {
-            push(&mut raw, cursor, t.at, state);
-            cursor = t.at;
-        }
-        state = SpanKind::State(t.to);
-    }
-    push(&mut raw, cursor, now, state);
-    for s in &mut raw {
-        if s.kind == SpanKind::State(LaneState::Removed) {
-            s.kind = SpanKind::NoData;
-        }
-    }
-    coalesce(raw, h.started)
-}
-
-/// Runs of two or more spans shorter than [`MIN_SPAN`] become one flapping
-/// span counting the changes in it — except the span still going on (it is
-/// short only because it has not lasted yet) and a run that starts when the
-/// exporter started (its first answers settling: "warming up").
-fn coalesce(mut raw: Vec<Span>, started: SystemTime) -> Vec<Span> {
-    let ongoing = raw.pop();
-    let mut out: Vec<Span> = Vec::with_capacity(raw.len().min(MAX_SPANS_PER_LANE));
-    let mut run: Vec<Span> = Vec::new();
-    let flush = |out: &mut Vec<Span>, run: &mut Vec<Span>| {
-        match run.len() {
-            0 => {}
-            1 => out.push(run[0].clone()),
-            n => {
-                let mut detail: Vec<String> = run
-                    .iter()
-                    .take(MAX_DETAIL)
-                    .map(|s| format!("{} {}", s.kind.label(), fmt_duration(s.len().as_secs_f64())))
-                    .collect();
-                if n > MAX_DETAIL {
-                    detail.push(format!("… {} more", n - MAX_DETAIL));
-                }
-                let changes = n as u32 - 1;
-                out.push(Span {
-                    from: run[0].from,
-                    to: run[n - 1].to,
-                    kind: if run[0].from <= started && run[n - 1].to <= started + MIN_SPAN {
-                        SpanKind::WarmingUp(changes)
-                    } else {
-                        SpanKind::Flapping(changes)
-                    },
-                    detail: detail.join(" → "),
-                })
-            }
-        }
-        run.clear();
-    };
-    for s in raw {
-        if s.len() < MIN_SPAN {
-            run.push(s);
-        } else {
-            flush(&mut out, &mut run);
-            out.push(s);
-        }
-    }
-    flush(&mut out, &mut run);
-    out.extend(ongoing);
-    out
 }
 
 fn pct(d: Duration) -> f64 {
@@ -780,7 +604,10 @@ fn signals_table(out: &mut String, i: &PageInput) {
                 "<span class=\"st st-unknown\">unknown</span> <small>last sample failed {} ago</small>",
                 fmt_duration(ago.as_secs_f64())
             ),
-            _ => format!(
+            Unknown::No
+            | Unknown::NeverSampled
+            | Unknown::Stale { .. }
+            | Unknown::Outdated { .. } => format!(
                 "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
                 html_escape(&cut(&describe_unknown(r), MAX_TEXT))
             ),
@@ -795,7 +622,10 @@ fn signals_table(out: &mut String, i: &PageInput) {
                     html_escape(&cut(error, MAX_TEXT))
                 )
             }
-            _ => "—".to_string(),
+            Unknown::No
+            | Unknown::NeverSampled
+            | Unknown::Stale { .. }
+            | Unknown::Outdated { .. } => "—".to_string(),
         };
         let _ = writeln!(
             out,
@@ -830,34 +660,6 @@ fn policy_meta(out: &mut String, i: &PageInput) {
     );
 }
 
-/// `/history` as JSON: the ring buffer with its bound and what was dropped.
-pub fn history_json(h: &HistorySnapshot) -> serde_json::Value {
-    fn lane(l: &Lane) -> (&'static str, &str) {
-        match l {
-            Lane::Readiness => ("readiness", l.name()),
-            Lane::Check(_) => ("check", l.name()),
-        }
-    }
-    json!({
-        "capacity": CAPACITY,
-        "started_at": unix_seconds(h.started),
-        "dropped": h.dropped,
-        "dropped_until": h.dropped_until.map(unix_seconds),
-        "base": h.base.iter().map(|(l, s)| {
-            let (kind, name) = lane(l);
-            json!({"kind": kind, "name": name, "state": s})
-        }).collect::<Vec<_>>(),
-        "current": h.current.iter().map(|(l, s, since)| {
-            let (kind, name) = lane(l);
-            json!({"kind": kind, "name": name, "state": s, "since": unix_seconds(*since)})
-        }).collect::<Vec<_>>(),
-        "transitions": h.transitions.iter().map(|t| {
-            let (kind, name) = lane(&t.lane);
-            json!({"at": unix_seconds(t.at), "kind": kind, "name": name, "state": t.to})
-        }).collect::<Vec<_>>(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -867,6 +669,7 @@ mod tests {
     use crate::verdict::{CheckReport, UsedSignal};
     use std::sync::Arc;
     use std::time::Instant;
+    use timeline::{MAX_SPANS_PER_LANE, MIN_SPAN, SpanKind};
 
     fn at(s: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + s)
@@ -946,6 +749,27 @@ mod tests {
         }
     }
 
+    /// The fixture's page input at 900 s, evaluated 120 ms before.
+    fn input<'a>(
+        f: &'a Fixture,
+        h: &'a HistorySnapshot,
+        r: &'a PublishedReadings,
+    ) -> PageInput<'a> {
+        PageInput {
+            verdict: &f.verdict,
+            verdict_age: Duration::from_millis(120),
+            stale: None,
+            history: h,
+            readings: r,
+            readings_age: Duration::from_millis(120),
+            catalogue: &f.catalogue,
+            policy: &f.policy,
+            telemetry_path: "/metrics",
+            now: at(900),
+            candidate: None,
+        }
+    }
+
     fn render(f: &Fixture, readings: &[Reading], live: bool) -> String {
         let h = f.history.snapshot();
         let r = PublishedReadings {
@@ -953,19 +777,7 @@ mod tests {
             wall: at(900),
             readings: readings.to_vec(),
         };
-        let input = PageInput {
-            verdict: &f.verdict,
-            verdict_age: Duration::from_millis(120),
-            stale: None,
-            history: &h,
-            readings: &r,
-            readings_age: Duration::from_millis(120),
-            catalogue: &f.catalogue,
-            policy: &f.policy,
-            telemetry_path: "/metrics",
-            now: at(900),
-            candidate: None,
-        };
+        let input = input(f, &h, &r);
         if live {
             render_live(&input)
         } else {
@@ -1114,19 +926,7 @@ mod tests {
             wall: at(900),
             readings: Vec::new(),
         };
-        let without = PageInput {
-            verdict: &f.verdict,
-            verdict_age: Duration::from_millis(120),
-            stale: None,
-            history: &h,
-            readings: &r,
-            readings_age: Duration::from_millis(120),
-            catalogue: &f.catalogue,
-            policy: &f.policy,
-            telemetry_path: "/metrics",
-            now: at(900),
-            candidate: None,
-        };
+        let without = input(&f, &h, &r);
         let plain = render_live(&without);
         let with = PageInput {
             candidate: Some(CandidateInput {
@@ -1167,6 +967,45 @@ mod tests {
             1,
             "only the page's own script"
         );
+    }
+
+    /// One constant paces the page: the meta refresh, the header's text and
+    /// the script's timer, which reads it from the page rather than holding
+    /// a number of its own.
+    #[test]
+    fn one_refresh_constant_drives_the_meta_refresh_the_text_and_the_script() {
+        let page = render(&fixture(DEFAULT_POLICY), &[], false);
+        assert!(page.contains(&format!(
+            "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">"
+        )));
+        assert!(page.contains(&format!(
+            "<small data-refresh-secs=\"{REFRESH_SECS}\" id=\"upd\">refreshes every {REFRESH_SECS}s</small>"
+        )));
+        assert!(SCRIPT.contains("getAttribute('data-refresh-secs')"));
+        assert!(
+            !SCRIPT
+                .chars()
+                .any(|c| c.is_ascii_digit() && c != '0' && c != '1'),
+            "a number in the script besides s*1000: {}",
+            *SCRIPT
+        );
+    }
+
+    /// The assets are inlined with their lines joined: their headers are
+    /// dropped and nothing in them depends on a line break.
+    #[test]
+    fn the_inlined_assets_have_no_header_and_no_line_comment() {
+        for asset in [&*CSS, &*PATTERNS, &*SCRIPT] {
+            assert!(!asset.contains('\n'));
+            assert!(!asset.contains("<!--") && !asset.contains("/*"), "{asset}");
+        }
+        assert!(
+            !SCRIPT.contains("//"),
+            "a // comment would swallow the rest"
+        );
+        assert!(CSS.starts_with("*{box-sizing:border-box}"));
+        assert!(PATTERNS.starts_with("<svg ") && PATTERNS.ends_with("</svg>"));
+        assert!(SCRIPT.starts_with("(function(){") && SCRIPT.ends_with("})();"));
     }
 
     /// Worst case for a lane: a long span (exactly MIN_SPAN) then a single
@@ -1278,96 +1117,6 @@ mod tests {
         eprintln!(
             "worst-case largest page: {} bytes (budget {budget})",
             page.len()
-        );
-    }
-
-    #[test]
-    fn coalescing_bounds_the_spans_whatever_the_pattern() {
-        let start = at(0);
-        let now = at(900);
-        for step_ms in [1u64, 7, 250, 999, 1000, 14_999, 29_999, 30_000, 31_000] {
-            let mut raw = Vec::new();
-            let mut t = start;
-            let mut fail = false;
-            while t < now {
-                let to = (t
-                    + Duration::from_millis(step_ms)
-                    + if fail { Duration::ZERO } else { MIN_SPAN })
-                .min(now);
-                let s = if fail {
-                    LaneState::Fail
-                } else {
-                    LaneState::Pass
-                };
-                raw.push(Span {
-                    from: t,
-                    to,
-                    kind: SpanKind::State(s),
-                    detail: String::new(),
-                });
-                t = to;
-                fail = !fail;
-            }
-            let out = coalesce(raw, start);
-            assert!(
-                out.len() <= MAX_SPANS_PER_LANE,
-                "step {step_ms}: {}",
-                out.len()
-            );
-            // The spans still tile the window.
-            assert_eq!(out.first().unwrap().from, start);
-            assert_eq!(out.last().unwrap().to, now);
-            assert!(out.windows(2).all(|w| w[0].to == w[1].from));
-        }
-    }
-
-    #[test]
-    fn the_first_seconds_after_start_are_warming_up_and_the_ongoing_span_is_itself() {
-        let span = |from: u64, to: u64, s: LaneState| Span {
-            from: at(from),
-            to: at(to),
-            kind: SpanKind::State(s),
-            detail: String::new(),
-        };
-        // Started at 100: starting 2 s, not ready 3 s, ready since (4 s).
-        let raw = vec![
-            Span {
-                from: at(0),
-                to: at(100),
-                kind: SpanKind::NoData,
-                detail: String::new(),
-            },
-            span(100, 102, LaneState::Starting),
-            span(102, 105, LaneState::NotReady),
-            span(105, 109, LaneState::Ready),
-        ];
-        let out = coalesce(raw, at(100));
-        let kinds: Vec<SpanKind> = out.iter().map(|s| s.kind).collect();
-        assert_eq!(
-            kinds,
-            [
-                SpanKind::NoData,
-                SpanKind::WarmingUp(1),
-                SpanKind::State(LaneState::Ready)
-            ]
-        );
-        assert_eq!(out[1].kind.label(), "warming up, 1 change");
-        // Short spans later than the start are flapping, still.
-        let raw = vec![
-            span(100, 200, LaneState::Ready),
-            span(200, 201, LaneState::NotReady),
-            span(201, 202, LaneState::Ready),
-            span(202, 203, LaneState::NotReady),
-            span(203, 204, LaneState::Ready),
-        ];
-        let kinds: Vec<SpanKind> = coalesce(raw, at(100)).iter().map(|s| s.kind).collect();
-        assert_eq!(
-            kinds,
-            [
-                SpanKind::State(LaneState::Ready),
-                SpanKind::Flapping(2),
-                SpanKind::State(LaneState::Ready)
-            ]
         );
     }
 
