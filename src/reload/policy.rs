@@ -101,28 +101,6 @@ impl LastGood<PolicyFile> {
         metrics: ReloadMetrics,
         initial: Option<&Policy>,
     ) -> LastGood<PolicyFile> {
-        Self::with_names(POLICY, path, catalogue, sink, metrics, initial)
-    }
-
-    /// The candidate policy's reloader (`--policy.candidate`): the same, with
-    /// messages that say a failure leaves the live policy alone.
-    pub fn candidate(
-        path: impl Into<PathBuf>,
-        catalogue: Arc<Catalogue>,
-        sink: Arc<dyn PolicySink>,
-        metrics: ReloadMetrics,
-    ) -> LastGood<PolicyFile> {
-        Self::with_names(CANDIDATE, path, catalogue, sink, metrics, None)
-    }
-
-    fn with_names(
-        names: Names,
-        path: impl Into<PathBuf>,
-        catalogue: Arc<Catalogue>,
-        sink: Arc<dyn PolicySink>,
-        metrics: ReloadMetrics,
-        initial: Option<&Policy>,
-    ) -> LastGood<PolicyFile> {
         let in_force = initial.map(|p| {
             metrics.set_in_force(None, p.sha256());
             p.sha256().to_string()
@@ -132,7 +110,24 @@ impl LastGood<PolicyFile> {
             sink,
             metrics,
         };
-        LastGood::new(path, names, loader, in_force)
+        LastGood::new(path, POLICY, loader, in_force)
+    }
+
+    /// The candidate policy's reloader (`--policy.candidate`): the same, with
+    /// messages that say a failure leaves the live policy alone; its first
+    /// reload applies whatever the file holds.
+    pub fn candidate(
+        path: impl Into<PathBuf>,
+        catalogue: Arc<Catalogue>,
+        sink: Arc<dyn PolicySink>,
+        metrics: ReloadMetrics,
+    ) -> LastGood<PolicyFile> {
+        let loader = PolicyFile {
+            catalogue,
+            sink,
+            metrics,
+        };
+        LastGood::new(path, CANDIDATE, loader, None)
     }
 
     pub fn metrics(&self) -> &ReloadMetrics {

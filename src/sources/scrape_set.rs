@@ -81,14 +81,6 @@ pub struct ScrapeSet {
     status: ReloadStatus,
 }
 
-impl std::fmt::Debug for ScrapeSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScrapeSet")
-            .field("sources", &self.shape)
-            .finish_non_exhaustive()
-    }
-}
-
 impl ScrapeSet {
     /// Build every sampler of `config` (loaded at start; its signals are in
     /// `catalogue`) and start them. Fails, starting nothing, when a sampler
