@@ -548,3 +548,144 @@ fn decode<E>(
     })?;
     Ok((text, sha))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The mechanism itself, through a loader whose build does what the
+    //! file says: `ok`, `panic`, or `block` until released. The reads are
+    //! of real files; the policy's, web config's and `--config`'s loaders
+    //! are tested through `serve` in `tests/`.
+    use super::*;
+    use std::sync::mpsc;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("refused")]
+    struct Refused;
+    impl Problem for Refused {}
+
+    struct Scripted {
+        status: ReloadStatus,
+        applied: Mutex<Vec<String>>,
+        release: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    impl Load for Scripted {
+        type Value = String;
+        type Error = Refused;
+        fn limit(&self) -> u64 {
+            1024
+        }
+        fn build(&self, _: &Path, text: String) -> Result<String, Refused> {
+            match text.trim() {
+                "panic" => panic!("the build panicked"),
+                "block" => {
+                    let rx = self.release.lock().unwrap().take();
+                    if let Some(rx) = rx {
+                        let _ = rx.recv();
+                    }
+                    Ok(text)
+                }
+                "refuse" => Err(Refused),
+                _ => Ok(text),
+            }
+        }
+        fn apply(
+            &self,
+            v: String,
+            _: Option<&str>,
+            _: &str,
+            _: ReloadTrigger,
+        ) -> Result<String, Refused> {
+            self.applied.lock().unwrap().push(v);
+            Ok(String::new())
+        }
+        fn status(&self) -> &ReloadStatus {
+            &self.status
+        }
+    }
+
+    const NAMES: Names = Names {
+        what: "test file",
+        kept: "the previous one stays",
+    };
+
+    fn fixture(
+        content: &str,
+        deadline: Duration,
+    ) -> (
+        tempfile::TempDir,
+        PathBuf,
+        LastGood<Scripted>,
+        mpsc::Sender<()>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, content).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let loader = Scripted {
+            status: ReloadStatus::default(),
+            applied: Mutex::new(Vec::new()),
+            release: Mutex::new(Some(rx)),
+        };
+        let mut r = LastGood::new(&path, NAMES, loader, None);
+        r.deadline = deadline;
+        (dir, path, r, tx)
+    }
+
+    #[test]
+    fn a_panicking_build_is_a_failed_reload_and_the_last_good_stays() {
+        let (_d, path, r, _tx) = fixture("one", DEFAULT_RELOAD_DEADLINE);
+        assert!(matches!(
+            r.reload_now(ReloadTrigger::Manual),
+            Ok(ReloadOutcome::Applied { .. })
+        ));
+        std::fs::write(&path, "panic").unwrap();
+        let e = r.reload_now(ReloadTrigger::Manual).unwrap_err();
+        assert!(matches!(e, LoadError::Panicked { .. }), "{e}");
+        assert!(e.to_string().contains("the build panicked"), "{e}");
+        assert_eq!(*r.loader().applied.lock().unwrap(), ["one"]);
+        assert!(!r.loader().status.last_reload_successful());
+        assert_eq!(r.loader().status.reloads(false), 1);
+        // The reloader still works.
+        std::fs::write(&path, "two").unwrap();
+        assert!(r.reload_now(ReloadTrigger::Manual).is_ok());
+        assert_eq!(*r.loader().applied.lock().unwrap(), ["one", "two"]);
+    }
+
+    #[test]
+    fn a_stuck_build_times_out_and_the_next_fails_at_once_until_it_ends() {
+        let (_d, path, r, release) = fixture("block", Duration::from_millis(100));
+        let e = r.reload_now(ReloadTrigger::Manual).unwrap_err();
+        assert!(matches!(e, LoadError::TimedOut { .. }), "{e}");
+        std::fs::write(&path, "two").unwrap();
+        let e = r.reload_now(ReloadTrigger::Manual).unwrap_err();
+        assert!(matches!(e, LoadError::Busy { .. }), "{e}");
+        release.send(()).unwrap();
+        // The flag clears when the stuck build returns (bounded wait).
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while r.building.load(Ordering::Acquire) {
+            assert!(
+                std::time::Instant::now() < end,
+                "the stuck build never ended"
+            );
+            std::thread::yield_now();
+        }
+        assert!(r.reload_now(ReloadTrigger::Manual).is_ok());
+        assert_eq!(*r.loader().applied.lock().unwrap(), ["two"]);
+    }
+
+    #[test]
+    fn an_automatic_trigger_counts_the_same_failure_once_an_explicit_one_always() {
+        let (_d, _path, r, _tx) = fixture("refuse", DEFAULT_RELOAD_DEADLINE);
+        for t in [
+            ReloadTrigger::Watch,
+            ReloadTrigger::Resync,
+            ReloadTrigger::Watch,
+        ] {
+            assert!(matches!(r.reload_now(t), Err(LoadError::Invalid(Refused))));
+        }
+        assert_eq!(r.loader().status.reloads(false), 1);
+        r.reload_now(ReloadTrigger::Http).unwrap_err();
+        assert_eq!(r.loader().status.reloads(false), 2);
+    }
+}
