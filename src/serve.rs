@@ -31,7 +31,7 @@ use crate::sources::etcd::EtcdConfig;
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
-use crate::sources::scrape_set::{ScrapeReloader, ScrapeSet};
+use crate::sources::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
 use crate::sources::{self, Prepared, RoundNotifier, Sampling, SourceMetrics};
 use crate::web::{WebFile, WebMetrics, WebReloader, WebState};
 
@@ -177,13 +177,22 @@ fn register_metrics(
     (metrics, Arc::new(registry))
 }
 
-/// The optional built-in sources, each built once from its flags (a bad
-/// flag fails here, before anything starts) and rebuilt from the same spec
-/// after a panic.
+/// The optional sources, each built once from its spec — its flags, or
+/// `--config` — before anything starts (a bad flag or file fails here) and
+/// rebuilt from the same spec after a panic.
 fn prepare_sources(
     config: &ServeConfig,
     catalogue: &Arc<Catalogue>,
-) -> anyhow::Result<Vec<Prepared>> {
+    sampling: &Sampling,
+    scrape_status: Option<ReloadStatus>,
+) -> anyhow::Result<(Vec<Prepared>, Option<PreparedSet>)> {
+    let scrape = match (&config.scrape, &config.scrape_file, scrape_status) {
+        (Some(c), Some((path, _)), Some(status)) => Some(
+            ScrapeSet::prepare(path, c, catalogue.clone(), sampling.clone(), status)
+                .context("--config")?,
+        ),
+        _ => None,
+    };
     let mut prepared = Vec::new();
     if let Some(b) = config.backup.clone() {
         let cat = catalogue.clone();
@@ -200,7 +209,7 @@ fn prepare_sources(
         let spec = move || EtcdMetricsSampler::new(m.clone(), &cat);
         prepared.push(sources::prepare(spec).context("--etcd.metrics-url")?);
     }
-    Ok(prepared)
+    Ok((prepared, scrape))
 }
 
 /// The reloaders of the files `serve` follows, their watchers, and what
@@ -259,10 +268,17 @@ pub async fn start_with(
     let catalogue = Arc::new(catalogue_for(&config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
-    let prepared = prepare_sources(&config, &catalogue)?;
     let store = Arc::new(SignalStore::new(&catalogue));
     let notifier = RoundNotifier::new();
-    let (metrics, registry) = register_metrics(&config, &notifier, extend);
+    let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
+    let sampling = Sampling {
+        store: store.clone(),
+        notifier: notifier.clone(),
+        metrics: metrics.sources.clone(),
+    };
+    // Every source is built from its spec before anything starts.
+    let status = metrics.files.scrape.take();
+    let (prepared, scrape) = prepare_sources(&config, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
@@ -279,11 +295,6 @@ pub async fn start_with(
 
     // Every long-running task is supervised (see crate::supervise): a panic
     // is logged, counted and the task is built again from its spec.
-    let sampling = Sampling {
-        store: store.clone(),
-        notifier: notifier.clone(),
-        metrics: metrics.sources.clone(),
-    };
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
         etcd_config_for_this_process(&config.etcd),
@@ -300,10 +311,10 @@ pub async fn start_with(
         &catalogue,
         &engine,
         metrics.files,
-        &sampling,
+        scrape,
         &notifier,
     )
-    .await?;
+    .await;
 
     let state = AppState {
         engine: engine.clone(),
@@ -354,18 +365,14 @@ async fn start_reloaders(
     catalogue: &Arc<Catalogue>,
     engine: &EngineHandle,
     files: FileMetrics,
-    sampling: &Sampling,
+    scrape: Option<PreparedSet>,
     notifier: &RoundNotifier,
-) -> anyhow::Result<(Reloaders, Option<Arc<WebState>>)> {
+) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.
-    if let (Some(scrape), Some((path, sha)), Some(status)) =
-        (&config.scrape, &config.scrape_file, files.scrape)
-    {
-        let set = ScrapeSet::start(scrape, catalogue.clone(), sampling.clone(), status)
-            .context("--config")?;
-        let r = set.reloader(path.clone(), sha.clone());
+    if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
+        let r = prepared.start().reloader(path.clone(), sha.clone());
         reloaders.watch("scrape-config-watcher", &r, config, notifier);
         reloaders.scrape = Some(r);
     }
@@ -418,7 +425,7 @@ async fn start_reloaders(
         _ => None,
     };
 
-    Ok((reloaders, web))
+    (reloaders, web)
 }
 
 /// The main listener's socket and the probe listener's, bound before any

@@ -82,15 +82,17 @@ pub struct ScrapeSet {
 }
 
 impl ScrapeSet {
-    /// Build every sampler of `config` (loaded at start; its signals are in
-    /// `catalogue`) and start them. Fails, starting nothing, when a sampler
-    /// cannot be built. Must be called within a tokio runtime.
-    pub fn start(
+    /// Build every sampler of `config` (loaded at start from `path`; its signals are in
+    /// `catalogue`) without starting any: a sampler that cannot be built
+    /// fails the start before anything runs. Must be called within a tokio
+    /// runtime (the sources' tasks are spawned on it).
+    pub fn prepare(
+        path: &Path,
         config: &Config,
         catalogue: Arc<Catalogue>,
         sampling: Sampling,
         status: ReloadStatus,
-    ) -> Result<ScrapeSet, ScrapeReloadError> {
+    ) -> Result<PreparedSet, ScrapeReloadError> {
         let max_body_bytes = config
             .sources
             .first()
@@ -104,9 +106,8 @@ impl ScrapeSet {
             running: Mutex::new(BTreeMap::new()),
             status,
         };
-        let samplers = set.samplers(Path::new("--config"), config)?;
-        set.start_all(samplers);
-        Ok(set)
+        let samplers = set.samplers(path, config)?;
+        Ok(PreparedSet { set, samplers })
     }
 
     /// The reloader of `path` (the file `config` was loaded from).
@@ -172,6 +173,20 @@ impl Drop for ScrapeSet {
         for r in self.lock().values() {
             r.task.abort();
         }
+    }
+}
+
+/// The scrape sources built at start, not yet running.
+pub struct PreparedSet {
+    set: ScrapeSet,
+    samplers: Vec<ScrapeSampler>,
+}
+
+impl PreparedSet {
+    /// Start every source.
+    pub fn start(self) -> ScrapeSet {
+        self.set.start_all(self.samplers);
+        self.set
     }
 }
 
