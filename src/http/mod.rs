@@ -570,7 +570,7 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
         history: &history,
         readings: &readings,
         readings_age: readings.at.elapsed(),
-        catalogue: s.engine.catalogue(),
+        catalogue: &s.catalogue,
         policy: &policy,
         telemetry_path: &s.telemetry_path,
         now: std::time::SystemTime::now(),
