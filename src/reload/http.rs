@@ -154,3 +154,54 @@ pub fn respond(report: &Report) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(what: &'static str, result: Result<ReloadOutcome, String>) -> FileReport {
+        FileReport {
+            what,
+            kept: "the previous one stays",
+            result,
+        }
+    }
+
+    #[test]
+    fn one_line_per_file_in_order_and_a_failure_makes_it_500_without_hiding_the_others() {
+        let report = Report {
+            files: vec![
+                file("web config", Err("w.yml: bad".to_string())),
+                file(
+                    "policy",
+                    Ok(ReloadOutcome::Applied {
+                        sha256: "ab".to_string(),
+                    }),
+                ),
+                file(
+                    "candidate policy",
+                    Ok(ReloadOutcome::Unchanged {
+                        sha256: "cd".to_string(),
+                    }),
+                ),
+            ],
+        };
+        assert_eq!(report.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            report.text(),
+            "web config reload failed; the previous one stays\n\nw.yml: bad\n\
+             policy reloaded (sha256 ab)\n\
+             candidate policy unchanged (sha256 cd)\n"
+        );
+        let ok = Report {
+            files: report.files[1..].to_vec(),
+        };
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(Report::default().status(), StatusCode::CONFLICT);
+        assert!(
+            Report::default()
+                .text()
+                .starts_with("no policy file to reload")
+        );
+    }
+}
