@@ -161,6 +161,20 @@ async fn endpoint(value: u32) -> (std::net::SocketAddr, tokio::task::JoinHandle<
     (addr, task)
 }
 
+/// The exporter's metrics once they contain `line` (the test fails, with
+/// the last scrape, if they do not within `WAIT`).
+async fn wait_scrape(e: &Exporter, line: &str) -> String {
+    let r = e
+        .wait_until("/metrics", WAIT, |r| r.body.contains(line))
+        .await;
+    assert!(
+        r.body.contains(line),
+        "no `{line}` within {WAIT:?}: {}",
+        r.body
+    );
+    r.body
+}
+
 fn scrape_config(addr: std::net::SocketAddr, extra_signal: bool) -> String {
     let extra = if extra_signal {
         "      other: {metric: probe_value}\n"
@@ -217,13 +231,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
     volume
         .update("sources:\n  - name: target\n    url: [\n")
         .unwrap();
-    let scrape = e
-        .wait_until("/metrics", WAIT, |r| {
-            r.body
-                .contains("etcd_readiness_scrape_config_last_reload_successful 0")
-        })
-        .await
-        .body;
+    let scrape = wait_scrape(&e, "etcd_readiness_scrape_config_last_reload_successful 0").await;
     assert!(
         scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 1"),
         "{scrape}"
@@ -241,10 +249,10 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
 
     // A new signal needs a restart (the catalogue is fixed): refused, named.
     volume.update(&scrape_config(b, true)).unwrap();
-    e.wait_until("/metrics", WAIT, |r| {
-        r.body
-            .contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 3")
-    })
+    wait_scrape(
+        &e,
+        "etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 3",
+    )
     .await;
     let post = support::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500, "{}", post.1);
@@ -259,13 +267,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
     // The fix moves the source to the second endpoint.
     volume.update(&scrape_config(b, false)).unwrap();
     wait_value(2.0, "the second endpoint's value").await;
-    let scrape = e
-        .wait_until("/metrics", WAIT, |r| {
-            r.body
-                .contains("etcd_readiness_scrape_config_last_reload_successful 1")
-        })
-        .await
-        .body;
+    let scrape = wait_scrape(&e, "etcd_readiness_scrape_config_last_reload_successful 1").await;
     assert!(
         scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"success\"} 1"),
         "{scrape}"

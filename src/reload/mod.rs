@@ -261,16 +261,9 @@ pub trait Load: Send + Sync + 'static {
     fn reads_other_files(&self) -> bool {
         false
     }
-    /// Put `value` (with hash `sha256`, replacing `old`) in force, all or
-    /// nothing: an error changes nothing and fails the reload. Returns a
-    /// one-line summary for the log.
-    fn apply(
-        &self,
-        value: Self::Value,
-        old: Option<&str>,
-        sha256: &str,
-        trigger: ReloadTrigger,
-    ) -> Result<String, Self::Error>;
+    /// Put `value` in force, all or nothing: an error changes nothing and
+    /// fails the reload. Returns a one-line summary for the log.
+    fn apply(&self, value: Self::Value, change: &Change<'_>) -> Result<String, Self::Error>;
     /// The last attempt failed (`Some(one line)`) or succeeded again after
     /// failing (`None`).
     fn report(&self, _failure: Option<String>) {}
@@ -281,6 +274,15 @@ pub trait Load: Send + Sync + 'static {
     fn other_files(&self) -> Vec<PathBuf> {
         Vec::new()
     }
+}
+
+/// What a reload replaces: the hashes of what was and what will be in
+/// force, and why.
+#[derive(Clone, Copy, Debug)]
+pub struct Change<'a> {
+    pub old: Option<&'a str>,
+    pub sha256: &'a str,
+    pub trigger: ReloadTrigger,
 }
 
 #[derive(Debug, Default)]
@@ -438,10 +440,12 @@ impl<L: Load> LastGood<L> {
                 return Ok(ReloadOutcome::Unchanged { sha256: sha });
             }
         };
-        let summary = match self
-            .loader
-            .apply(value, state.sha256.as_deref(), &sha, trigger)
-        {
+        let change = Change {
+            old: state.sha256.as_deref(),
+            sha256: &sha,
+            trigger,
+        };
+        let summary = match self.loader.apply(value, &change) {
             Ok(s) => s,
             Err(e) => {
                 let e = LoadError::Invalid(e);
@@ -589,13 +593,7 @@ mod tests {
                 _ => Ok(text),
             }
         }
-        fn apply(
-            &self,
-            v: String,
-            _: Option<&str>,
-            _: &str,
-            _: ReloadTrigger,
-        ) -> Result<String, Refused> {
+        fn apply(&self, v: String, _: &Change<'_>) -> Result<String, Refused> {
             self.applied.lock().unwrap().push(v);
             Ok(String::new())
         }

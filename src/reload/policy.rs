@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{
-    LastGood, Load, LoadError, MAX_POLICY_FILE_BYTES, Names, Problem, ReloadError, ReloadMetrics,
-    ReloadStatus, ReloadTrigger,
+    Change, LastGood, Load, LoadError, MAX_POLICY_FILE_BYTES, Names, Problem, ReloadError,
+    ReloadMetrics, ReloadStatus,
 };
 use crate::bounded_read::read_bounded;
 use crate::policy::{Diagnostics, Policy};
@@ -65,16 +65,10 @@ impl Load for PolicyFile {
         Policy::compile(&path.display().to_string(), &text, &self.catalogue).map_err(Box::new)
     }
 
-    fn apply(
-        &self,
-        policy: Policy,
-        old: Option<&str>,
-        sha256: &str,
-        _: ReloadTrigger,
-    ) -> Result<String, Box<Diagnostics>> {
+    fn apply(&self, policy: Policy, change: &Change<'_>) -> Result<String, Box<Diagnostics>> {
         let summary = policy.summary();
         self.sink.apply(Arc::new(policy));
-        self.metrics.set_in_force(old, sha256);
+        self.metrics.set_in_force(change.old, change.sha256);
         Ok(summary)
     }
 

@@ -20,7 +20,7 @@ use super::Sampling;
 use super::client::SourceError;
 use super::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
 use super::scrape::ScrapeSampler;
-use crate::reload::{LastGood, Load, Names, Problem, ReloadStatus, ReloadTrigger};
+use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus};
 use crate::signals::Catalogue;
 
 /// Why a changed `--config` was not put in force.
@@ -225,13 +225,7 @@ impl Load for ScrapeSet {
         })
     }
 
-    fn apply(
-        &self,
-        built: Built,
-        _old: Option<&str>,
-        _sha256: &str,
-        _: ReloadTrigger,
-    ) -> Result<String, ScrapeReloadError> {
+    fn apply(&self, built: Built, _: &Change<'_>) -> Result<String, ScrapeReloadError> {
         let names: Vec<String> = built
             .samplers
             .iter()

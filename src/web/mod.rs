@@ -37,7 +37,7 @@ pub use auth::{AuthOutcome, BasicAuth};
 pub use config::{WebConfig, WebConfigError};
 pub use metrics::{Refusal, WebMetrics};
 
-use crate::reload::{LastGood, Load, Names, Problem, ReloadStatus, ReloadTrigger};
+use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus, ReloadTrigger};
 
 /// Why the web config's loader refused a file (the reading, deadline and
 /// panic failures are [`crate::reload::LoadError`]'s).
@@ -88,14 +88,8 @@ impl Load for WebFile {
         true
     }
 
-    fn apply(
-        &self,
-        value: WebConfig,
-        _old: Option<&str>,
-        _sha256: &str,
-        trigger: ReloadTrigger,
-    ) -> Result<String, WebReloadError> {
-        self.0.apply(value, trigger)
+    fn apply(&self, value: WebConfig, change: &Change<'_>) -> Result<String, WebReloadError> {
+        self.0.apply(value, change.trigger)
     }
 
     fn status(&self) -> &ReloadStatus {
