@@ -116,7 +116,7 @@ async fn main() -> Result<()> {
             let initial = reload::load(Path::new(&path), &catalogue)?;
             let (tx, rx) = mpsc::channel();
             let mut registry = Registry::default();
-            let reloader = Arc::new(Reloader::new(
+            let reloader = Arc::new(Reloader::policy(
                 &path,
                 catalogue,
                 Arc::new(Sink(tx)),

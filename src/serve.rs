@@ -11,29 +11,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServeArgs, ServeConfig};
-use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, Timing};
+use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, EngineMetrics, Timing};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
-use crate::http::{AppState, ConnectionMetrics, Lifecycle, app, probe_app};
-use crate::web::{WebMetrics, WebState};
-use prometheus_client::registry::Registry;
-
-use crate::engine::EngineMetrics;
-use crate::http::HttpMetrics;
+use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
 use crate::policy::Policy;
-use crate::reload::{ReloadMetrics, Reloader, WatchOptions, WatcherHandle};
+use crate::reload::{
+    LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
+    WatchOptions, WatcherHandle,
+};
 use crate::signals::{Catalogue, SignalStore};
-use crate::sources::RoundNotifier;
-use crate::sources::SourceMetrics;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdConfig;
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
-use crate::sources::scrape::ScrapeSampler;
+use crate::sources::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
+use crate::sources::{self, Prepared, RoundNotifier, Sampling, SourceMetrics};
+use crate::web::{WebFile, WebMetrics, WebReloader, WebState};
 
 /// The catalogue for this configuration: the built-in signals plus those of
 /// the `--config` scrape sources; sources that are not configured are
@@ -78,11 +78,15 @@ pub struct Running {
     pub candidate_reloader: Option<Arc<Reloader>>,
     /// The web configuration in force, with `--web.config.file`.
     pub web: Option<Arc<WebState>>,
-    _watcher: Option<WatcherHandle>,
-    _candidate_watcher: Option<WatcherHandle>,
+    /// The web configuration's reloader, with `--web.config.file`.
+    pub web_reloader: Option<Arc<WebReloader>>,
+    /// The `--config` scrape sources' reloader (it owns their tasks).
+    pub scrape_reloader: Option<Arc<ScrapeReloader>>,
+    _watchers: Vec<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
     servers: Vec<ServerHandle>,
-    shutdown: Option<tokio::sync::watch::Sender<bool>>,
+    /// The one shutdown signal of the listeners (and their connections).
+    shutdown: CancellationToken,
 }
 
 impl Running {
@@ -95,9 +99,7 @@ impl Running {
     /// Stop serving (in-flight requests get `--web.shutdown-timeout` to
     /// finish, then every connection is closed) and stop the loops.
     pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(true);
-        }
+        self.shutdown.cancel();
         for server in self.servers.drain(..) {
             let _ = server.wait().await;
         }
@@ -112,8 +114,9 @@ impl Drop for Running {
         for t in &self.tasks {
             t.abort();
         }
-        // Dropping `shutdown` stops the server (on its own thread) within
-        // its shutdown timeout.
+        // The servers (on their own threads) stop within their shutdown
+        // timeout; the watchers and the scrape tasks stop with their handles.
+        self.shutdown.cancel();
     }
 }
 
@@ -123,7 +126,141 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<Running> {
     start_with(config, |_| {}).await
 }
 
-/// [`start`] with a hook to register extra metric families.
+/// Every metric family `serve` exports, registered explicitly (each
+/// component registers its own) before the registry is frozen.
+struct Metrics {
+    engine: EngineMetrics,
+    sources: SourceMetrics,
+    http: HttpMetrics,
+    member_info: MemberInfo,
+    files: FileMetrics,
+}
+
+/// The families of the reloaded files (each with its reload status).
+struct FileMetrics {
+    policy: ReloadMetrics,
+    candidate: Option<(ReloadMetrics, CandidateMetrics)>,
+    web: Option<WebMetrics>,
+    scrape: Option<ReloadStatus>,
+}
+
+fn register_metrics(
+    config: &ServeConfig,
+    notifier: &RoundNotifier,
+    extend: impl FnOnce(&mut Registry),
+) -> (Metrics, Arc<Registry>) {
+    let mut registry = Registry::default();
+    let r = &mut registry;
+    let metrics = Metrics {
+        engine: EngineMetrics::register(r),
+        sources: SourceMetrics::register(r),
+        http: HttpMetrics::register(r),
+        member_info: MemberInfo::register(r),
+        files: FileMetrics {
+            policy: ReloadMetrics::register(r),
+            candidate: config.policy_candidate.as_ref().map(|_| {
+                (
+                    ReloadMetrics::register_candidate(r),
+                    CandidateMetrics::register(r),
+                )
+            }),
+            web: config.web.config.as_ref().map(|_| WebMetrics::register(r)),
+            scrape: config
+                .scrape_file
+                .as_ref()
+                .map(|_| crate::sources::scrape_set::register_status(r)),
+        },
+    };
+    notifier.supervisor().register(r);
+    crate::metrics::process::register(r);
+    extend(r);
+    (metrics, Arc::new(registry))
+}
+
+/// The optional sources, each built once from its spec — its flags, or
+/// `--config` — before anything starts (a bad flag or file fails here) and
+/// rebuilt from the same spec after a panic.
+fn prepare_sources(
+    config: &ServeConfig,
+    catalogue: &Arc<Catalogue>,
+    sampling: &Sampling,
+    scrape_status: Option<ReloadStatus>,
+) -> anyhow::Result<(Vec<Prepared>, Option<PreparedSet>)> {
+    let scrape = match (&config.scrape, &config.scrape_file, scrape_status) {
+        (Some(c), Some((path, _)), Some(status)) => Some(
+            ScrapeSet::prepare(path, c, catalogue.clone(), sampling.clone(), status)
+                .context("--config")?,
+        ),
+        _ => None,
+    };
+    let mut prepared = Vec::new();
+    if let Some(b) = config.backup.clone() {
+        let cat = catalogue.clone();
+        let spec = move || BackupSampler::new(b.clone(), &cat);
+        prepared.push(sources::prepare(spec).context("--backup.url")?);
+    }
+    if let Some(o) = config.owner.clone() {
+        let cat = catalogue.clone();
+        let spec = move || OwnerSampler::new(o.clone(), &cat);
+        prepared.push(sources::prepare(spec).context("--owner.name")?);
+    }
+    if let Some(m) = config.etcd_metrics.clone() {
+        let cat = catalogue.clone();
+        let spec = move || EtcdMetricsSampler::new(m.clone(), &cat);
+        prepared.push(sources::prepare(spec).context("--etcd.metrics-url")?);
+    }
+    Ok((prepared, scrape))
+}
+
+/// The reloaders of the files `serve` follows, their watchers, and what
+/// `POST /-/reload` reloads.
+#[derive(Default)]
+struct Reloaders {
+    policy: Option<Arc<Reloader>>,
+    candidate: Option<Arc<Reloader>>,
+    web: Option<Arc<WebReloader>>,
+    scrape: Option<Arc<ScrapeReloader>>,
+    watchers: Vec<WatcherHandle>,
+}
+
+impl Reloaders {
+    /// In the order `POST /-/reload` reports them.
+    fn reloadables(&self) -> Reloadables {
+        let mut all = Reloadables::default();
+        let web = self.web.clone().map(|r| r as Arc<dyn Reloadable>);
+        let scrape = self.scrape.clone().map(|r| r as Arc<dyn Reloadable>);
+        let policy = self.policy.clone().map(|r| r as Arc<dyn Reloadable>);
+        let candidate = self.candidate.clone().map(|r| r as Arc<dyn Reloadable>);
+        for r in [web, scrape, policy, candidate].into_iter().flatten() {
+            all.push(r);
+        }
+        all
+    }
+
+    /// Watch `reloader`'s files as the supervised task `name`.
+    fn watch<L: Load>(
+        &mut self,
+        name: &str,
+        reloader: &Arc<LastGood<L>>,
+        config: &ServeConfig,
+        notifier: &RoundNotifier,
+    ) {
+        let opts = WatchOptions {
+            resync_interval: config.policy_reload_interval,
+            ..WatchOptions::default()
+        };
+        self.watchers.push(crate::reload::spawn_watcher_named(
+            name,
+            reloader.clone(),
+            opts,
+            notifier.supervisor(),
+        ));
+    }
+}
+
+/// [`start`] with a hook to register extra metric families. Reads top to
+/// bottom as the data flows: catalogue and policy, metrics, engine and
+/// sources, reloaders, listeners.
 pub async fn start_with(
     config: ServeConfig,
     extend: impl FnOnce(&mut prometheus_client::registry::Registry),
@@ -131,65 +268,174 @@ pub async fn start_with(
     let catalogue = Arc::new(catalogue_for(&config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
-    // Build every sampler before starting anything: a bad flag fails here.
-    let backup = match &config.backup {
-        Some(b) => Some(BackupSampler::new(b.clone(), &catalogue).context("--backup.url")?),
-        None => None,
-    };
-    let owner = match &config.owner {
-        Some(o) => Some(OwnerSampler::new(o.clone(), &catalogue).context("--owner.name")?),
-        None => None,
-    };
-    let etcd_metrics = match &config.etcd_metrics {
-        Some(m) => {
-            Some(EtcdMetricsSampler::new(m.clone(), &catalogue).context("--etcd.metrics-url")?)
-        }
-        None => None,
-    };
-    let scrapes = match &config.scrape {
-        Some(c) => ScrapeSampler::all(c, &catalogue).context("--config")?,
-        None => Vec::new(),
-    };
     let store = Arc::new(SignalStore::new(&catalogue));
     let notifier = RoundNotifier::new();
-    // Each component registers its own families; the registry is frozen
-    // (an Arc) before serving.
-    let mut registry = Registry::default();
-    let engine_metrics = EngineMetrics::register(&mut registry);
-    let source_metrics = SourceMetrics::register(&mut registry);
-    let http_metrics = HttpMetrics::register(&mut registry);
-    let reload_metrics = ReloadMetrics::register(&mut registry);
-    let candidate_metrics = config.policy_candidate.as_ref().map(|_| {
-        (
-            ReloadMetrics::register_candidate(&mut registry),
-            CandidateMetrics::register(&mut registry),
-        )
-    });
-    let member_info = MemberInfo::register(&mut registry);
-    let web_metrics = config
-        .web
-        .config
-        .as_ref()
-        .map(|_| WebMetrics::register(&mut registry));
-    notifier.supervisor().register(&mut registry);
-    crate::metrics::process::register(&mut registry);
-    extend(&mut registry);
-    let registry = Arc::new(registry);
+    let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
+    let sampling = Sampling {
+        store: store.clone(),
+        notifier: notifier.clone(),
+        metrics: metrics.sources.clone(),
+    };
+    // Every source is built from its spec before anything starts.
+    let status = metrics.files.scrape.take();
+    let (prepared, scrape) = prepare_sources(&config, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
         store.clone(),
         notifier.clone(),
-        engine_metrics,
+        metrics.engine,
         Timing {
             sample_interval: config.sample_interval,
             sample_timeout: config.sample_timeout,
         },
     );
+    let (listener, probe_listener) = bind_listeners(&config).await?;
+    let addr = listener.local_addr()?;
+
+    // Every long-running task is supervised (see crate::supervise): a panic
+    // is logged, counted and the task is built again from its spec.
+    let mut tasks = vec![engine.spawn()];
+    tasks.push(crate::sources::etcd::spawn(
+        etcd_config_for_this_process(&config.etcd),
+        &catalogue,
+        store.clone(),
+        notifier.clone(),
+        metrics.sources.clone(),
+        Some(metrics.member_info),
+    ));
+    tasks.extend(prepared.into_iter().map(|p| p.spawn(&sampling)));
+
+    let (reloaders, web) = start_reloaders(
+        &config,
+        &catalogue,
+        &engine,
+        metrics.files,
+        scrape,
+        &notifier,
+    )
+    .await;
+
+    let state = AppState {
+        engine: engine.clone(),
+        catalogue: catalogue.clone(),
+        store: store.clone(),
+        registry,
+        http_metrics: metrics.http,
+        telemetry_path: config.telemetry_path.clone(),
+        started: Instant::now(),
+        reloadables: reloaders.reloadables(),
+        candidate_path: config.policy_candidate.clone(),
+    };
+    let shutdown = CancellationToken::new();
+    let servers = start_listeners(
+        &config,
+        state,
+        listener,
+        probe_listener,
+        web.as_ref(),
+        &notifier,
+        &shutdown,
+    )
+    .await?;
+    let probe_addr = servers.1;
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %crate::sources::client::redact_credentials(&config.etcd.endpoint), policy = %config.policy_path, "serving");
+    Ok(Running {
+        addr,
+        probe_addr,
+        engine,
+        reloader: reloaders.policy,
+        candidate_reloader: reloaders.candidate,
+        web,
+        web_reloader: reloaders.web,
+        scrape_reloader: reloaders.scrape,
+        _watchers: reloaders.watchers,
+        tasks,
+        servers: servers.0,
+        shutdown,
+    })
+}
+
+/// Every file `serve` follows, each with its reloader and watcher: the
+/// `--config` scrape sources (whose tasks their reloader owns), the policy
+/// (the built-in one is shown as loaded without a reloader), the candidate
+/// policy, the web config.
+async fn start_reloaders(
+    config: &ServeConfig,
+    catalogue: &Arc<Catalogue>,
+    engine: &EngineHandle,
+    files: FileMetrics,
+    scrape: Option<PreparedSet>,
+    notifier: &RoundNotifier,
+) -> (Reloaders, Option<Arc<WebState>>) {
+    let mut reloaders = Reloaders::default();
+    // The scrape sources run under their reloader, which restarts those a
+    // changed --config changes.
+    if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
+        let r = prepared.start().reloader(path.clone(), sha.clone());
+        reloaders.watch("scrape-config-watcher", &r, config, notifier);
+        reloaders.scrape = Some(r);
+    }
+    // The policy in force came from --policy: watch it (ConfigMap-safe),
+    // re-read it periodically, on SIGHUP and on POST /-/reload. The
+    // built-in policy is shown as loaded without a reloader.
+    let initial = engine.policy_status().policy.clone();
+    match &config.policy_file {
+        Some(path) => {
+            let sink = Arc::new(engine.clone());
+            let r = Arc::new(Reloader::policy(
+                path.clone(),
+                catalogue.clone(),
+                sink,
+                files.policy,
+                Some(&initial),
+            ));
+            reloaders.watch("policy-watcher", &r, config, notifier);
+            reloaders.policy = Some(r);
+        }
+        None => files.policy.loaded(initial.sha256()),
+    }
+    // The candidate: the same reloader on its own file, into the engine's
+    // candidate slot. Its first load is a reload like any other: a broken
+    // candidate is logged, exported and shown, and serving goes on.
+    if let (Some(path), Some((reload, verdicts))) = (&config.policy_candidate, files.candidate) {
+        engine.set_candidate_metrics(verdicts);
+        engine.set_candidate_reload_error(None);
+        let sink = Arc::new(CandidateSink(engine.clone()));
+        let r = Arc::new(Reloader::candidate(
+            path.clone(),
+            catalogue.clone(),
+            sink,
+            reload,
+        ));
+        let first = r.clone();
+        let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
+        reloaders.watch("candidate-watcher", &r, config, notifier);
+        reloaders.candidate = Some(r);
+    }
+    let web = match (config.web.config.clone(), files.web) {
+        (Some(c), Some(m)) => {
+            tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
+            let web = WebState::new(c, m);
+            let r = WebFile::reloader(web.clone());
+            reloaders.watch("web-config-watcher", &r, config, notifier);
+            reloaders.web = Some(r);
+            Some(web)
+        }
+        _ => None,
+    };
+
+    (reloaders, web)
+}
+
+/// The main listener's socket and the probe listener's, bound before any
+/// task starts so that a port in use fails the start.
+async fn bind_listeners(
+    config: &ServeConfig,
+) -> anyhow::Result<(TcpListener, Option<TcpListener>)> {
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
-    let addr = listener.local_addr()?;
     let probe_listener = match config.web.probe_listen {
         Some(a) => Some(
             TcpListener::bind(a)
@@ -198,165 +444,34 @@ pub async fn start_with(
         ),
         None => None,
     };
+    Ok((listener, probe_listener))
+}
 
-    // Every long-running task is supervised (see crate::supervise): a panic
-    // is logged, counted and the task is built again from its config.
-    let mut tasks = Vec::new();
-    tasks.push(engine.spawn());
-    tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd),
-        &catalogue,
-        store.clone(),
-        notifier.clone(),
-        source_metrics.clone(),
-        Some(member_info),
-    ));
-    if let (Some(b), Some(cfg)) = (backup, config.backup.clone()) {
-        let cat = catalogue.clone();
-        tasks.push(crate::sources::spawn(
-            b,
-            move || BackupSampler::new(cfg.clone(), &cat),
-            store.clone(),
-            notifier.clone(),
-            source_metrics.clone(),
-        ));
-    }
-    if let (Some(o), Some(cfg)) = (owner, config.owner.clone()) {
-        let cat = catalogue.clone();
-        tasks.push(crate::sources::spawn(
-            o,
-            move || OwnerSampler::new(cfg.clone(), &cat),
-            store.clone(),
-            notifier.clone(),
-            source_metrics.clone(),
-        ));
-    }
-    if let (Some(m), Some(cfg)) = (etcd_metrics, config.etcd_metrics.clone()) {
-        let cat = catalogue.clone();
-        tasks.push(crate::sources::spawn(
-            m,
-            move || EtcdMetricsSampler::new(cfg.clone(), &cat),
-            store.clone(),
-            notifier.clone(),
-            source_metrics.clone(),
-        ));
-    }
-    let scrape_cfgs = config.scrape.iter().flat_map(|c| c.sources.iter().cloned());
-    for (s, cfg) in scrapes.into_iter().zip(scrape_cfgs) {
-        let cat = catalogue.clone();
-        tasks.push(crate::sources::spawn(
-            s,
-            move || ScrapeSampler::new(cfg.clone(), &cat),
-            store.clone(),
-            notifier.clone(),
-            source_metrics.clone(),
-        ));
-    }
-
-    // The policy in force came from --policy: watch it (ConfigMap-safe),
-    // re-read it periodically, on SIGHUP and on POST /-/reload.
-    let initial = engine.policy_status().policy.clone();
-    let reloader = Arc::new(Reloader::new(
-        config.policy_file.clone().unwrap_or_default(),
-        catalogue.clone(),
-        Arc::new(engine.clone()),
-        reload_metrics,
-        Some(&initial),
-    ));
-    let (reloader, watcher) = match &config.policy_file {
-        Some(_) => {
-            let watcher = crate::reload::spawn_watcher_supervised(
-                reloader.clone(),
-                WatchOptions {
-                    resync_interval: config.policy_reload_interval,
-                    ..WatchOptions::default()
-                },
-                notifier.supervisor(),
-            );
-            (Some(reloader), Some(watcher))
-        }
-        None => (None, None),
-    };
-    // The candidate: the same Reloader and watcher on its own file, into the
-    // engine's candidate slot. Its first load is a reload like any other: a
-    // broken candidate is logged, exported and shown, and serving goes on.
-    let (candidate_reloader, candidate_watcher) =
-        match (&config.policy_candidate, candidate_metrics) {
-            (Some(path), Some((reload, verdicts))) => {
-                engine.set_candidate_metrics(verdicts);
-                engine.set_candidate_reload_error(None);
-                let r = Arc::new(Reloader::new(
-                    path.clone(),
-                    catalogue.clone(),
-                    Arc::new(CandidateSink(engine.clone())),
-                    reload,
-                    None,
-                ));
-                let first = r.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    first.reload_now(crate::reload::ReloadTrigger::Manual)
-                })
-                .await;
-                let watcher = crate::reload::spawn_watcher_named(
-                    "candidate-watcher",
-                    r.clone(),
-                    WatchOptions {
-                        resync_interval: config.policy_reload_interval,
-                        ..WatchOptions::default()
-                    },
-                    notifier.supervisor(),
-                );
-                (Some(r), Some(watcher))
-            }
-            _ => (None, None),
-        };
-
-    let state = AppState {
-        engine: engine.clone(),
-        registry,
-        http_metrics,
-        telemetry_path: config.telemetry_path.clone(),
-        started: Instant::now(),
-        reloader: reloader.clone(),
-        candidate_reloader: candidate_reloader.clone(),
-    };
-    // The main listener: everything, behind --web.config.file's TLS, auth
-    // and headers when it is set.
-    let web = match (config.web.config.clone(), web_metrics) {
-        (Some(c), Some(m)) => {
-            tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
-            let web = WebState::new(c, m);
-            tasks.push(crate::web::spawn_watcher(
-                web.clone(),
-                notifier.supervisor(),
-                config.policy_reload_interval,
-            ));
-            Some(web)
-        }
-        _ => None,
-    };
+/// The main listener (everything, behind --web.config.file's TLS, auth and
+/// headers when it is set) and the probe listener, each on its own thread,
+/// both stopped by `shutdown`.
+async fn start_listeners(
+    config: &ServeConfig,
+    state: AppState,
+    listener: TcpListener,
+    probe_listener: Option<TcpListener>,
+    web: Option<&Arc<WebState>>,
+    notifier: &RoundNotifier,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<(Vec<ServerHandle>, Option<SocketAddr>)> {
     let lifecycle = Lifecycle {
         enabled: config.web.lifecycle,
-        web: web.clone(),
         ..Lifecycle::default()
     };
     let mut main_router = app(state.clone()).layer(axum::Extension(lifecycle));
     let mut transport = Transport::Plain;
-    if let Some(w) = &web {
+    if let Some(w) = web {
         main_router = crate::web::protect(main_router, w.clone());
         if w.tls_config().is_some() {
             let w = w.clone();
             transport = Transport::Tls(Arc::new(move || w.tls_config()));
         }
     }
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        while !*rx.borrow_and_update() {
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-    };
     let mut servers = Vec::new();
     let server = Server::new(config.http, state.http_metrics.connections());
     servers.push(server.spawn(
@@ -365,7 +480,7 @@ pub async fn start_with(
         main_router,
         transport,
         notifier.supervisor(),
-        stop(rx.clone()),
+        shutdown.clone(),
     )?);
     // The probe listener: plain HTTP, probes only, a small cap of its own
     // (the kubelet opens one connection per probe), its own thread, so
@@ -386,26 +501,13 @@ pub async fn start_with(
             probe_app(state),
             Transport::Plain,
             notifier.supervisor(),
-            stop(rx.clone()),
+            shutdown.clone(),
         )?);
     }
     for s in &mut servers {
         s.started().await;
     }
-    tracing::info!(%addr, probe = ?probe_addr, endpoint = %crate::sources::client::redact_credentials(&config.etcd.endpoint), policy = %config.policy_path, "serving");
-    Ok(Running {
-        addr,
-        probe_addr,
-        engine,
-        reloader,
-        candidate_reloader,
-        web,
-        _watcher: watcher,
-        _candidate_watcher: candidate_watcher,
-        tasks,
-        servers,
-        shutdown: Some(tx),
-    })
+    Ok((servers, probe_addr))
 }
 
 /// The probe listener's connection cap.

@@ -117,20 +117,22 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
     let registry = Arc::new(registry);
     let engine = EngineHandle::new(
         Arc::new(policy),
-        catalogue,
-        store,
+        catalogue.clone(),
+        store.clone(),
         RoundNotifier::new(),
         engine_metrics,
         timing,
     );
     let st = AppState {
         engine: engine.clone(),
+        catalogue,
+        store,
         registry,
         http_metrics,
         telemetry_path: "/metrics".to_string(),
         started: Instant::now(),
-        reloader: None,
-        candidate_reloader: None,
+        reloadables: Default::default(),
+        candidate_path: None,
     };
     (st, engine)
 }

@@ -171,7 +171,7 @@ impl Fixture {
         let sink = Sink::new(&initial, &catalogue, with_evaluator);
         let mut registry = Registry::default();
         let metrics = ReloadMetrics::register(&mut registry);
-        let reloader = Arc::new(Reloader::new(
+        let reloader = Arc::new(Reloader::policy(
             &path,
             catalogue.clone(),
             sink.clone(),
@@ -563,7 +563,10 @@ async fn a_reload_changing_one_check_keeps_the_state_and_hold_down_of_the_others
 async fn post_reload_handler_reports_unchanged_reloaded_and_invalid() {
     let f = plain_fixture(&policy(0), false);
     let app = Router::new()
-        .route("/-/reload", post(reload::reload_handler))
+        .route(
+            "/-/reload",
+            post(reload::reload_handler::<reload::PolicyFile>),
+        )
         .with_state(f.reloader.clone());
     let call = || async {
         let resp = app

@@ -2,7 +2,9 @@
 //! ConfigMap volume (kubelet AtomicWriter swaps) next to a real etcd member.
 //! A bad edit never replaces the good policy, `/readyz` stays 200 throughout,
 //! `/policy` and the metrics say failed then succeeded, and `POST /-/reload`
-//! answers as documented.
+//! answers as documented. The `--config` scrape sources reload the same way:
+//! a swap moves a source to another real HTTP endpoint, a broken file or one
+//! that needs a restart is kept out.
 
 mod support;
 
@@ -141,4 +143,146 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
         0,
         "/readyz left 200 during the reloads"
     );
+}
+
+/// A Prometheus endpoint on loopback serving `probe_value VALUE`.
+async fn endpoint(value: u32) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || async move {
+            format!("# TYPE probe_value gauge\nprobe_value {value}\n")
+        }),
+    );
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (addr, task)
+}
+
+/// The exporter's metrics once they contain `line` (the test fails, with
+/// the last scrape, if they do not within `WAIT`).
+async fn wait_scrape(e: &Exporter, line: &str) -> String {
+    let r = e
+        .wait_until("/metrics", WAIT, |r| r.body.contains(line))
+        .await;
+    assert!(
+        r.body.contains(line),
+        "no `{line}` within {WAIT:?}: {}",
+        r.body
+    );
+    r.body
+}
+
+fn scrape_config(addr: std::net::SocketAddr, extra_signal: bool) -> String {
+    let extra = if extra_signal {
+        "      other: {metric: probe_value}\n"
+    } else {
+        ""
+    };
+    format!(
+        "sources:\n  - name: target\n    url: http://{addr}/metrics\n    interval: 100ms\n    timeout: 100ms\n    signals:\n      probe_value: {{metric: probe_value}}\n{extra}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept_out() {
+    let (a, _a) = endpoint(1).await;
+    let (b, _b) = endpoint(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut volume =
+        AtomicWriterVolume::create(dir.path(), "config", &scrape_config(a, false)).unwrap();
+    let path = volume.path();
+    // No etcd: only the scrape source matters here.
+    let e = Exporter::start("http://127.0.0.1:9", move |args| {
+        args.config = Some(path);
+    })
+    .await;
+    let wait_value = |want: f64, what: &'static str| {
+        let e = &e;
+        async move {
+            let end = std::time::Instant::now() + WAIT;
+            loop {
+                let s = e.signal("probe_value").await;
+                if s["value"] == want {
+                    return s;
+                }
+                assert!(
+                    std::time::Instant::now() < end,
+                    "timed out waiting for {what}: {s}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let metric = |scrape: &str, name: &str| support::metric_line(scrape, name);
+    wait_value(1.0, "the first endpoint's value").await;
+    let scrape = e.get("/metrics").await.body;
+    assert_eq!(
+        metric(
+            &scrape,
+            "etcd_readiness_scrape_config_last_reload_successful "
+        ),
+        "etcd_readiness_scrape_config_last_reload_successful 1"
+    );
+
+    // A broken file: refused, the source keeps sampling the first endpoint.
+    volume
+        .update("sources:\n  - name: target\n    url: [\n")
+        .unwrap();
+    let scrape = wait_scrape(&e, "etcd_readiness_scrape_config_last_reload_successful 0").await;
+    assert!(
+        scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 1"),
+        "{scrape}"
+    );
+    let post = support::post(e.addr(), "/-/reload").await;
+    assert_eq!(post.0, 500, "{}", post.1);
+    assert!(
+        post.1.starts_with(
+            "scrape config reload failed; the previous scrape sources stay in force\n"
+        ),
+        "{}",
+        post.1
+    );
+    assert_eq!(e.signal("probe_value").await["value"], 1.0);
+
+    // A new signal needs a restart (the catalogue is fixed): refused, named.
+    volume.update(&scrape_config(b, true)).unwrap();
+    wait_scrape(
+        &e,
+        "etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 3",
+    )
+    .await;
+    let post = support::post(e.addr(), "/-/reload").await;
+    assert_eq!(post.0, 500, "{}", post.1);
+    assert!(
+        post.1
+            .contains("adding signal `other` to source `target` needs a restart"),
+        "{}",
+        post.1
+    );
+    assert_eq!(e.signal("probe_value").await["value"], 1.0);
+
+    // The fix moves the source to the second endpoint.
+    volume.update(&scrape_config(b, false)).unwrap();
+    wait_value(2.0, "the second endpoint's value").await;
+    let scrape = wait_scrape(&e, "etcd_readiness_scrape_config_last_reload_successful 1").await;
+    assert!(
+        scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"success\"} 1"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 4"),
+        "{scrape}"
+    );
+    let post = support::post(e.addr(), "/-/reload").await;
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        scrape_config(b, false).as_bytes(),
+    ));
+    assert_eq!(
+        post,
+        (200, format!("scrape config unchanged (sha256 {sha})\n"))
+    );
+    e.running.shutdown().await;
 }

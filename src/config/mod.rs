@@ -115,6 +115,9 @@ pub struct ServeConfig {
     pub owner: Option<OwnerConfig>,
     /// Generic scrape sources from `--config`.
     pub scrape: Option<ScrapeFile>,
+    /// The `--config` file and the SHA-256 of what `scrape` was read from,
+    /// for its reloader.
+    pub scrape_file: Option<(PathBuf, String)>,
 }
 
 fn read(flag: &'static str, p: &PathBuf) -> Result<Vec<u8>, ConfigError> {
@@ -135,6 +138,7 @@ impl ServeConfig {
         let etcd = etcd_config(a)?;
         let (policy_path, policy_text) = policy_source(a)?;
         let web = web_access(a, listen)?;
+        let scrape = scrape_config(a)?;
         Ok(ServeConfig {
             listen,
             http,
@@ -151,7 +155,8 @@ impl ServeConfig {
             backup: backup_config(a),
             etcd_metrics: etcd_metrics_config(a)?,
             owner: owner_config(a)?,
-            scrape: scrape_config(a)?,
+            scrape: scrape.as_ref().map(|(c, _)| c.clone()),
+            scrape_file: scrape.map(|(_, f)| f),
         })
     }
 }
@@ -306,10 +311,10 @@ fn policy_source(a: &ServeArgs) -> Result<(String, String), ConfigError> {
             crate::reload::read_policy_file(p)
                 .map(|(text, _)| text)
                 .map_err(|e| match e {
-                    crate::reload::ReloadError::Read { path, source } => {
+                    crate::reload::ReloadError::Read { path, source, .. } => {
                         ConfigError::PolicyFile(format!("cannot read {}: {source}", path.display()))
                     }
-                    crate::reload::ReloadError::NotUtf8 { path, offset } => {
+                    crate::reload::ReloadError::NotUtf8 { path, offset, .. } => {
                         ConfigError::PolicyFile(format!(
                             "{} is not valid UTF-8 (first bad byte at offset {offset})",
                             path.display()
@@ -416,20 +421,20 @@ fn owner_config(a: &ServeArgs) -> Result<Option<OwnerConfig>, ConfigError> {
     Ok(owner)
 }
 
-/// `--config`: the generic scrape sources file.
-fn scrape_config(a: &ServeArgs) -> Result<Option<ScrapeFile>, ConfigError> {
-    let scrape = match &a.config {
-        None => None,
-        Some(p) => {
-            let mut c =
-                ScrapeFile::load(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?;
-            for s in &mut c.sources {
-                s.max_body_bytes = a.source_max_body_bytes;
-            }
-            Some(c)
-        }
+/// The `--config` file read at start: its sources, and its path and SHA-256.
+type ScrapeRead = (ScrapeFile, (PathBuf, String));
+
+/// `--config`: the generic scrape sources file, and where it came from.
+fn scrape_config(a: &ServeArgs) -> Result<Option<ScrapeRead>, ConfigError> {
+    let Some(p) = &a.config else {
+        return Ok(None);
     };
-    Ok(scrape)
+    let (mut c, sha) =
+        ScrapeFile::load_with_sha256(p).map_err(|e| ConfigError::ScrapeConfig(e.to_string()))?;
+    for s in &mut c.sources {
+        s.max_body_bytes = a.source_max_body_bytes;
+    }
+    Ok(Some((c, (p.clone(), sha))))
 }
 
 /// The `--web.*` connection limits, each within its [`FlagRanges`] range.

@@ -26,36 +26,39 @@ use serde_json::json;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
+use crate::signals::{Catalogue, SignalStore};
 pub use metrics::{ConnectionMetrics, HttpMetrics};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
 
-/// Everything the handlers read.
+/// Everything the handlers read, each part given by `serve` rather than
+/// looked up through the engine.
 #[derive(Clone)]
 pub struct AppState {
+    /// The published verdicts, policy status and history.
     pub engine: EngineHandle,
+    /// The signals catalogue and store, for `/signals`.
+    pub catalogue: Arc<Catalogue>,
+    pub store: Arc<SignalStore>,
     pub registry: Arc<Registry>,
     pub http_metrics: HttpMetrics,
     pub telemetry_path: String,
     /// When serving started, for `/livez` before the first round.
     pub started: Instant,
-    /// The policy file reloader, when `--policy` names a file (`POST /-/reload`).
-    pub reloader: Option<Arc<crate::reload::Reloader>>,
-    /// The candidate policy's reloader, with `--policy.candidate` (`POST
-    /// /-/reload` reloads it too).
-    pub candidate_reloader: Option<Arc<crate::reload::Reloader>>,
+    /// Every reloadable file, in the order `POST /-/reload` reports them.
+    pub reloadables: crate::reload::Reloadables,
+    /// The candidate policy's file, with `--policy.candidate` (`/policy`).
+    pub candidate_path: Option<std::path::PathBuf>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 
-/// `--web.enable-lifecycle` and what `POST /-/reload` reloads besides the
-/// policy; added to [`app`]'s router as an axum `Extension`. Without it the
-/// endpoint answers 403, as Prometheus does without the flag.
+/// `--web.enable-lifecycle`, added to [`app`]'s router as an axum
+/// `Extension`. Without it `POST /-/reload` answers 403, as Prometheus does
+/// without the flag.
 #[derive(Clone, Debug, Default)]
 pub struct Lifecycle {
     pub enabled: bool,
-    /// The web configuration, when `--web.config.file` is set.
-    pub web: Option<Arc<crate::web::WebState>>,
     /// The reload in flight, which concurrent POSTs join.
     pub flight: Arc<ReloadFlight>,
 }
@@ -261,8 +264,9 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
         .into_response()
 }
 
-/// `POST /-/reload`: re-read the web configuration and the policy file now
-/// (as Prometheus does), only with `--web.enable-lifecycle`.
+/// `POST /-/reload`: re-read every reloadable file now (as Prometheus
+/// does), only with `--web.enable-lifecycle`; one line per file, 500 when
+/// one failed (its full diagnostics follow; the others are still reloaded).
 async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle>>) -> Response {
     let Some(Extension(lifecycle)) = lifecycle.filter(|l| l.enabled) else {
         return respond(
@@ -271,112 +275,15 @@ async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle
             "Lifecycle API is not enabled (start with --web.enable-lifecycle); SIGHUP and file changes still reload\n".to_string(),
         );
     };
-    let flight = lifecycle.flight.clone();
-    let (status, body) = flight
+    let files = s.reloadables.clone();
+    let (status, body) = lifecycle
+        .flight
         .run(move || async move {
-            let candidate = s.candidate_reloader.clone();
-            // With only a candidate file (the live policy built in, no web
-            // config) there is nothing else to reload.
-            let only_candidate =
-                candidate.is_some() && s.reloader.is_none() && lifecycle.web.is_none();
-            let (mut status, mut body) = if only_candidate {
-                (StatusCode::OK, String::new())
-            } else {
-                let r = reload_once(s, lifecycle).await;
-                let status = r.status();
-                let body = axum::body::to_bytes(r.into_body(), 1 << 20)
-                    .await
-                    .unwrap_or_default();
-                (status, String::from_utf8_lossy(&body).into_owned())
-            };
-            if let Some(c) = candidate {
-                let (ok, text) = reload_candidate(c).await;
-                if !ok {
-                    status = StatusCode::INTERNAL_SERVER_ERROR;
-                }
-                body.push_str(&text);
-            }
-            (status, body)
+            let report = files.reload_all(crate::reload::ReloadTrigger::Http).await;
+            (report.status(), report.text())
         })
         .await;
     respond(status, TEXT, body)
-}
-
-/// One reload of the candidate policy's file, after the policy's: a line
-/// (and the diagnostics when it failed) and whether it succeeded. A broken
-/// candidate fails the POST (500) but changes nothing else.
-async fn reload_candidate(r: Arc<crate::reload::Reloader>) -> (bool, String) {
-    use crate::reload::{ReloadOutcome, ReloadTrigger};
-    match tokio::task::spawn_blocking(move || r.reload_now(ReloadTrigger::Http)).await {
-        Ok(Ok(ReloadOutcome::Applied { sha256 })) => (
-            true,
-            format!("candidate policy reloaded (sha256 {sha256})\n"),
-        ),
-        Ok(Ok(ReloadOutcome::Unchanged { sha256 })) => (
-            true,
-            format!("candidate policy unchanged (sha256 {sha256})\n"),
-        ),
-        Ok(Err(e)) => (
-            false,
-            format!(
-                "candidate policy reload failed; the previous candidate stays (the policy in force is not affected)\n\n{}\n",
-                e.full_text().trim_end()
-            ),
-        ),
-        Err(e) => (false, format!("candidate policy reload failed: {e}\n")),
-    }
-}
-
-/// One reload of the web configuration and the policy: what `POST
-/// /-/reload` answers (through [`ReloadFlight`]).
-async fn reload_once(s: AppState, lifecycle: Lifecycle) -> Response {
-    let mut web_line = None;
-    if let Some(web) = lifecycle.web {
-        let r = tokio::task::spawn_blocking(move || web.reload_now("http", false)).await;
-        match r {
-            Ok(Ok(crate::web::WebReloadOutcome::Applied { sha256 })) => {
-                web_line = Some(format!("web config reloaded (sha256 {sha256})\n"));
-            }
-            Ok(Ok(crate::web::WebReloadOutcome::Unchanged { sha256 })) => {
-                web_line = Some(format!("web config unchanged (sha256 {sha256})\n"));
-            }
-            Ok(Err(e)) => {
-                return respond(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    TEXT,
-                    format!("web config reload failed: {e}\n"),
-                );
-            }
-            Err(e) => {
-                return respond(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    TEXT,
-                    format!("web config reload failed: {e}\n"),
-                );
-            }
-        }
-    }
-    match (s.reloader, web_line) {
-        (Some(r), None) => crate::reload::reload_handler(State(r)).await,
-        (Some(r), Some(web)) => {
-            let policy = crate::reload::reload_handler(State(r)).await;
-            let status = policy.status();
-            let body = axum::body::to_bytes(policy.into_body(), 1 << 20)
-                .await
-                .unwrap_or_default();
-            respond(
-                status,
-                TEXT,
-                format!("{web}{}", String::from_utf8_lossy(&body)),
-            )
-        }
-        (None, Some(web)) => respond(StatusCode::OK, TEXT, web),
-        (None, None) => respond(
-            StatusCode::CONFLICT,
-            TEXT,
-            "no policy file to reload: the built-in default policy is in use (start with --policy FILE)\n".to_string(),
-        ),
-    }
 }
 
 fn rendered(r: Rendered) -> Response {
@@ -503,10 +410,9 @@ use crate::verdict::unix_seconds as unix;
 
 async fn signals(State(s): State<AppState>) -> Response {
     let now = Instant::now();
-    let cat = s.engine.catalogue();
+    let cat = &s.catalogue;
     let out: Vec<serde_json::Value> = s
-        .engine
-        .store()
+        .store
         .snapshot(now)
         .into_iter()
         .filter(|i| cat.is_enabled(i.id))
@@ -557,7 +463,7 @@ async fn policy(State(s): State<AppState>) -> Response {
     // compiled once) and its own reload error.
     if let Some(c) = s.engine.candidate_status() {
         body["candidate"] = json!({
-            "path": s.candidate_reloader.as_ref().map(|r| r.path().display().to_string()),
+            "path": s.candidate_path.as_ref().map(|p| p.display().to_string()),
             "sha256": c.policy.as_ref().map(|p| p.sha256()),
             "loaded_at": c.loaded_at.map(unix),
             "last_reload_error": c.last_reload_error,
@@ -599,7 +505,7 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
         history: &history,
         readings: &readings,
         readings_age: readings.at.elapsed(),
-        catalogue: s.engine.catalogue(),
+        catalogue: &s.catalogue,
         policy: &policy,
         telemetry_path: &s.telemetry_path,
         now: std::time::SystemTime::now(),

@@ -33,8 +33,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::metrics::{ConnectionMetrics, TimeoutPhase};
@@ -382,8 +383,9 @@ impl Server {
         self.cap
     }
 
-    /// Accept on `listener` and serve `router` until `stop` turns true (or
-    /// its sender is gone); then stop accepting (dropping this reference to
+    /// Accept on `listener` and serve `router` until `stop` is cancelled
+    /// (connections begin their graceful shutdown at the same moment); then
+    /// stop accepting (dropping this reference to
     /// the listener: the socket closes with the last one), let in-flight
     /// requests finish for at most `shutdown_timeout`, and close whatever is
     /// left. Returns after every connection is closed.
@@ -392,17 +394,14 @@ impl Server {
         listener: Arc<TcpListener>,
         router: Router,
         transport: &Transport,
-        stop: watch::Receiver<bool>,
+        stop: CancellationToken,
     ) -> io::Result<()> {
-        let (graceful_tx, graceful_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut last_warned: Option<Instant> = None;
-        let shutdown = stopped(stop);
-        tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 biased;
-                _ = &mut shutdown => break,
+                _ = stop.cancelled() => break,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, peer)) => {
@@ -418,11 +417,11 @@ impl Server {
                         }
                         match transport {
                             Transport::Plain => {
-                                tasks.spawn(self.serve_io(tcp, Some(peer), router.clone(), graceful_rx.clone()));
+                                tasks.spawn(self.serve_io(tcp, Some(peer), router.clone(), stop.clone()));
                             }
                             Transport::Tls(source) => {
                                 let handshake = tls_handshake(tcp, source(), self.metrics.clone());
-                                tasks.spawn(self.serve_conn(handshake, Some(peer), router.clone(), graceful_rx.clone()));
+                                tasks.spawn(self.serve_conn(handshake, Some(peer), router.clone(), stop.clone()));
                             }
                         }
                     }
@@ -443,7 +442,6 @@ impl Server {
             }
         }
         drop(listener);
-        let _ = graceful_tx.send(true);
         let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
             while tasks.join_next().await.is_some() {}
         })
@@ -468,7 +466,7 @@ impl Server {
         io: I,
         peer: Option<SocketAddr>,
         router: Router,
-        graceful: watch::Receiver<bool>,
+        graceful: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -485,7 +483,7 @@ impl Server {
         handshake: H,
         peer: Option<SocketAddr>,
         router: Router,
-        mut graceful: watch::Receiver<bool>,
+        graceful: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -536,7 +534,7 @@ impl Server {
             });
             let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(conn);
-            let mut draining = *graceful.borrow();
+            let mut draining = graceful.is_cancelled();
             if draining {
                 conn.as_mut().graceful_shutdown();
             }
@@ -550,11 +548,9 @@ impl Server {
                         break;
                     }
                     _ = state.close.notified() => break,
-                    changed = graceful.changed(), if !draining => {
-                        if changed.is_err() || *graceful.borrow() {
-                            draining = true;
-                            conn.as_mut().graceful_shutdown();
-                        }
+                    _ = graceful.cancelled(), if !draining => {
+                        draining = true;
+                        conn.as_mut().graceful_shutdown();
                     }
                     _ = tokio::time::sleep_until(deadline) => {
                         let now = conns.now();
@@ -617,7 +613,7 @@ impl Server {
         router: Router,
         transport: Transport,
         supervisor: &Supervisor,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        shutdown: CancellationToken,
     ) -> io::Result<ServerHandle> {
         // A tokio listener belongs to the runtime that made it: move the socket.
         let listener = listener.into_std()?;
@@ -651,15 +647,15 @@ impl Server {
                     let weak = Arc::downgrade(&listener);
                     let grace = self.limits.shutdown_timeout;
                     let server = Arc::new(self);
-                    let (stop_tx, stop_rx) = watch::channel(false);
                     let (done_tx, mut done_rx) = mpsc::channel::<io::Result<()>>(1);
+                    let stop = shutdown.clone();
                     let accept = supervisor.spawn(task, move || {
                         let (server, listener, router, transport, stop, done) = (
                             server.clone(),
                             weak.upgrade(),
                             router.clone(),
                             transport.clone(),
-                            stop_rx.clone(),
+                            stop.clone(),
                             done_tx.clone(),
                         );
                         async move {
@@ -673,8 +669,7 @@ impl Server {
                         }
                     });
                     let _ = started_tx.send(());
-                    shutdown.await;
-                    let _ = stop_tx.send(true);
+                    shutdown.cancelled().await;
                     drop(listener);
                     // The loop drains within `grace`; a loop caught in its
                     // restart backoff is not waited for much longer.
@@ -694,18 +689,6 @@ impl Server {
             done,
             started: Some(started),
         })
-    }
-}
-
-/// Resolves when `stop` turns true or its sender is dropped.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    loop {
-        if *stop.borrow_and_update() {
-            return;
-        }
-        if stop.changed().await.is_err() {
-            return;
-        }
     }
 }
 

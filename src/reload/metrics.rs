@@ -81,13 +81,17 @@ impl ReloadMetrics {
             .set(1);
     }
 
-    /// A load succeeded; `count` it as a reload (not for the start-up load).
-    pub(super) fn mark_success(&self, count: bool) {
-        self.status.mark_success(count);
+    /// The status families ([`super::LastGood`] marks them).
+    pub fn status(&self) -> &ReloadStatus {
+        &self.status
     }
 
-    pub(super) fn mark_failure(&self) {
-        self.status.mark_failure();
+    /// The policy in force came from no file (the built-in default): show
+    /// it as loaded at start, as a file's start-up load is. Explicit, so no
+    /// reloader exists only to initialise these families.
+    pub fn loaded(&self, sha256: &str) {
+        self.set_in_force(None, sha256);
+        self.status.mark_success(false);
     }
 
     /// Whether the last reload attempt succeeded.
@@ -166,8 +170,8 @@ mod tests {
         let live = ReloadMetrics::register(&mut r);
         let candidate = ReloadMetrics::register_candidate(&mut r);
         live.set_in_force(None, "aaa");
-        live.mark_success(false);
-        candidate.mark_failure();
+        live.status().mark_success(false);
+        candidate.status().mark_failure();
         let lines: Vec<String> = samples(&r)
             .into_iter()
             .filter(|l| !l.contains("timestamp"))
@@ -191,10 +195,10 @@ mod tests {
         let mut r = Registry::default();
         let m = ReloadMetrics::register(&mut r);
         m.set_in_force(None, "aaa");
-        m.mark_success(false);
-        m.mark_failure();
+        m.status().mark_success(false);
+        m.status().mark_failure();
         m.set_in_force(Some("aaa"), "bbb");
-        m.mark_success(true);
+        m.status().mark_success(true);
         assert_eq!(
             samples(&r),
             [
@@ -215,7 +219,7 @@ mod tests {
         let before = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();
-        m.mark_success(true);
+        m.status().mark_success(true);
         let after = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();

@@ -1,17 +1,20 @@
-//! The reload triggers that run on their own: inotify on the policy file's
-//! parent directory (through [`crate::filewatch`], shared with the web
-//! config's watcher), SIGHUP, and a periodic re-read as a safety net.
+//! The reload triggers that run on their own, for every reloaded file:
+//! inotify on the directories of the file and of the files it names (through
+//! [`crate::filewatch`]), SIGHUP, and a periodic re-read as a safety net.
 //!
-//! The kubelet updates a ConfigMap volume by swapping the `..data` symlink, so
-//! a watch on the file itself goes dead after the first update and no event
-//! names the file. We therefore watch the directory, treat any change in it as
-//! "maybe changed", wait for a short quiet period (debounce) and re-read the
-//! file by path; [`Reloader::reload_now`] compares hashes, so spurious events
-//! cost one small read. Events are bridged from notify's thread into tokio by
+//! The kubelet updates a ConfigMap or Secret volume by swapping the `..data`
+//! symlink, so a watch on the file itself goes dead after the first update
+//! and no event names the file. We therefore watch the directories, treat any
+//! change in them as "maybe changed", wait for a short quiet period
+//! (debounce) and re-read the file by path; [`LastGood::reload_now`] compares
+//! hashes, so spurious events cost one small read. After each reload the
+//! directories are computed again (a web config may now name certificates
+//! elsewhere). Events are bridged from notify's thread into tokio by
 //! a one-slot channel: a pending slot already means "re-read", so bursts
 //! coalesce and an event that arrives during a reload causes one more.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -21,7 +24,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{ReloadTrigger, Reloader};
+use super::{LastGood, Load, ReloadTrigger};
 pub use crate::filewatch::EventCounts;
 use crate::filewatch::{debounce, dir_of, next_hangup, watch_dirs};
 use crate::supervise::Supervisor;
@@ -77,20 +80,20 @@ impl Drop for WatcherHandle {
     }
 }
 
-/// Start the watcher for `reloader`'s file. Must be called within a tokio
+/// Start the watcher for `reloader`'s files. Must be called within a tokio
 /// runtime. Never fails: a watch or signal handler that cannot be set up is
 /// logged and the remaining triggers still work (a failed watch is retried at
 /// every periodic re-read). The watcher runs supervised by a supervisor of
 /// its own; use [`spawn_watcher_supervised`] to report to the exporter's.
-pub fn spawn_watcher(reloader: Arc<Reloader>, opts: WatchOptions) -> WatcherHandle {
+pub fn spawn_watcher<L: Load>(reloader: Arc<LastGood<L>>, opts: WatchOptions) -> WatcherHandle {
     spawn_watcher_supervised(reloader, opts, &Supervisor::new())
 }
 
 /// [`spawn_watcher`] as the task `policy-watcher` of `supervisor`: if the
 /// watcher loop panics, it is logged, counted and started again (with a
 /// fresh inotify watch and SIGHUP handler) after a backoff.
-pub fn spawn_watcher_supervised(
-    reloader: Arc<Reloader>,
+pub fn spawn_watcher_supervised<L: Load>(
+    reloader: Arc<LastGood<L>>,
     opts: WatchOptions,
     supervisor: &Supervisor,
 ) -> WatcherHandle {
@@ -98,10 +101,11 @@ pub fn spawn_watcher_supervised(
 }
 
 /// [`spawn_watcher_supervised`] as the task `name`: the candidate policy's
-/// watcher is `candidate-watcher`, the same loop on its own file.
-pub fn spawn_watcher_named(
+/// watcher is `candidate-watcher`, the web config's `web-config-watcher`,
+/// the scrape config's `scrape-config-watcher`: the same loop on each file.
+pub fn spawn_watcher_named<L: Load>(
     name: &str,
-    reloader: Arc<Reloader>,
+    reloader: Arc<LastGood<L>>,
     opts: WatchOptions,
     supervisor: &Supervisor,
 ) -> WatcherHandle {
@@ -117,22 +121,27 @@ pub fn spawn_watcher_named(
     WatcherHandle { task, stats }
 }
 
-impl Loop {
+fn dirs_of(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    files.iter().map(|f| dir_of(f)).collect()
+}
+
+impl<L: Load> Loop<L> {
     /// Set up the watch and the SIGHUP handler (before returning, so a SIGHUP
     /// sent right after is not lost).
-    fn new(reloader: Arc<Reloader>, opts: WatchOptions, stats: Arc<EventCounts>) -> Loop {
-        let dir = dir_of(reloader.path());
+    fn new(reloader: Arc<LastGood<L>>, opts: WatchOptions, stats: Arc<EventCounts>) -> Loop<L> {
+        let dirs = dirs_of(&reloader.files());
         let (tx, rx) = mpsc::channel(1);
         let broken = Arc::new(AtomicBool::new(false));
+        let what = reloader.names().what;
         let watcher = if opts.inotify {
-            watch(&dir, &tx, &broken, &stats)
+            watch(what, &dirs, &tx, &broken, &stats)
         } else {
             None
         };
         let hangup = if opts.sighup {
             signal(SignalKind::hangup())
                 .inspect_err(|e| {
-                    tracing::error!(error = %e, "cannot handle SIGHUP; reload via POST /-/reload or wait for the periodic re-read");
+                    tracing::error!(error = %e, "cannot handle SIGHUP for the {what} file; reload via POST /-/reload or wait for the periodic re-read");
                 })
                 .ok()
         } else {
@@ -141,7 +150,7 @@ impl Loop {
         Loop {
             reloader,
             opts,
-            dir,
+            dirs,
             tx,
             rx,
             broken,
@@ -152,22 +161,23 @@ impl Loop {
     }
 }
 
-/// Watch the policy's directory; log and carry on without inotify if it fails.
+/// Watch `dirs`; log and carry on without inotify if it fails.
 fn watch(
-    dir: &Path,
+    what: &str,
+    dirs: &BTreeSet<PathBuf>,
     tx: &mpsc::Sender<()>,
     broken: &Arc<AtomicBool>,
     stats: &Arc<EventCounts>,
 ) -> Option<RecommendedWatcher> {
-    match watch_dirs([dir], tx, broken, stats) {
+    match watch_dirs(dirs.iter().map(PathBuf::as_path), tx, broken, stats) {
         Ok(w) => {
-            tracing::debug!(dir = %dir.display(), "watching the policy directory");
+            tracing::debug!(?dirs, "watching the {what} file's directories");
             Some(w)
         }
         Err((dir, e)) => {
             tracing::error!(
                 dir = %dir.display(), error = %e,
-                "cannot watch the policy directory; changes are picked up by the periodic \
+                "cannot watch the {what} file's directory; changes are picked up by the periodic \
                  re-read, SIGHUP or POST /-/reload (retrying the watch at each re-read)"
             );
             None
@@ -175,10 +185,10 @@ fn watch(
     }
 }
 
-struct Loop {
-    reloader: Arc<Reloader>,
+struct Loop<L: Load> {
+    reloader: Arc<LastGood<L>>,
     opts: WatchOptions,
-    dir: PathBuf,
+    dirs: BTreeSet<PathBuf>,
     tx: mpsc::Sender<()>,
     rx: mpsc::Receiver<()>,
     broken: Arc<AtomicBool>,
@@ -187,7 +197,7 @@ struct Loop {
     hangup: Option<Signal>,
 }
 
-async fn run(mut l: Loop) {
+async fn run<L: Load>(mut l: Loop<L>) {
     let period = l.opts.resync_interval.max(Duration::from_millis(10));
     let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -203,22 +213,51 @@ async fn run(mut l: Loop) {
                 if l.opts.inotify && (l.watcher.is_none() || l.broken.swap(false, Ordering::Relaxed)) {
                     // Drop the old watch first: its directory may be gone.
                     l.watcher = None;
-                    l.watcher = watch(&l.dir, &l.tx, &l.broken, &l.stats);
+                    l.watcher = watch(l.reloader.names().what, &l.dirs, &l.tx, &l.broken, &l.stats);
                 }
                 ReloadTrigger::Resync
             }
             Some(()) = next_hangup(&mut l.hangup) => ReloadTrigger::Signal,
         };
         reload(&l.reloader, trigger).await;
+        // The file may now name files elsewhere (a web config's certificates).
+        let now = dirs_of(&l.reloader.files());
+        if l.opts.inotify && now != l.dirs {
+            l.watcher = None;
+            l.watcher = watch(l.reloader.names().what, &now, &l.tx, &l.broken, &l.stats);
+            l.dirs = now;
+        }
     }
 }
 
-async fn reload(reloader: &Arc<Reloader>, trigger: ReloadTrigger) {
+async fn reload<L: Load>(reloader: &Arc<LastGood<L>>, trigger: ReloadTrigger) {
     let r = reloader.clone();
+    let what = reloader.names().what;
     match tokio::task::spawn_blocking(move || r.reload_now(trigger)).await {
-        Ok(Ok(outcome)) => tracing::debug!(%trigger, ?outcome, "policy re-read"),
+        Ok(Ok(outcome)) => tracing::debug!(%trigger, ?outcome, "{what} file re-read"),
         // Logged by the reloader with the details.
         Ok(Err(_)) => {}
-        Err(e) => tracing::error!(%trigger, error = %e, "policy reload task failed"),
+        Err(e) => tracing::error!(%trigger, error = %e, "{what} reload task failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn each_directory_once() {
+        let d = dirs_of(&[
+            PathBuf::from("/etc/web/web.yml"),
+            PathBuf::from("/etc/web/tls.crt"),
+            PathBuf::from("/etc/ca/ca.crt"),
+            PathBuf::from("web.yml"),
+        ]);
+        let want: BTreeSet<PathBuf> = ["/etc/web", "/etc/ca", "."]
+            .iter()
+            .map(|p| Path::new(p).to_path_buf())
+            .collect();
+        assert_eq!(d, want);
     }
 }

@@ -144,6 +144,12 @@ fn is_identifier(s: &str) -> bool {
 impl Config {
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with_sha256(path).map(|(c, _)| c)
+    }
+
+    /// [`Config::load`], with the SHA-256 of the bytes read (what the
+    /// reloader compares a changed file with).
+    pub fn load_with_sha256(path: &Path) -> Result<(Config, String), ConfigError> {
         let shown = path.display().to_string();
         let read = |error| ConfigError::Read {
             path: shown.clone(),
@@ -160,7 +166,8 @@ impl Config {
                 ),
             ))
         })?;
-        Config::parse(&shown, &text)
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()));
+        Ok((Config::parse(&shown, &text)?, sha))
     }
 
     /// Parse and validate config text; `path` is only used in messages.

@@ -19,6 +19,7 @@ pub mod identity;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;
+pub mod scrape_set;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -365,6 +366,47 @@ impl RoundNotifier {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RoundInfo>> {
         self.rounds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What every sampler task writes into and reports through.
+#[derive(Clone, Debug)]
+pub struct Sampling {
+    pub store: Arc<SignalStore>,
+    pub notifier: RoundNotifier,
+    pub metrics: SourceMetrics,
+}
+
+/// A sampler built from its spec and not yet running. [`prepare`] builds
+/// it once, so a bad flag fails before anything starts; [`Prepared::spawn`]
+/// runs that sampler and, after a panic, builds the next from the same spec.
+pub struct Prepared(Box<StartSampler>);
+
+type StartSampler = dyn FnOnce(&Sampling) -> JoinHandle<()> + Send;
+
+/// Build the first sampler from `spec` (a closure over the source's
+/// configuration and the catalogue), keeping `spec` for restarts.
+pub fn prepare<S, F>(mut spec: F) -> Result<Prepared, client::SourceError>
+where
+    S: Sampler,
+    F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
+{
+    let first = spec()?;
+    Ok(Prepared(Box::new(move |s: &Sampling| {
+        spawn(
+            first,
+            spec,
+            s.store.clone(),
+            s.notifier.clone(),
+            s.metrics.clone(),
+        )
+    })))
+}
+
+impl Prepared {
+    /// Start the sampler's supervised task.
+    pub fn spawn(self, sampling: &Sampling) -> JoinHandle<()> {
+        (self.0)(sampling)
     }
 }
 

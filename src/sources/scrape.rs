@@ -41,6 +41,11 @@ impl ScrapeSampler {
         })
     }
 
+    /// The source's configuration.
+    pub fn config(&self) -> &ScrapeConfig {
+        &self.cfg
+    }
+
     /// One sampler per source of the config file.
     pub fn all(
         config: &super::config::Config,

@@ -157,7 +157,14 @@ impl WebConfig {
             path: path.to_path_buf(),
             offset: e.utf8_error().valid_up_to(),
         })?;
-        WebConfig::from_text(path, &text, &|what, p| {
+        WebConfig::from_file_text(path, &text)
+    }
+
+    /// Build from the file's `text` as read from `path`, reading the
+    /// certificates, keys and CAs it names from disk (each bounded like the
+    /// file). Blocking: the reloader runs it under its deadline.
+    pub fn from_file_text(path: &Path, text: &str) -> Result<WebConfig, WebConfigError> {
+        WebConfig::from_text(path, text, &|what, p| {
             read_bounded(p, MAX_PEM_BYTES).map_err(|source| WebConfigError::Read {
                 what,
                 path: p.to_path_buf(),

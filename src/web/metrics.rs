@@ -76,9 +76,9 @@ impl WebMetrics {
         m
     }
 
-    /// A load succeeded; `count` it as a reload (not the start-up load).
-    pub(super) fn mark_success(&self, count: bool) {
-        self.status.mark_success(count);
+    /// The reload status families ([`crate::reload::LastGood`] marks them).
+    pub fn status(&self) -> &ReloadStatus {
+        &self.status
     }
 
     /// The validity of the certificate now in force.
@@ -91,10 +91,6 @@ impl WebMetrics {
     /// notAfter of the certificate in force (0 without TLS).
     pub fn certificate_not_after(&self) -> i64 {
         self.cert_not_after.get()
-    }
-
-    pub(super) fn mark_failure(&self) {
-        self.status.mark_failure();
     }
 
     pub(super) fn refused(&self, why: Refusal) {

@@ -4,26 +4,27 @@
 //! ([`auth`]), extra response headers and a rate limit.
 //!
 //! [`WebState`] holds the configuration in force and swaps it atomically on
-//! a reload ([`WebState::reload_now`]: re-read the file and every
-//! certificate, key and CA it names; apply only when their combined SHA-256
-//! changed and everything loads; otherwise keep the last good configuration,
-//! log why and count it in [`WebMetrics`]). The TLS acceptor asks for the
+//! a reload: [`WebFile`] is the file's [`Load`] for the one reloader,
+//! [`crate::reload::LastGood`] (re-read the file and every certificate, key
+//! and CA it names; apply only when their combined SHA-256 changed and
+//! everything loads; otherwise keep the last good configuration, log why and
+//! count it in [`WebMetrics`]' reload families). The TLS acceptor asks for the
 //! rustls configuration at each accept, so a rotated certificate serves the
 //! next connection. [`guard`] is the axum middleware of the main listener;
-//! the probe listener has none. [`watch`] re-reads on file changes, SIGHUP
-//! and periodically; `POST /-/reload` (with `--web.enable-lifecycle`) too.
+//! the probe listener has none. The one reload watcher re-reads on file
+//! changes, SIGHUP and periodically; `POST /-/reload` (with
+//! `--web.enable-lifecycle`) too.
 
 pub mod auth;
 pub mod config;
 pub mod metrics;
 pub mod tls;
-pub mod watch;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use axum::Router;
@@ -35,37 +36,77 @@ use axum::response::{IntoResponse, Response};
 pub use auth::{AuthOutcome, BasicAuth};
 pub use config::{WebConfig, WebConfigError};
 pub use metrics::{Refusal, WebMetrics};
-pub use watch::spawn_watcher;
 
-use crate::supervise::{DeadlineError, run_with_deadline};
+use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus, ReloadTrigger};
 
-/// How long one reload (reading the file and the certificates, building
-/// the TLS configuration) may take before it counts as failed.
-pub const RELOAD_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Why a reload did not change the configuration in force.
+/// Why the web config's loader refused a file (the reading, deadline and
+/// panic failures are [`crate::reload::LoadError`]'s).
 #[derive(Debug, thiserror::Error)]
 pub enum WebReloadError {
-    #[error("{0}; the previous web configuration stays in force")]
+    #[error("{0}")]
     Config(#[from] WebConfigError),
     #[error(
-        "{path}: turning TLS {} needs a restart; the previous web configuration stays in force",
+        "{path}: turning TLS {} needs a restart",
         if *.tls_now { "on" } else { "off" }
     )]
     TlsToggled { path: PathBuf, tls_now: bool },
-    #[error(
-        "reading {path} did not finish within {after:?}; the previous web configuration stays in force"
-    )]
-    TimedOut { path: PathBuf, after: Duration },
-    #[error("reloading {path} failed ({message}); the previous web configuration stays in force")]
-    Panicked { path: PathBuf, message: String },
 }
 
-/// The result of a reload that did not fail.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WebReloadOutcome {
-    Applied { sha256: String },
-    Unchanged { sha256: String },
+impl Problem for WebReloadError {}
+
+const NAMES: Names = Names {
+    what: "web config",
+    kept: "the previous web configuration stays in force",
+};
+
+/// `--web.config.file` as a [`Load`]: the file and every file it names,
+/// built into a [`WebConfig`] and swapped into a [`WebState`].
+#[derive(Debug)]
+pub struct WebFile(pub Arc<WebState>);
+
+/// The web config's reloader.
+pub type WebReloader = LastGood<WebFile>;
+
+impl Load for WebFile {
+    type Value = WebConfig;
+    type Error = WebReloadError;
+
+    fn limit(&self) -> u64 {
+        config::MAX_WEB_CONFIG_BYTES
+    }
+
+    fn build(&self, path: &Path, text: String) -> Result<WebConfig, WebReloadError> {
+        Ok(WebConfig::from_file_text(path, &text)?)
+    }
+
+    /// The hash of the file and of every certificate, key and CA it names.
+    fn identity(&self, value: &WebConfig) -> Option<String> {
+        Some(value.sha256.clone())
+    }
+
+    fn reads_other_files(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, value: WebConfig, change: &Change<'_>) -> Result<String, WebReloadError> {
+        self.0.apply(value, change.trigger)
+    }
+
+    fn status(&self) -> &ReloadStatus {
+        self.0.metrics.status()
+    }
+
+    fn other_files(&self) -> Vec<PathBuf> {
+        self.0.current().files.clone()
+    }
+}
+
+impl WebFile {
+    /// The reloader of `web`'s file, with what `web` holds in force.
+    pub fn reloader(web: Arc<WebState>) -> Arc<WebReloader> {
+        let (path, sha) = (web.path.clone(), web.current().sha256.clone());
+        Arc::new(LastGood::new(path, NAMES, WebFile(web), Some(sha)))
+    }
 }
 
 /// Most client addresses with a bucket of their own under
@@ -120,8 +161,6 @@ pub struct WebState {
     bucket: Mutex<Bucket>,
     /// One bucket per source address, with `rate_limit.per_client`.
     clients: Mutex<HashMap<Option<IpAddr>, Bucket>>,
-    /// Serialises reloads; holds the last failure's text while failing.
-    failure: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for WebState {
@@ -134,8 +173,9 @@ impl std::fmt::Debug for WebState {
 
 impl WebState {
     /// Put `initial` (loaded at start) in force.
+    /// Its reloader ([`WebFile::reloader`]) marks the start-up load in the
+    /// reload status families.
     pub fn new(initial: WebConfig, metrics: WebMetrics) -> Arc<WebState> {
-        metrics.mark_success(false);
         note_certificate(&initial, &metrics, "start");
         let burst = initial.rate_limit.map_or(0.0, |r| f64::from(r.burst));
         Arc::new(WebState {
@@ -149,7 +189,6 @@ impl WebState {
                 last: Instant::now(),
             }),
             clients: Mutex::new(HashMap::new()),
-            failure: Mutex::new(None),
         })
     }
 
@@ -171,65 +210,17 @@ impl WebState {
         self.tls.as_ref().map(|t| t.load_full())
     }
 
-    /// Re-read the file and the files it names; apply them when they
-    /// changed and load. Blocking (bounded by [`RELOAD_DEADLINE`]): from
-    /// async code call it through `spawn_blocking`. `automatic` triggers
-    /// (file watch, periodic re-read) log and count a failure once, not at
-    /// every repetition.
-    pub fn reload_now(
-        &self,
-        trigger: &str,
-        automatic: bool,
-    ) -> Result<WebReloadOutcome, WebReloadError> {
-        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        let path = self.path.clone();
-        let loaded = match run_with_deadline("web-config-read", RELOAD_DEADLINE, move || {
-            WebConfig::load(&path)
-        }) {
-            Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(WebReloadError::Config(e)),
-            Err(DeadlineError::TimedOut { after }) => Err(WebReloadError::TimedOut {
+    /// Put `new` in force (the reloader's [`Load::apply`], once it built):
+    /// all or nothing. Turning TLS on or off is refused (it needs a
+    /// restart: the listener's transport is chosen at start).
+    fn apply(&self, new: WebConfig, trigger: ReloadTrigger) -> Result<String, WebReloadError> {
+        if new.tls_enabled() != self.tls.is_some() {
+            return Err(WebReloadError::TlsToggled {
                 path: self.path.clone(),
-                after,
-            }),
-            Err(e) => Err(WebReloadError::Panicked {
-                path: self.path.clone(),
-                message: e.to_string(),
-            }),
-        };
-        let loaded = loaded.and_then(|c| {
-            if c.tls_enabled() != self.tls.is_some() {
-                Err(WebReloadError::TlsToggled {
-                    path: self.path.clone(),
-                    tls_now: c.tls_enabled(),
-                })
-            } else {
-                Ok(c)
-            }
-        });
-        let new = match loaded {
-            Ok(c) => c,
-            Err(e) => {
-                let text = e.to_string();
-                if automatic && failure.as_deref() == Some(text.as_str()) {
-                    tracing::debug!(path = %self.path.display(), %trigger, error = %text, "web config still unusable");
-                } else {
-                    tracing::warn!(path = %self.path.display(), %trigger, error = %text, "web config reload failed");
-                    self.metrics.mark_failure();
-                }
-                *failure = Some(text);
-                return Err(e);
-            }
-        };
-        let old = self.current();
-        if old.sha256 == new.sha256 {
-            if failure.take().is_some() {
-                tracing::info!(path = %self.path.display(), %trigger, "web config is back to the one in force; reload error cleared");
-                self.metrics.mark_success(true);
-            }
-            return Ok(WebReloadOutcome::Unchanged { sha256: new.sha256 });
+                tls_now: new.tls_enabled(),
+            });
         }
-        let sha256 = new.sha256.clone();
+        let old = self.current();
         if let (Some(slot), Some(tls)) = (&self.tls, &new.tls) {
             slot.store(tls.clone());
         }
@@ -244,7 +235,7 @@ impl WebState {
         }
         let users_changed = old.users != new.users;
         let summary = new.summary();
-        note_certificate(&new, &self.metrics, trigger);
+        note_certificate(&new, &self.metrics, trigger.as_str());
         self.current.store(Arc::new(new));
         if users_changed {
             // Only then: a rotated certificate must not make every scraper
@@ -252,10 +243,7 @@ impl WebState {
             // a changed or removed user can never match an old entry).
             self.auth.clear();
         }
-        failure.take();
-        self.metrics.mark_success(true);
-        tracing::info!(path = %self.path.display(), %trigger, %sha256, %summary, "web config reloaded");
-        Ok(WebReloadOutcome::Applied { sha256 })
+        Ok(summary)
     }
 
     /// Take a token from the `rate_limit` bucket, the one of `client` with
