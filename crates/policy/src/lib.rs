@@ -13,6 +13,7 @@ pub mod duration;
 pub mod policy;
 pub mod policytest;
 pub mod signals;
+pub mod simulation;
 pub mod text;
 pub mod verdict;
 pub mod yaml;
