@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
 use super::{Reason, SampleError, Sampler};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -76,18 +76,20 @@ pub struct Snapshots {
 }
 
 impl BackupSampler {
-    pub fn new(cfg: BackupConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+    /// (`_catalogue` is unused: built-in ids are the same in every
+    /// catalogue, [`Builtin`].)
+    pub fn new(cfg: BackupConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
         let base = client::base_url(&cfg.url)?;
         let client = client::build_client(&cfg.tls, cfg.timeout)?;
         let ids = Ids {
-            up: catalogue.id("backup_up"),
-            healthy: catalogue.id("backup_healthy"),
-            snap_rev: catalogue.id("snapshot_revision"),
-            full_rev: catalogue.id("full_snapshot_revision"),
-            snap_age: catalogue.id("snapshot_age"),
-            full_age: catalogue.id("full_snapshot_age"),
-            rev_lag: catalogue.id("rev_lag"),
-            revision: catalogue.id("revision"),
+            up: Builtin::BackupUp.id(),
+            healthy: Builtin::BackupHealthy.id(),
+            snap_rev: Builtin::SnapshotRevision.id(),
+            full_rev: Builtin::FullSnapshotRevision.id(),
+            snap_age: Builtin::SnapshotAge.id(),
+            full_age: Builtin::FullSnapshotAge.id(),
+            rev_lag: Builtin::RevLag.id(),
+            revision: Builtin::Revision.id(),
         };
         Ok(BackupSampler {
             cfg,
