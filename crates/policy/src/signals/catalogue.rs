@@ -236,11 +236,11 @@ impl Builtin {
     }
 
     /// The built-in signals `source` samples, in catalogue order.
-    pub fn of(source: &Source) -> impl Iterator<Item = Builtin> + '_ {
+    pub fn of(source: Source) -> impl Iterator<Item = Builtin> {
         Builtin::ALL
             .iter()
             .copied()
-            .filter(move |b| &b.source() == source)
+            .filter(move |b| b.source() == source)
     }
 }
 
@@ -440,6 +440,34 @@ mod tests {
         for n in ["leader", "qget_ms", "owner_ok", "rev_lag"] {
             assert!(c.lookup(n).is_some(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_builtin_id_is_its_position_in_every_catalogue() {
+        let mut c = Catalogue::builtin();
+        assert_eq!(Builtin::ALL.len(), c.len());
+        for (i, b) in Builtin::ALL.iter().enumerate() {
+            assert_eq!(b.id(), SignalId(i as u16), "{b:?}");
+            assert_eq!(c.lookup(b.name()), Some(b.id()), "{b:?}");
+            assert_eq!(c.get(b.id()).source, b.source(), "{b:?}");
+        }
+        let added = c
+            .add(SignalDef {
+                name: "fsync_count".to_string(),
+                ty: SignalType::Number,
+                source: Source::Scrape("etcd".to_string()),
+                unit: Unit::None,
+                help: String::new(),
+            })
+            .unwrap();
+        assert_eq!(
+            added.index(),
+            Builtin::ALL.len(),
+            "added after the built-ins"
+        );
+        assert_eq!(c.get(Builtin::QgetMs.id()).unit, Unit::Milliseconds);
+        let of_owner: Vec<&str> = Builtin::of(Source::Owner).map(Builtin::name).collect();
+        assert_eq!(of_owner, ["owner_ok", "owner_lookup_ms"]);
     }
 
     #[test]
