@@ -2,7 +2,7 @@
 //! readings per step → the [`Evaluator`].
 //!
 //! Each step's samples are recorded into a real [`SignalStore`] at the
-//! step's virtual instant and read back with [`SignalStore::read_into`], as
+//! step's virtual instant and read back ([`SignalStore::read_some_into`]) as
 //! `serve`'s sources and engine do, so how a sample becomes a reading — a
 //! failed sample keeping the age of the last good one, a good one clearing
 //! the failure — is `serve`'s and not a copy of it. The evaluator is the one
@@ -62,6 +62,8 @@ pub struct OutOfRange;
 /// evaluator.
 pub struct Simulation {
     policy: Arc<Policy>,
+    /// The signals the policy reads: the only ones read back at each step.
+    used: Vec<SignalId>,
     store: SignalStore,
     readings: Vec<Reading>,
     evaluator: Option<Evaluator>,
@@ -72,6 +74,7 @@ pub struct Simulation {
 impl Simulation {
     pub fn new(policy: Arc<Policy>, catalogue: &Catalogue, clock: Clock, start: Start) -> Self {
         Simulation {
+            used: policy.signals_used(),
             policy,
             store: SignalStore::new(catalogue),
             readings: vec![Reading::NEVER; catalogue.len()],
@@ -92,8 +95,9 @@ impl Simulation {
         Ok((now, wall))
     }
 
-    /// Step `i` with data: record `samples` at its instant, read every
-    /// signal, evaluate. Signals without a sample keep what they had.
+    /// Step `i` with data: record `samples` at its instant, read the
+    /// signals the policy reads, evaluate. Signals without a sample keep
+    /// what they had.
     pub fn step<'s>(
         &mut self,
         i: u64,
@@ -106,7 +110,8 @@ impl Simulation {
                 Sample::Failed(why) => self.store.record_err(id, why.clone(), now),
             }
         }
-        self.store.read_into(now, &mut self.readings);
+        self.store
+            .read_some_into(&self.used, now, &mut self.readings);
         let (policy, start) = (&self.policy, self.start);
         let evaluator = self.evaluator.get_or_insert_with(|| match (i, start) {
             (0, Start::Resumed) => Evaluator::resumed(policy.clone(), now),

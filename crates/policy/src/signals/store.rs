@@ -377,6 +377,23 @@ impl SignalStore {
         }
     }
 
+    /// Like [`read_into`](Self::read_into), for the signals `ids` only
+    /// (`out` has one entry per signal; the others are left as they are):
+    /// what a simulation reads at every step of a long history.
+    pub fn read_some_into(&self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
+        let stalled = self.cpu_stalled();
+        let slots = self.lock_slots();
+        let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            let i = id.index();
+            if let (Some(slot), Some(bound), Some(r)) =
+                (slots.get(i), staleness.get(i), out.get_mut(i))
+            {
+                *r = reading_of(slot, *bound, now, stalled);
+            }
+        }
+    }
+
     /// One signal's reading at `now`.
     pub fn reading(&self, id: SignalId, now: Instant) -> Reading {
         let stalled = self.cpu_stalled();
@@ -783,5 +800,15 @@ mod tests {
         let cap = buf.capacity();
         s.read_into(Instant::now(), &mut buf);
         assert_eq!(buf.capacity(), cap);
+        // Reading some signals gives what reading all gives for those.
+        let (leader, qget) = (c.id("leader"), c.id("qget_ms"));
+        let t0 = Instant::now();
+        s.record_ok(leader, Value::Bool(true), t0);
+        s.record_err(qget, Arc::from("timed out"), t0);
+        let mut all = Vec::new();
+        s.read_into(t0, &mut all);
+        let mut some = vec![Reading::NEVER; c.len()];
+        s.read_some_into(&[leader, qget], t0, &mut some);
+        assert_eq!(some, all);
     }
 }
