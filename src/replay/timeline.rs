@@ -297,26 +297,24 @@ impl<K: PartialEq, D> Runs<K, D> {
         if matches!(&self.open, Some((_, cur, _)) if *cur == key) {
             return;
         }
-        if let Some((from_ms, key, detail)) = self.open.take() {
-            self.done.push(Run {
-                from_ms,
-                to_ms: t,
-                key,
-                detail,
-            });
-        }
+        self.close(t);
         self.open = Some((t, key, detail()));
     }
 
-    fn finish(mut self, end: i64) -> Vec<Run<K, D>> {
+    /// The open stretch, if any, ends at `to_ms`.
+    fn close(&mut self, to_ms: i64) {
         if let Some((from_ms, key, detail)) = self.open.take() {
             self.done.push(Run {
                 from_ms,
-                to_ms: end,
+                to_ms,
                 key,
                 detail,
             });
         }
+    }
+
+    fn finish(mut self, end: i64) -> Vec<Run<K, D>> {
+        self.close(end);
         self.done
     }
 }
