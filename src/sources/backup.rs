@@ -192,72 +192,77 @@ impl Sampler for BackupSampler {
                 return Err(e);
             }
         };
-        let now_wall = SystemTime::now();
-        // A snapshot "taken" in the future (beyond the clock-skew allowance)
-        // is an error, not age 0: an age check must not pass on it.
-        let record_age = |id: SignalId, kind: &str, f: SnapshotFact| {
-            match crate::checked::age(f.taken, now_wall) {
-                Ok(a) => store.record_ok(id, Value::Num(a.as_secs_f64()), at),
-                Err(e) => store.record_err(
-                    id,
-                    Arc::from(format!(
-                        "the backup sidecar reports a {kind} snapshot taken {e}; check the clocks of this node and the sidecar's"
-                    )),
-                    at,
-                ),
-            }
-        };
-        let none_yet = |what: &str| -> Arc<str> {
-            Arc::from(format!(
-                "the backup sidecar reports no {what} snapshot yet (revision 0)"
-            ))
-        };
-        match snaps.full {
-            Some(f) => {
-                store.record_ok(ids.full_rev, Value::Num(f.revision), at);
-                record_age(ids.full_age, "full", f);
-            }
-            None => {
-                store.record_err(ids.full_rev, none_yet("full"), at);
-                store.record_err(ids.full_age, none_yet("full"), at);
-            }
-        }
-        let newest_rev = [snaps.full, snaps.incr]
-            .into_iter()
-            .flatten()
-            .max_by(|a, b| a.revision.total_cmp(&b.revision));
-        let newest_taken = [snaps.full, snaps.incr]
-            .into_iter()
-            .flatten()
-            .max_by_key(|f| f.taken);
-        match (newest_rev, newest_taken) {
-            (Some(r), Some(t)) => {
-                store.record_ok(ids.snap_rev, Value::Num(r.revision), at);
-                record_age(ids.snap_age, "newest", t);
-                let revision = store.reading(ids.revision, at);
-                match revision.value {
-                    Some(v) => {
-                        store.record_ok(ids.rev_lag, Value::Num(v.as_f64() - r.revision), at)
-                    }
-                    None => {
-                        let why = crate::policy::eval::describe_unknown(&revision);
-                        store.record_err(
-                            ids.rev_lag,
-                            Arc::from(format!("this member's revision is unknown ({why})")),
-                            at,
-                        );
-                    }
-                }
-            }
-            _ => {
-                for id in [ids.snap_rev, ids.snap_age, ids.rev_lag] {
-                    store.record_err(id, none_yet("full or incremental"), at);
-                }
-            }
-        }
+        record_snapshots(ids, store, snaps, at);
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+}
+
+/// Record what the sidecar's answer says of the snapshots: revisions, ages
+/// (a snapshot "taken" in the future is an error) and `rev_lag` against
+/// this member's revision as the store has it.
+fn record_snapshots(ids: Ids, store: &SignalStore, snaps: Snapshots, at: Instant) {
+    let now_wall = SystemTime::now();
+    // A snapshot "taken" in the future (beyond the clock-skew allowance)
+    // is an error, not age 0: an age check must not pass on it.
+    let record_age = |id: SignalId, kind: &str, f: SnapshotFact| {
+        match crate::checked::age(f.taken, now_wall) {
+            Ok(a) => store.record_ok(id, Value::Num(a.as_secs_f64()), at),
+            Err(e) => store.record_err(
+                id,
+                Arc::from(format!(
+                    "the backup sidecar reports a {kind} snapshot taken {e}; check the clocks of this node and the sidecar's"
+                )),
+                at,
+            ),
+        }
+    };
+    let none_yet = |what: &str| -> Arc<str> {
+        Arc::from(format!(
+            "the backup sidecar reports no {what} snapshot yet (revision 0)"
+        ))
+    };
+    match snaps.full {
+        Some(f) => {
+            store.record_ok(ids.full_rev, Value::Num(f.revision), at);
+            record_age(ids.full_age, "full", f);
+        }
+        None => {
+            store.record_err(ids.full_rev, none_yet("full"), at);
+            store.record_err(ids.full_age, none_yet("full"), at);
+        }
+    }
+    let newest_rev = [snaps.full, snaps.incr]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.revision.total_cmp(&b.revision));
+    let newest_taken = [snaps.full, snaps.incr]
+        .into_iter()
+        .flatten()
+        .max_by_key(|f| f.taken);
+    match (newest_rev, newest_taken) {
+        (Some(r), Some(t)) => {
+            store.record_ok(ids.snap_rev, Value::Num(r.revision), at);
+            record_age(ids.snap_age, "newest", t);
+            let revision = store.reading(ids.revision, at);
+            match revision.value {
+                Some(v) => store.record_ok(ids.rev_lag, Value::Num(v.as_f64() - r.revision), at),
+                None => {
+                    let why = crate::policy::eval::describe_unknown(&revision);
+                    store.record_err(
+                        ids.rev_lag,
+                        Arc::from(format!("this member's revision is unknown ({why})")),
+                        at,
+                    );
+                }
+            }
+        }
+        _ => {
+            for id in [ids.snap_rev, ids.snap_age, ids.rev_lag] {
+                store.record_err(id, none_yet("full or incremental"), at);
+            }
         }
     }
 }
