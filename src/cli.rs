@@ -223,7 +223,7 @@ pub fn test_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
     let mut failed = false;
     for path in files {
         let shown = path.display().to_string();
-        match crate::policytest::run_file(path, catalogue) {
+        match crate::policytest::run_file(path, catalogue, std::time::Instant::now()) {
             Err(e) => {
                 failed = true;
                 eprintln!("{e}");

@@ -1,6 +1,7 @@
 //! The backup, owner and scrape sources against real parts: a real etcd 3.4,
 //! a real dnsmasq, and an in-test HTTP server playing the backup sidecar.
-//! Policies are compiled and evaluated on the store's readings as `serve` does.
+//! Policies are compiled and evaluated on the store's readings as `serve` does,
+//! and every built-in signal is written by the source the catalogue names.
 
 mod pki;
 mod support_sources;
@@ -9,10 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Unknown, Value};
+use etcd_readiness_exporter::signals::{Builtin, Catalogue, SignalStore, Source, Unknown, Value};
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{BuiltinSources, Config, configure_catalogue};
 use etcd_readiness_exporter::sources::etcd::{self as etcd_source, EtcdConfig};
+use etcd_readiness_exporter::sources::etcd_metrics::{
+    EtcdMetricsConfig, EtcdMetricsSampler, metrics_url,
+};
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
@@ -127,6 +131,35 @@ async fn sample_etcd(
     }
 }
 
+/// Wait (bounded) until the source of every built-in signal has written
+/// it — a value, or a failure with its reason — and name those it never
+/// wrote. `sources` must be every built-in source.
+async fn assert_every_builtin_signal_is_written(store: &SignalStore, sources: &[Source]) {
+    for b in Builtin::ALL {
+        assert!(
+            sources.contains(&b.source()),
+            "{b:?}'s source is not sampled here"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = Instant::now();
+        let never: Vec<(&str, String)> = Builtin::ALL
+            .iter()
+            .filter(|b| store.reading(b.id(), now).unknown == Unknown::NeverSampled)
+            .map(|b| (b.name(), b.source().label()))
+            .collect();
+        if never.is_empty() {
+            return;
+        }
+        assert!(
+            now < deadline,
+            "signals their source never wrote (signal, source): {never:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `owner_ok` as `serve` samples it: the real [`OwnerSampler`] asking a real
 /// dnsmasq whose TXT record names this cluster.
 async fn sample_owner(dns: &Dnsmasq, cat: &Catalogue, store: &SignalStore) {
@@ -197,6 +230,29 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     assert!(boolean(&cat, &store, "owner_ok"));
 
     backup.sample(&store).await.unwrap();
+    // With the member's own metrics too, every built-in source has sampled
+    // this store: each of its signals has a value or a reason.
+    EtcdMetricsSampler::new(
+        EtcdMetricsConfig {
+            url: metrics_url(&etcd.metrics_url).unwrap(),
+            tls: Default::default(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
+            max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
+        },
+        &cat,
+    )
+    .unwrap()
+    .sample(&store)
+    .await
+    .unwrap();
+    let sources = [
+        Source::Etcd,
+        Source::EtcdMetrics,
+        Source::Backup,
+        Source::Owner,
+    ];
+    assert_every_builtin_signal_is_written(&store, &sources).await;
     assert_eq!(num(&cat, &store, "full_snapshot_revision"), served as f64);
     assert_eq!(num(&cat, &store, "snapshot_revision"), served as f64);
     assert_eq!(num(&cat, &store, "rev_lag"), (rev - served) as f64);

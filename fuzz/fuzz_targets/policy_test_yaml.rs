@@ -26,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let catalogue = Catalogue::builtin();
-    let _ = policytest::run_text(Path::new("fuzz.test.yaml"), text, &catalogue, |p| {
+    let origin = std::time::Instant::now();
+    let _ = policytest::run_text(Path::new("fuzz.test.yaml"), text, &catalogue, origin, |p| {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         POLICIES
             .iter()

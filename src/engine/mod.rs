@@ -357,6 +357,7 @@ impl EngineHandle {
         if let Some(stalled) = crate::contention::cpu_stalled() {
             sh.store.set_cpu_stalled(stalled);
         }
+        sh.store.set_wall_clock(now, wall);
         sh.store.read_into(now, &mut st.readings);
         st.evaluator.evaluate(&st.readings, now);
         let verdict = if sh.notifier.last_round(&Source::Etcd).is_none() {

@@ -106,6 +106,8 @@ pub enum ReplayError {
     Time(#[from] time::TimeError),
     #[error(transparent)]
     Grid(#[from] timeline::GridError),
+    #[error(transparent)]
+    Simulation(#[from] etcd_readiness_policy::simulation::OutOfRange),
     #[error("{0}")]
     Flag(String),
     #[error("{0}")]
@@ -329,7 +331,13 @@ pub fn compute(args: &ReplayArgs, now: SystemTime) -> Result<Outcome, ReplayErro
         });
     }
     let histories = assemble(&grid, ready, values, known);
-    let members = timeline::replay(&policy, &catalogue, &grid, &histories);
+    let members = timeline::replay(
+        &policy,
+        &catalogue,
+        &grid,
+        &histories,
+        std::time::Instant::now(),
+    )?;
     Ok(Outcome {
         policy,
         grid,

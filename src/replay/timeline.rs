@@ -1,29 +1,32 @@
 //! The pure part of `replay`, without IO or clocks: from each member's
 //! history on a grid of steps (signal values and knownness, the recorded
-//! verdict) it rebuilds the member's readings at every step, runs the same
-//! stateful [`Evaluator`] as `serve` over them in replay time (hold-downs
-//! and `warn` included), and builds what the command reports: seconds ready,
-//! not ready and unknown, flips, verdict intervals with the failing checks and
-//! their explanations, each check's not-passing spans, and the intervals where
-//! the candidate differs from the recorded verdict.
+//! verdict) it runs the policy crate's one [`Simulation`] — the samples
+//! recorded into a signal store and read back as `serve` reads them, the
+//! same stateful evaluator as `serve` over them in replay time (hold-downs
+//! and `warn` included) — and builds what the command reports: seconds
+//! ready, not ready and unknown, flips, verdict intervals with the failing
+//! checks and their explanations, each check's not-passing spans, and the
+//! intervals where the candidate differs from the recorded verdict. Each
+//! stretch carries what was noted at its start ([`Run`]).
 //!
-//! Replay time: step `i` is evaluated at `base + i × step` on a virtual
+//! Replay time: step `i` is evaluated at `origin + i × step` on a virtual
 //! `Instant` clock and at the step's own wall time, so since-when and
 //! hold-downs run on the history's time, not on the machine's. A member with
 //! no sample at all at a step (the exporter was not scraped) has no verdict
 //! there (unknown); when its data comes back it starts with a fresh
 //! evaluator, as a restarted exporter does — recovery holds (`recover`)
 //! included. A member with data from the window's first step was running
-//! before it: its evaluator starts [`Evaluator::resumed`], so the window's
-//! start is not taken for a restart.
+//! before it: its evaluator starts resumed ([`Start::Resumed`]), so the
+//! window's start is not taken for a restart.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::policy::{Evaluator, Policy};
-use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
-use crate::verdict::{CheckKind, CheckReport, CheckState};
+use crate::signals::{Catalogue, SignalId, SignalType, Value};
+use crate::verdict::{CheckKind, CheckState};
+use etcd_readiness_policy::simulation::{Clock, OutOfRange, Sample, Simulation, Start, Step};
 
 /// At most this many steps per replay (a year at 30 s): bounds memory.
 pub const MAX_STEPS: usize = 1_100_000;
@@ -173,7 +176,19 @@ pub struct CheckSpan {
 
 /// A check's state at a step, whether its hold-down held it passing, and
 /// whether its recovery hold held it failing.
-type Phase = (CheckState, bool, bool);
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Phase {
+    state: CheckState,
+    held: bool,
+    recovering: bool,
+}
+
+impl Phase {
+    /// Whether the step belongs to one of the check's reported spans.
+    fn reported(&self) -> bool {
+        self.state != CheckState::Pass || self.held
+    }
+}
 
 /// What `replay` reports for one member.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,58 +221,101 @@ impl MemberReport {
     }
 }
 
-/// Why a signal with a series is unknown at a step.
-const NO_SAMPLE: &str = "Prometheus holds no sample of it at this step";
-const RECORDED_UNKNOWN: &str = "it was unknown to the exporter (etcd_readiness_signal_known 0)";
-const NO_SERIES: &str = "Prometheus holds no series of it for this member";
-const NOT_FINITE: &str = "the recorded value is not a finite number";
+/// Why a signal is unknown at a step: the reasons a replayed reading carries.
+struct Reasons {
+    no_sample: Arc<str>,
+    recorded_unknown: Arc<str>,
+    no_series: Arc<str>,
+    not_finite: Arc<str>,
+}
 
-fn unknown(error: &str) -> Reading {
-    Reading {
-        value: None,
-        unknown: Unknown::Failed {
-            error: Arc::from(error),
-            ago: Duration::ZERO,
-        },
-        last_good_age: None,
-        // Prometheus holds answers only: nothing was in flight in a replay.
-        pending: None,
+impl Reasons {
+    fn new() -> Self {
+        Reasons {
+            no_sample: Arc::from("Prometheus holds no sample of it at this step"),
+            recorded_unknown: Arc::from(
+                "it was unknown to the exporter (etcd_readiness_signal_known 0)",
+            ),
+            no_series: Arc::from("Prometheus holds no series of it for this member"),
+            not_finite: Arc::from("the recorded value is not a finite number"),
+        }
     }
 }
 
-/// Builds the stretches of one value over the steps.
-struct Runs<T: PartialEq + Clone> {
-    out: Vec<(i64, i64, T)>,
-    open: Option<(i64, T)>,
+/// One signal the policy reads, and its history for this member if
+/// Prometheus holds one.
+struct Input<'m> {
+    id: SignalId,
+    ty: SignalType,
+    history: Option<&'m SignalHistory>,
 }
 
-impl<T: PartialEq + Clone> Runs<T> {
+impl Input<'_> {
+    /// What the exporter had recorded at step `i`, as the sample a source
+    /// would record (the recorded knownness wins over a value).
+    fn sample<'r>(&self, i: usize, why: &'r Reasons) -> Sample<'r> {
+        let Some(h) = self.history else {
+            return Sample::Failed(&why.no_series);
+        };
+        match (h.known[i], h.value[i]) {
+            (Some(false), _) => Sample::Failed(&why.recorded_unknown),
+            (_, None) => Sample::Failed(&why.no_sample),
+            (_, Some(v)) if !v.is_finite() => Sample::Failed(&why.not_finite),
+            (_, Some(v)) => Sample::Value(match self.ty {
+                SignalType::Bool => Value::Bool(v != 0.0),
+                SignalType::Number | SignalType::Duration => Value::Num(v),
+            }),
+        }
+    }
+}
+
+/// A stretch of steps with one `key`, and what was noted at its first step.
+struct Run<K, D> {
+    from_ms: i64,
+    to_ms: i64,
+    key: K,
+    detail: D,
+}
+
+/// Builds the stretches of one key over the steps, each carrying its detail.
+struct Runs<K: PartialEq, D> {
+    done: Vec<Run<K, D>>,
+    open: Option<(i64, K, D)>,
+}
+
+impl<K: PartialEq, D> Runs<K, D> {
     fn new() -> Self {
         Runs {
-            out: Vec::new(),
+            done: Vec::new(),
             open: None,
         }
     }
 
-    /// `v` holds from `t`; returns true when a new stretch starts.
-    fn push(&mut self, t: i64, v: T) -> bool {
-        match &self.open {
-            Some((_, cur)) if *cur == v => false,
-            _ => {
-                if let Some((from, cur)) = self.open.take() {
-                    self.out.push((from, t, cur));
-                }
-                self.open = Some((t, v));
-                true
-            }
+    /// `key` holds from `t`; where that starts a stretch, `detail` says
+    /// what the stretch carries (only then is it computed).
+    fn push(&mut self, t: i64, key: K, detail: impl FnOnce() -> D) {
+        if matches!(&self.open, Some((_, cur, _)) if *cur == key) {
+            return;
+        }
+        self.close(t);
+        self.open = Some((t, key, detail()));
+    }
+
+    /// The open stretch, if any, ends at `to_ms`.
+    fn close(&mut self, to_ms: i64) {
+        if let Some((from_ms, key, detail)) = self.open.take() {
+            self.done.push(Run {
+                from_ms,
+                to_ms,
+                key,
+                detail,
+            });
         }
     }
 
-    fn finish(mut self, end: i64) -> Vec<(i64, i64, T)> {
-        if let Some((from, cur)) = self.open.take() {
-            self.out.push((from, end, cur));
-        }
-        self.out
+    fn finish(mut self, end: i64) -> Vec<Run<K, D>> {
+        self.close(end);
+        self.done
     }
 }
 
@@ -269,27 +327,25 @@ fn failing(ev: &Evaluator) -> Vec<String> {
         .collect()
 }
 
-/// The evaluator's reports at this step, rendered once.
-fn reports_at<'a>(
-    cache: &'a mut Option<Vec<CheckReport>>,
-    ev: &Evaluator,
-    readings: &[Reading],
-    now: Instant,
-    wall: SystemTime,
-) -> &'a [CheckReport] {
-    cache.get_or_insert_with(|| ev.report(readings, now, wall))
-}
-
-/// Replay `policy` over every member's history on `grid`.
+/// Replay `policy` over every member's history on `grid`; `origin` is any
+/// instant, the virtual clock's start.
 pub fn replay(
     policy: &Arc<Policy>,
     catalogue: &Catalogue,
     grid: &Grid,
     members: &[MemberHistory],
-) -> Vec<MemberReport> {
+    origin: Instant,
+) -> Result<Vec<MemberReport>, OutOfRange> {
+    let clock = Clock {
+        origin,
+        // Grid times are never negative (`time::parse_time`).
+        wall: SystemTime::UNIX_EPOCH + Duration::from_millis(grid.start_ms.max(0) as u64),
+        step: Duration::from_millis(grid.step_ms as u64),
+    };
+    let why = Reasons::new();
     members
         .iter()
-        .map(|m| replay_member(policy, catalogue, grid, m))
+        .map(|m| replay_member(policy, catalogue, grid, m, clock, &why))
         .collect()
 }
 
@@ -298,228 +354,199 @@ fn replay_member(
     catalogue: &Catalogue,
     grid: &Grid,
     member: &MemberHistory,
-) -> MemberReport {
-    let used: Vec<(usize, SignalType, Option<&SignalHistory>)> = policy
+    clock: Clock,
+    why: &Reasons,
+) -> Result<MemberReport, OutOfRange> {
+    let inputs: Vec<Input> = policy
         .signals_used()
         .into_iter()
-        .map(|id| {
-            let name = policy.signal_name(id);
-            (id.index(), catalogue.get(id).ty, member.signals.get(name))
+        .map(|id| Input {
+            id,
+            ty: catalogue.get(id).ty,
+            history: member.signals.get(policy.signal_name(id)),
         })
         .collect();
-    let missing_signals: Vec<String> = policy
-        .signals_used()
-        .into_iter()
-        .filter(|id| !member.signals.contains_key(policy.signal_name(*id)))
-        .map(|id| policy.signal_name(id).to_string())
-        .collect();
-    let n_checks = policy.checks().len();
-    let mut readings = vec![Reading::NEVER; catalogue.len()];
-    for (idx, _, h) in &used {
-        if h.is_none() {
-            readings[*idx] = unknown(NO_SERIES);
-        }
-    }
-    let mut last_good: Vec<Option<i64>> = vec![None; used.len()];
-    let base = Instant::now();
-    let mut evaluator: Option<Evaluator> = None;
-
-    let mut report = MemberReport {
-        labels: member.labels.clone(),
-        ready_ms: 0,
-        not_ready_ms: 0,
-        unknown_ms: 0,
-        flips: 0,
-        recorded_flips: 0,
-        intervals: Vec::new(),
-        recorded: Vec::new(),
-        differs_from_recorded: Vec::new(),
-        checks: Vec::new(),
-        missing_signals,
-    };
-    let mut verdicts = Runs::<Option<bool>>::new();
-    let mut verdict_detail: Vec<(Vec<String>, Vec<String>)> = Vec::new();
-    let mut recorded = Runs::<Option<bool>>::new();
-    let mut diffs = Runs::<bool>::new();
-    let mut diff_detail: Vec<(Option<bool>, Vec<String>)> = Vec::new();
-    let mut check_runs: Vec<Runs<Option<Phase>>> = (0..n_checks).map(|_| Runs::new()).collect();
-    let mut check_detail: Vec<Vec<String>> = vec![Vec::new(); n_checks];
-    let mut states: Vec<Option<Phase>> = vec![None; n_checks];
-    let mut prev_verdict: Option<bool> = None;
-    let mut prev_recorded: Option<bool> = None;
-
+    let mut sim = Simulation::new(policy.clone(), catalogue, clock, Start::Resumed);
+    let mut tally = Tally::new(policy.checks().len());
     for i in 0..grid.steps {
-        let t = grid.at(i);
-        let weight = grid.until(i) - t;
-        let present = member.present(i);
-        let now = base + Duration::from_millis((t - grid.start_ms) as u64);
-        let wall = SystemTime::UNIX_EPOCH + Duration::from_millis(t.max(0) as u64);
-        let verdict = if present {
-            for (k, (idx, ty, h)) in used.iter().enumerate() {
-                let Some(h) = h else { continue };
-                readings[*idx] = match (h.known[i], h.value[i]) {
-                    (Some(false), _) => unknown(RECORDED_UNKNOWN),
-                    (_, None) => unknown(NO_SAMPLE),
-                    (_, Some(v)) if !v.is_finite() => unknown(NOT_FINITE),
-                    (_, Some(v)) => {
-                        last_good[k] = Some(t);
-                        Reading::known(match ty {
-                            SignalType::Bool => Value::Bool(v != 0.0),
-                            SignalType::Number | SignalType::Duration => Value::Num(v),
-                        })
-                    }
-                };
-                readings[*idx].last_good_age =
-                    last_good[k].map(|g| Duration::from_millis((t - g) as u64));
-            }
-            let ev = evaluator.get_or_insert_with(|| {
-                if i == 0 {
-                    Evaluator::resumed(policy.clone(), now)
-                } else {
-                    Evaluator::new(policy.clone(), now)
-                }
-            });
-            ev.evaluate(&readings, now);
-            let phases = ev.states().zip(ev.held()).zip(ev.recovering());
-            for (s, (((_, _, state), held), recovering)) in states.iter_mut().zip(phases) {
-                *s = Some((state, held, recovering));
-            }
-            Some(ev.ready())
+        let step = if member.present(i) {
+            let samples = inputs.iter().map(|s| (s.id, s.sample(i, why)));
+            Some(sim.step(i as u64, samples)?)
         } else {
-            evaluator = None;
-            states.iter_mut().for_each(|s| *s = None);
+            sim.absent();
             None
         };
-        let rec = member.recorded[i];
+        tally.observe(grid, i, member.recorded[i], step.as_ref());
+    }
+    let missing_signals = inputs
+        .iter()
+        .filter(|s| s.history.is_none())
+        .map(|s| policy.signal_name(s.id).to_string())
+        .collect();
+    Ok(tally.finish(grid.end_ms, policy, member.labels.clone(), missing_signals))
+}
 
-        // Explanations are rendered only where a stretch starts that needs them.
-        let mut reports: Option<Vec<CheckReport>> = None;
-        if verdicts.push(t, verdict) {
-            let detail = match (&evaluator, verdict) {
-                (Some(ev), Some(false)) => {
-                    let names = failing(ev);
-                    let all = reports_at(&mut reports, ev, &readings, now, wall);
-                    let why = names
-                        .iter()
-                        .map(|n| {
-                            all.iter()
-                                .find(|c| &c.name == n)
-                                .map_or_else(String::new, |c| c.explanation.clone())
-                        })
-                        .collect();
-                    (names, why)
-                }
-                _ => (Vec::new(), Vec::new()),
-            };
-            verdict_detail.push(detail);
-        }
-        recorded.push(t, rec);
-        let differs = matches!((verdict, rec), (Some(a), Some(b)) if a != b);
-        if diffs.push(t, differs) {
-            let names = match (&evaluator, verdict) {
-                (Some(ev), Some(false)) => failing(ev),
-                _ => Vec::new(),
-            };
-            diff_detail.push((verdict, names));
-        }
-        for (j, (runs, state)) in check_runs.iter_mut().zip(&states).enumerate() {
-            if runs.push(t, *state) {
-                let why = match (&evaluator, state) {
-                    (Some(ev), Some((s, held, _))) if *s != CheckState::Pass || *held => {
-                        reports_at(&mut reports, ev, &readings, now, wall)[j]
-                            .explanation
-                            .clone()
-                    }
-                    _ => String::new(),
-                };
-                check_detail[j].push(why);
-            }
-        }
+/// Everything `replay` reports of one member, gathered step by step.
+struct Tally {
+    ready_ms: i64,
+    not_ready_ms: i64,
+    unknown_ms: i64,
+    flips: u64,
+    recorded_flips: u64,
+    previous: Option<(Option<bool>, Option<bool>)>,
+    /// The candidate's verdict; a not-ready stretch carries the failing
+    /// checks and their explanations.
+    verdicts: Runs<Option<bool>, (Vec<String>, Vec<String>)>,
+    recorded: Runs<Option<bool>, ()>,
+    /// Whether both verdicts are known and differ; a stretch carries the
+    /// candidate's verdict and its failing checks.
+    differs: Runs<bool, (Option<bool>, Vec<String>)>,
+    /// Per check, its phase; a reported stretch carries its explanation.
+    checks: Vec<Runs<Option<Phase>, String>>,
+    /// This step's phase of every check (reused).
+    phases: Vec<Option<Phase>>,
+}
 
-        match verdict {
-            Some(true) => report.ready_ms += weight,
-            Some(false) => report.not_ready_ms += weight,
-            None => report.unknown_ms += weight,
+impl Tally {
+    fn new(n_checks: usize) -> Self {
+        Tally {
+            ready_ms: 0,
+            not_ready_ms: 0,
+            unknown_ms: 0,
+            flips: 0,
+            recorded_flips: 0,
+            previous: None,
+            verdicts: Runs::new(),
+            recorded: Runs::new(),
+            differs: Runs::new(),
+            checks: (0..n_checks).map(|_| Runs::new()).collect(),
+            phases: vec![None; n_checks],
         }
-        if i > 0 {
-            if let (Some(a), Some(b)) = (prev_verdict, verdict)
-                && a != b
-            {
-                report.flips += 1;
-            }
-            if let (Some(a), Some(b)) = (prev_recorded, rec)
-                && a != b
-            {
-                report.recorded_flips += 1;
-            }
-        }
-        prev_verdict = verdict;
-        prev_recorded = rec;
     }
 
-    let end = grid.end_ms;
-    report.intervals = verdicts
-        .finish(end)
-        .into_iter()
-        .zip(verdict_detail)
-        .map(
-            |((from_ms, to_ms, ready), (failing, explanations))| Interval {
-                from_ms,
-                to_ms,
-                ready,
-                failing,
-                explanations,
-            },
-        )
-        .collect();
-    report.recorded = recorded
-        .finish(end)
-        .into_iter()
-        .map(|(from_ms, to_ms, ready)| Interval {
-            from_ms,
-            to_ms,
-            ready,
-            failing: Vec::new(),
-            explanations: Vec::new(),
-        })
-        .collect();
-    report.differs_from_recorded = diffs
-        .finish(end)
-        .into_iter()
-        .zip(diff_detail)
-        .filter(|((_, _, differs), _)| *differs)
-        .map(|((from_ms, to_ms, _), (ready, failing))| Interval {
+    /// Step `i`: `recorded` is the recorded verdict, `step` the evaluated
+    /// one (`None` where the member has no data). Explanations are rendered
+    /// only where a stretch starts that needs them.
+    fn observe(&mut self, grid: &Grid, i: usize, recorded: Option<bool>, step: Option<&Step>) {
+        let t = grid.at(i);
+        let verdict = step.map(Step::ready);
+        // The failing checks, where the candidate is not ready.
+        let failing_at = || match step {
+            Some(s) if verdict == Some(false) => failing(s.evaluator()),
+            _ => Vec::new(),
+        };
+        self.verdicts.push(t, verdict, || {
+            let names = failing_at();
+            let why = match step {
+                Some(s) => names
+                    .iter()
+                    .map(|n| {
+                        s.reports()
+                            .iter()
+                            .find(|c| &c.name == n)
+                            .map_or_else(String::new, |c| c.explanation.clone())
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            (names, why)
+        });
+        self.recorded.push(t, recorded, || ());
+        let differs = matches!((verdict, recorded), (Some(a), Some(b)) if a != b);
+        self.differs.push(t, differs, || (verdict, failing_at()));
+
+        match step {
+            Some(s) => {
+                let ev = s.evaluator();
+                let phases = ev.states().zip(ev.held()).zip(ev.recovering());
+                for (p, (((_, _, state), held), recovering)) in self.phases.iter_mut().zip(phases) {
+                    *p = Some(Phase {
+                        state,
+                        held,
+                        recovering,
+                    });
+                }
+            }
+            None => self.phases.iter_mut().for_each(|p| *p = None),
+        }
+        for (j, (runs, phase)) in self.checks.iter_mut().zip(&self.phases).enumerate() {
+            runs.push(t, *phase, || match (step, phase) {
+                (Some(s), Some(p)) if p.reported() => s.reports()[j].explanation.clone(),
+                _ => String::new(),
+            });
+        }
+
+        let weight = grid.until(i) - t;
+        match verdict {
+            Some(true) => self.ready_ms += weight,
+            Some(false) => self.not_ready_ms += weight,
+            None => self.unknown_ms += weight,
+        }
+        if let Some((prev_verdict, prev_recorded)) = self.previous {
+            self.flips +=
+                u64::from(matches!((prev_verdict, verdict), (Some(a), Some(b)) if a != b));
+            self.recorded_flips +=
+                u64::from(matches!((prev_recorded, recorded), (Some(a), Some(b)) if a != b));
+        }
+        self.previous = Some((verdict, recorded));
+    }
+
+    fn finish(
+        self,
+        end: i64,
+        policy: &Policy,
+        labels: BTreeMap<String, String>,
+        missing_signals: Vec<String>,
+    ) -> MemberReport {
+        let interval = |from_ms, to_ms, ready, failing, explanations| Interval {
             from_ms,
             to_ms,
             ready,
             failing,
-            explanations: Vec::new(),
-        })
-        .collect();
-    for ((runs, details), def) in check_runs
-        .into_iter()
-        .zip(check_detail)
-        .zip(policy.checks())
-    {
-        for ((from_ms, to_ms, state), explanation) in runs.finish(end).into_iter().zip(details) {
-            if let Some((state, held, recovering)) =
-                state.filter(|(s, held, _)| *s != CheckState::Pass || *held)
-            {
-                report.checks.push(CheckSpan {
-                    check: def.name.clone(),
-                    kind: def.kind,
-                    state,
-                    held,
-                    recovering,
-                    from_ms,
-                    to_ms,
-                    explanation,
-                });
-            }
+            explanations,
+        };
+        let mut checks: Vec<CheckSpan> = self
+            .checks
+            .into_iter()
+            .zip(policy.checks())
+            .flat_map(|(runs, def)| {
+                runs.finish(end).into_iter().filter_map(|r| {
+                    let p = r.key.filter(Phase::reported)?;
+                    Some(CheckSpan {
+                        check: def.name.clone(),
+                        kind: def.kind,
+                        state: p.state,
+                        held: p.held,
+                        recovering: p.recovering,
+                        from_ms: r.from_ms,
+                        to_ms: r.to_ms,
+                        explanation: r.detail,
+                    })
+                })
+            })
+            .collect();
+        checks.sort_by_key(|s| s.from_ms);
+        MemberReport {
+            labels,
+            ready_ms: self.ready_ms,
+            not_ready_ms: self.not_ready_ms,
+            unknown_ms: self.unknown_ms,
+            flips: self.flips,
+            recorded_flips: self.recorded_flips,
+            intervals: (self.verdicts.finish(end).into_iter())
+                .map(|r| interval(r.from_ms, r.to_ms, r.key, r.detail.0, r.detail.1))
+                .collect(),
+            recorded: (self.recorded.finish(end).into_iter())
+                .map(|r| interval(r.from_ms, r.to_ms, r.key, Vec::new(), Vec::new()))
+                .collect(),
+            differs_from_recorded: (self.differs.finish(end).into_iter())
+                .filter(|r| r.key)
+                .map(|r| interval(r.from_ms, r.to_ms, r.detail.0, r.detail.1, Vec::new()))
+                .collect(),
+            checks,
+            missing_signals,
         }
     }
-    report.checks.sort_by_key(|s| s.from_ms);
-    report
 }
 
 /// Signals the policy reads of which no member has a series.
@@ -640,7 +667,7 @@ mod tests {
         let (p, c) = compile(
             "check leader: leader\ncheck fast: qget_ms < 100 for 30s\nwarn lag: apply_lag < 10\n",
         );
-        let r = &replay(&p, &c, &grid, &[m])[0];
+        let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
         // Steps (15 s): 0-9 ready, 10-11 not (the hold-down ran out at 10),
         // 12-13 ready, 14-15 not (leader), 16 ready, 17-18 no data, 19-20 ready;
         // step 20 is `end` and weighs nothing.
@@ -727,7 +754,7 @@ mod tests {
             vec![None; 7],
         );
         let (p, c) = compile("check fast: qget_ms < 100 for 30s\n");
-        let r = &replay(&p, &c, &grid, &[m])[0];
+        let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
         assert_eq!(
             ivs(&r.intervals),
             [
@@ -758,7 +785,7 @@ mod tests {
             "check lag: apply_lag < 5000 recover 30s
 ",
         );
-        let r = &replay(&p, &c, &grid, &[m])[0];
+        let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
         // Ready from the window's start (the member was running before it);
         // failing at 30-60 s, recovering 60-90 s (true for 0 s, then 15 s of
         // 30 s), ready at 90 s; after the restart at 135 s recovering again
@@ -822,7 +849,7 @@ mod tests {
         // Known 0 wins over a value (the exporter said it did not know).
         m.signals.get_mut("leader").unwrap().known[1] = Some(false);
         let (p, c) = compile("check leader: leader\nwarn owner: owner_ok\n");
-        let r = &replay(&p, &c, &grid, &[m])[0];
+        let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
         assert_eq!(r.missing_signals, ["owner_ok"]);
         assert_eq!(missing_everywhere(std::slice::from_ref(r)), ["owner_ok"]);
         assert_eq!(

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
 use super::{Reason, SampleError, Sampler};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -76,18 +76,20 @@ pub struct Snapshots {
 }
 
 impl BackupSampler {
-    pub fn new(cfg: BackupConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+    /// (`_catalogue` is unused: built-in ids are the same in every
+    /// catalogue, [`Builtin`].)
+    pub fn new(cfg: BackupConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
         let base = client::base_url(&cfg.url)?;
         let client = client::build_client(&cfg.tls, cfg.timeout)?;
         let ids = Ids {
-            up: catalogue.id("backup_up"),
-            healthy: catalogue.id("backup_healthy"),
-            snap_rev: catalogue.id("snapshot_revision"),
-            full_rev: catalogue.id("full_snapshot_revision"),
-            snap_age: catalogue.id("snapshot_age"),
-            full_age: catalogue.id("full_snapshot_age"),
-            rev_lag: catalogue.id("rev_lag"),
-            revision: catalogue.id("revision"),
+            up: Builtin::BackupUp.id(),
+            healthy: Builtin::BackupHealthy.id(),
+            snap_rev: Builtin::SnapshotRevision.id(),
+            full_rev: Builtin::FullSnapshotRevision.id(),
+            snap_age: Builtin::SnapshotAge.id(),
+            full_age: Builtin::FullSnapshotAge.id(),
+            rev_lag: Builtin::RevLag.id(),
+            revision: Builtin::Revision.id(),
         };
         Ok(BackupSampler {
             cfg,
@@ -190,7 +192,7 @@ impl Sampler for BackupSampler {
                 return Err(e);
             }
         };
-        record_snapshots(store, ids, snaps, at);
+        record_snapshots(ids, store, snaps, at);
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -198,10 +200,10 @@ impl Sampler for BackupSampler {
     }
 }
 
-/// Write the snapshot signals of an answer: the revisions, the ages (a
-/// snapshot "taken" in the future is an error, not age 0) and `rev_lag`
-/// against this member's revision as the etcd source stored it.
-fn record_snapshots(store: &SignalStore, ids: Ids, snaps: Snapshots, at: Instant) {
+/// Record what the sidecar's answer says of the snapshots: revisions, ages
+/// (a snapshot "taken" in the future is an error) and `rev_lag` against
+/// this member's revision as the store has it.
+fn record_snapshots(ids: Ids, store: &SignalStore, snaps: Snapshots, at: Instant) {
     let now_wall = SystemTime::now();
     // A snapshot "taken" in the future (beyond the clock-skew allowance)
     // is an error, not age 0: an age check must not pass on it.

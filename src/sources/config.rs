@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::client::TlsFiles;
-use crate::signals::{Catalogue, SignalDef, SignalType, Source};
+use crate::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
 
 /// Default `interval` of a scrape source.
 pub const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
@@ -273,7 +273,7 @@ pub fn extend_catalogue(config: &Config, catalogue: &mut Catalogue) -> Result<()
                     name: sig.clone(),
                     ty: SignalType::Number,
                     source: Source::Scrape(src.name.clone()),
-                    unit: "",
+                    unit: Unit::None,
                     help: format!(
                         "{} from {} ({})",
                         selector(spec),

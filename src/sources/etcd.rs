@@ -47,7 +47,7 @@ use tokio::task::JoinHandle;
 
 use super::identity::MemberInfo;
 use super::{Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Trust, Value};
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust, Value};
 
 /// PEM material for mTLS to etcd.
 #[derive(Clone, Debug)]
@@ -164,52 +164,39 @@ struct Ids {
 }
 
 impl Ids {
-    fn new(c: &Catalogue) -> Self {
-        Ids {
-            etcd_up: c.id("etcd_up"),
-            leader: c.id("leader"),
-            is_leader: c.id("is_leader"),
-            learner: c.id("learner"),
-            qget_ms: c.id("qget_ms"),
-            sget_ms: c.id("sget_ms"),
-            revision: c.id("revision"),
-            raft_term: c.id("raft_term"),
-            raft_index: c.id("raft_index"),
-            applied_index: c.id("applied_index"),
-            apply_lag: c.id("apply_lag"),
-            db_size_bytes: c.id("db_size_bytes"),
-            db_in_use_bytes: c.id("db_in_use_bytes"),
-            alarm_nospace: c.id("alarm_nospace"),
-            alarm_corrupt: c.id("alarm_corrupt"),
-            leader_changes: c.id("leader_changes"),
-            leaderless: c.id("leaderless"),
-        }
+    /// Resolved at compile time: built-in ids are the same in every catalogue.
+    const BUILTIN: Ids = Ids {
+        etcd_up: Builtin::EtcdUp.id(),
+        leader: Builtin::Leader.id(),
+        is_leader: Builtin::IsLeader.id(),
+        learner: Builtin::Learner.id(),
+        qget_ms: Builtin::QgetMs.id(),
+        sget_ms: Builtin::SgetMs.id(),
+        revision: Builtin::Revision.id(),
+        raft_term: Builtin::RaftTerm.id(),
+        raft_index: Builtin::RaftIndex.id(),
+        applied_index: Builtin::AppliedIndex.id(),
+        apply_lag: Builtin::ApplyLag.id(),
+        db_size_bytes: Builtin::DbSizeBytes.id(),
+        db_in_use_bytes: Builtin::DbInUseBytes.id(),
+        alarm_nospace: Builtin::AlarmNospace.id(),
+        alarm_corrupt: Builtin::AlarmCorrupt.id(),
+        leader_changes: Builtin::LeaderChanges.id(),
+        leaderless: Builtin::Leaderless.id(),
+    };
+
+    /// Signals that come from `Maintenance.Status`: every etcd signal of the
+    /// catalogue but etcd_up and the reads.
+    fn status_ids(&self) -> impl Iterator<Item = SignalId> {
+        let not_status = [self.etcd_up, self.qget_ms, self.sget_ms];
+        Builtin::of(Source::Etcd)
+            .map(Builtin::id)
+            .filter(move |id| !not_status.contains(id))
     }
 
-    /// Signals that come from `Maintenance.Status` (all but etcd_up and the reads).
-    fn status_ids(&self) -> [SignalId; 14] {
-        [
-            self.leader,
-            self.is_leader,
-            self.learner,
-            self.revision,
-            self.raft_term,
-            self.raft_index,
-            self.applied_index,
-            self.apply_lag,
-            self.db_size_bytes,
-            self.db_in_use_bytes,
-            self.alarm_nospace,
-            self.alarm_corrupt,
-            self.leader_changes,
-            self.leaderless,
-        ]
-    }
-
+    /// Every etcd signal of the catalogue.
     fn all(&self) -> Vec<SignalId> {
-        let mut v = self.status_ids().to_vec();
-        v.extend([self.etcd_up, self.qget_ms, self.sget_ms]);
-        v
+        Builtin::of(Source::Etcd).map(Builtin::id).collect()
     }
 }
 
@@ -223,11 +210,9 @@ pub fn spawn(
     metrics: SourceMetrics,
     member_info: Option<MemberInfo>,
 ) -> JoinHandle<()> {
-    let ids = Ids::new(catalogue);
+    let ids = Ids::BUILTIN;
     // The member's own peer count, where its metrics source is configured.
-    let active_peers = catalogue
-        .lookup("active_peers")
-        .filter(|id| catalogue.is_enabled(*id));
+    let active_peers = Some(Builtin::ActivePeers.id()).filter(|id| catalogue.is_enabled(*id));
     metrics.start_source(LABEL);
     let supervisor = notifier.supervisor().clone();
     supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
@@ -432,12 +417,7 @@ impl Shared {
         let fast = self.config.fast();
         let mut leader_changes = LeaderChanges::default();
         let trust = self.config.trust();
-        let pending: Vec<SignalId> = self
-            .ids
-            .status_ids()
-            .into_iter()
-            .chain([self.ids.etcd_up])
-            .collect();
+        let pending: Vec<SignalId> = self.ids.status_ids().chain([self.ids.etcd_up]).collect();
         loop {
             let epoch = self.epoch();
             let started = Instant::now();

@@ -24,7 +24,7 @@ use super::config::{Aggregate, SignalSpec};
 use super::promtext::{self, Sample};
 use super::scrape::extract;
 use super::{Reason, SampleError, Sampler};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Validated settings of the etcd metrics source.
 #[derive(Clone, Debug)]
@@ -70,13 +70,15 @@ pub struct EtcdMetricsSampler {
 }
 
 impl EtcdMetricsSampler {
-    pub fn new(cfg: EtcdMetricsConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+    /// (`_catalogue` is unused: built-in ids are the same in every
+    /// catalogue, [`Builtin`].)
+    pub fn new(cfg: EtcdMetricsConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
         client::base_url(&cfg.url)?;
         let client = client::build_client(&cfg.tls, cfg.timeout)?;
         let ids = Ids {
-            defrag: catalogue.id("defrag_inflight"),
-            quota_ratio: catalogue.id("db_quota_ratio"),
-            active_peers: catalogue.id("active_peers"),
+            defrag: Builtin::DefragInflight.id(),
+            quota_ratio: Builtin::DbQuotaRatio.id(),
+            active_peers: Builtin::ActivePeers.id(),
         };
         Ok(EtcdMetricsSampler { cfg, client, ids })
     }

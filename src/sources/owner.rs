@@ -20,7 +20,7 @@ use hickory_resolver::proto::rr::{Name, RData};
 
 use super::client::SourceError;
 use super::{Reason, SampleError, Sampler};
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Default `--owner.interval`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -51,7 +51,9 @@ pub struct OwnerSampler {
 }
 
 impl OwnerSampler {
-    pub fn new(cfg: OwnerConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+    /// (`_catalogue` is unused: built-in ids are the same in every
+    /// catalogue, [`Builtin`].)
+    pub fn new(cfg: OwnerConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
         if cfg.name.is_empty() || cfg.id.is_empty() {
             return Err(SourceError::Invalid(
                 "the owner check needs both --owner.name and --owner.id".to_string(),
@@ -89,8 +91,8 @@ impl OwnerSampler {
             .build()
             .map_err(|e| SourceError::Resolver(e.to_string()))?;
         Ok(OwnerSampler {
-            ok: catalogue.id("owner_ok"),
-            latency: catalogue.id("owner_lookup_ms"),
+            ok: Builtin::OwnerOk.id(),
+            latency: Builtin::OwnerLookupMs.id(),
             cfg,
             name,
             resolver,

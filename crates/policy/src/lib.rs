@@ -13,6 +13,42 @@ pub mod duration;
 pub mod policy;
 pub mod policytest;
 pub mod signals;
+pub mod simulation;
 pub mod text;
 pub mod verdict;
 pub mod yaml;
+
+/// The crate reads no clock: every `Instant` and wall time comes in from
+/// the caller (tests excepted, which start their virtual clocks at now).
+#[cfg(test)]
+mod purity {
+    fn sources(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path.display().to_string(), text));
+            }
+        }
+    }
+
+    #[test]
+    fn no_clock_is_read_outside_tests() {
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 10, "{files:?}");
+        let needles = ["Instant::now", "SystemTime::now", "UNIX_EPOCH.elapsed"];
+        for (path, text) in &files {
+            // Test modules come last in every file.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for needle in needles {
+                assert!(!code.contains(needle), "{path} reads a clock: {needle}");
+            }
+        }
+    }
+}

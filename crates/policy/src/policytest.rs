@@ -8,8 +8,10 @@
 //! are `true`/`false` or `1`/`0`, durations are written `30s` (or a plain
 //! number of seconds). After its last sample a series is missing.
 //!
-//! The simulation is pure: it drives an [`Evaluator`] with readings built from
-//! the series, on a virtual clock.
+//! Each case runs on the one [`Simulation`] `replay` runs on too: the
+//! series' samples recorded at their steps into a signal store and
+//! evaluated by `serve`'s evaluator on a virtual clock that starts at the
+//! caller's `origin` (any instant) and at the Unix epoch.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,10 +20,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
+use crate::policy::Policy;
 use crate::policy::diag::did_you_mean;
 use crate::policy::parse::parse_duration;
-use crate::policy::{Evaluator, Policy};
-use crate::signals::{Catalogue, Reading, SignalId, SignalType, Unknown, Value};
+use crate::signals::{Catalogue, SignalId, SignalType, Value};
+use crate::simulation::{Clock, Sample, Simulation, Start, Step};
 use crate::verdict::CheckState;
 
 #[derive(Debug, Deserialize)]
@@ -83,13 +86,8 @@ pub struct FileOutcome {
     pub failures: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sample {
-    Missing,
-    Value(Value),
-}
-
-fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Sample>, String> {
+/// A series: a sample per step, `None` where the source failed.
+fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Option<Value>>, String> {
     let mut out = Vec::new();
     for tok in text.split_whitespace() {
         let (val, times) = match tok.rsplit_once('x') {
@@ -107,9 +105,9 @@ fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Sample>, String> {
             return Err("series longer than 100000 samples".to_string());
         }
         let s = if val == "_" {
-            Sample::Missing
+            None
         } else {
-            Sample::Value(parse_value(val, ty).ok_or_else(|| format!("`{val}` is not a {ty}"))?)
+            Some(parse_value(val, ty).ok_or_else(|| format!("`{val}` is not a {ty}"))?)
         };
         out.extend(std::iter::repeat_n(s, times));
     }
@@ -176,15 +174,22 @@ fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Run one test file against `catalogue`.
-pub fn run_file(path: &Path, catalogue: &Catalogue) -> Result<FileOutcome, TestFileError> {
+/// Run one test file against `catalogue`; `origin` is any instant, where
+/// the virtual clock starts.
+pub fn run_file(
+    path: &Path,
+    catalogue: &Catalogue,
+    origin: Instant,
+) -> Result<FileOutcome, TestFileError> {
     let text = read_bounded(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
         path: path.display().to_string(),
         source,
     })?;
     // One byte over the policy limit is enough for the compiler to report it.
     let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
-    run_text(path, &text, catalogue, |p| read_bounded(p, max_policy))
+    run_text(path, &text, catalogue, origin, |p| {
+        read_bounded(p, max_policy)
+    })
 }
 
 /// Run the test file `text` (read from `path`, which is used in messages and
@@ -195,6 +200,7 @@ pub fn run_text(
     path: &Path,
     text: &str,
     catalogue: &Catalogue,
+    origin: Instant,
     read_policy: impl FnOnce(&Path) -> std::io::Result<String>,
 ) -> Result<FileOutcome, TestFileError> {
     let shown = path.display().to_string();
@@ -221,11 +227,16 @@ pub fn run_text(
         )));
     }
     let mut outcome = FileOutcome::default();
+    let clock = Clock {
+        origin,
+        wall: SystemTime::UNIX_EPOCH,
+        step,
+    };
     let mut budget = MAX_FILE_STEPS;
     for case in &file.tests {
         outcome.cases += 1;
         outcome.expectations += case.expect.len();
-        let failures = run_case(&policy, catalogue, step, case, &mut budget)
+        let failures = run_case(&policy, catalogue, clock, case, &mut budget)
             .map_err(|m| invalid(format!("test `{}`: {m}", case.name)))?;
         for f in failures {
             outcome
@@ -236,14 +247,21 @@ pub fn run_text(
     Ok(outcome)
 }
 
-fn run_case(
-    policy: &Arc<Policy>,
+/// A case's series and expectations, checked against the policy and the
+/// catalogue.
+struct Case<'c> {
+    series: Vec<(SignalId, Vec<Option<Value>>)>,
+    /// (step, expectation), in time order.
+    expects: Vec<(u64, &'c Expectation)>,
+}
+
+fn parse_case<'c>(
+    policy: &Policy,
     catalogue: &Catalogue,
     step: Duration,
-    case: &TestCase,
-    budget: &mut u64,
-) -> Result<Vec<String>, String> {
-    let mut series: Vec<(SignalId, Vec<Sample>)> = Vec::new();
+    case: &'c TestCase,
+) -> Result<Case<'c>, String> {
+    let mut series = Vec::new();
     for (name, text) in &case.signals {
         let id = catalogue.lookup(name).ok_or_else(|| {
             let hint = did_you_mean(name, catalogue.names())
@@ -255,7 +273,7 @@ fn run_case(
         series.push((id, samples));
     }
     let check_names: Vec<&str> = policy.checks().iter().map(|c| c.name.as_str()).collect();
-    let mut expects: Vec<(u64, &Expectation)> = Vec::new();
+    let mut expects = Vec::new();
     for e in &case.expect {
         let at = parse_time(&e.at, "`at`")?;
         let ratio = at.as_secs_f64() / step.as_secs_f64();
@@ -278,106 +296,95 @@ fn run_case(
         expects.push((ratio.round() as u64, e));
     }
     expects.sort_by_key(|(i, _)| *i);
+    Ok(Case { series, expects })
+}
+
+/// Run one case on the [`Simulation`]: every step up to the last
+/// expectation, each series' sample recorded at its step (missing after
+/// its end), each expectation compared at its step.
+fn run_case(
+    policy: &Arc<Policy>,
+    catalogue: &Catalogue,
+    clock: Clock,
+    case: &TestCase,
+    budget: &mut u64,
+) -> Result<Vec<String>, String> {
+    let Case { series, expects } = parse_case(policy, catalogue, clock.step, case)?;
     let last = expects.last().map_or(0, |(i, _)| *i);
     *budget = budget.checked_sub(last + 1).ok_or_else(|| {
         format!("the test file simulates more than {MAX_FILE_STEPS} steps in all")
     })?;
-    // `last` ≤ MAX_STEPS and `step` ≤ MAX_STEP_SECS, so these times exist; the
-    // checks only turn a broken invariant into an error instead of a panic.
-    let at_step = |i: u64| -> Result<Duration, String> {
-        u32::try_from(i)
-            .ok()
-            .and_then(|i| step.checked_mul(i))
-            .ok_or_else(|| "simulated time out of range".to_string())
-    };
-
-    let t0 = Instant::now();
-    let wall0 = SystemTime::UNIX_EPOCH;
-    let mut ev = Evaluator::new(policy.clone(), t0);
-    let mut readings = vec![Reading::NEVER; catalogue.len()];
-    let mut last_good: Vec<Option<u64>> = vec![None; catalogue.len()];
+    let missing: Arc<str> = Arc::from("no sample in the test series");
+    let mut sim = Simulation::new(policy.clone(), catalogue, clock, Start::Fresh);
     let mut failures = Vec::new();
-    let mut next = 0;
+    let mut expects = expects.into_iter().peekable();
     for i in 0..=last {
-        let offset = at_step(i)?;
-        let now = t0
-            .checked_add(offset)
-            .ok_or_else(|| "simulated time out of range".to_string())?;
-        for (id, samples) in &series {
-            let idx = id.index();
-            match samples.get(i as usize) {
-                Some(Sample::Value(v)) => {
-                    last_good[idx] = Some(i);
-                    readings[idx] = Reading::known(*v);
-                }
-                Some(Sample::Missing) | None => {
-                    readings[idx] = Reading {
-                        value: None,
-                        unknown: Unknown::Failed {
-                            error: Arc::from("no sample in the test series"),
-                            ago: Duration::ZERO,
-                        },
-                        last_good_age: last_good[idx].map(|g| at_step(i - g)).transpose()?,
-                        pending: None,
-                    };
-                }
-            }
-        }
-        ev.evaluate(&readings, now);
-        while next < expects.len() && expects[next].0 == i {
-            let (_, e) = expects[next];
-            next += 1;
-            let wall = wall0
-                .checked_add(offset)
-                .ok_or_else(|| "simulated time out of range".to_string())?;
-            let reports = ev.report(&readings, now, wall);
-            let ready = ev.ready();
-            let mut problems = Vec::new();
-            if let Some(want) = e.ready
-                && want != ready
-            {
-                problems.push(format!("  ready: expected {want}, got {ready}"));
-            }
-            let got: BTreeSet<&str> = reports
-                .iter()
-                .filter(|r| r.state != CheckState::Pass)
-                .map(|r| r.name.as_str())
-                .collect();
-            if let Some(want) = &e.failing {
-                let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
-                if want != got {
-                    problems.push(format!("  failing: expected {want:?}, got {got:?}"));
-                }
-            }
-            for (name, want) in &e.explanations {
-                let got = reports
-                    .iter()
-                    .find(|r| &r.name == name)
-                    .map_or("", |r| r.explanation.as_str());
-                if got != want {
-                    problems.push(format!(
-                        "  explanation of `{name}`:\n    expected: {want}\n    got:      {got}"
-                    ));
-                }
-            }
-            if !problems.is_empty() {
-                let context: Vec<String> = reports
-                    .iter()
-                    .filter(|r| r.state != CheckState::Pass)
-                    .map(|r| format!("    [-]{} {}: {}", r.name, r.state.as_str(), r.explanation))
-                    .collect();
-                let mut block = format!("at {}:\n{}", e.at, problems.join("\n"));
-                if !context.is_empty() {
-                    block.push_str(&format!(
-                        "\n  not passing at that time:\n{}",
-                        context.join("\n")
-                    ));
-                }
-                failures.push(block);
-            }
+        let samples = series.iter().map(|(id, samples)| {
+            let sample = match samples.get(i as usize) {
+                Some(Some(v)) => Sample::Value(*v),
+                Some(None) | None => Sample::Failed(&missing),
+            };
+            (*id, sample)
+        });
+        // `last` ≤ MAX_STEPS and `step` ≤ MAX_STEP_SECS, so these times
+        // exist; the error only turns a broken invariant into a message.
+        let step = sim.step(i, samples).map_err(|e| e.to_string())?;
+        while let Some((_, e)) = expects.next_if(|(at, _)| *at == i) {
+            failures.extend(compare(e, &step));
         }
     }
     Ok(failures)
+}
+
+/// `e` against the simulation at its step: `None` when it holds, else the
+/// block of text that says how not, with what was not passing then.
+fn compare(e: &Expectation, step: &Step) -> Option<String> {
+    let reports = step.reports();
+    let ready = step.ready();
+    let mut problems = Vec::new();
+    if let Some(want) = e.ready
+        && want != ready
+    {
+        problems.push(format!("  ready: expected {want}, got {ready}"));
+    }
+    let got: BTreeSet<&str> = reports
+        .iter()
+        .filter(|r| r.state != CheckState::Pass)
+        .map(|r| r.name.as_str())
+        .collect();
+    if let Some(want) = &e.failing {
+        let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+        if want != got {
+            problems.push(format!("  failing: expected {want:?}, got {got:?}"));
+        }
+    }
+    for (name, want) in &e.explanations {
+        let got = reports
+            .iter()
+            .find(|r| &r.name == name)
+            .map_or("", |r| r.explanation.as_str());
+        if got != want {
+            problems.push(format!(
+                "  explanation of `{name}`:\n    expected: {want}\n    got:      {got}"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return None;
+    }
+    let context: Vec<String> = reports
+        .iter()
+        .filter(|r| r.state != CheckState::Pass)
+        .map(|r| format!("    [-]{} {}: {}", r.name, r.state.as_str(), r.explanation))
+        .collect();
+    let mut block = format!("at {}:\n{}", e.at, problems.join("\n"));
+    if !context.is_empty() {
+        block.push_str(&format!(
+            "\n  not passing at that time:\n{}",
+            context.join("\n")
+        ));
+    }
+    Some(block)
 }
 
 #[cfg(test)]
@@ -387,13 +394,7 @@ mod tests {
     #[test]
     fn series_notation() {
         let s = parse_series("20 20 1500x3 _ 20", SignalType::Number).unwrap();
-        let v: Vec<Option<f64>> = s
-            .iter()
-            .map(|s| match s {
-                Sample::Value(Value::Num(n)) => Some(*n),
-                _ => None,
-            })
-            .collect();
+        let v: Vec<Option<f64>> = s.iter().map(|s| s.map(Value::as_f64)).collect();
         assert_eq!(
             v,
             [
@@ -408,10 +409,10 @@ mod tests {
         );
         let b = parse_series("true 0 1x2", SignalType::Bool).unwrap();
         assert_eq!(b.len(), 4);
-        assert_eq!(b[1], Sample::Value(Value::Bool(false)));
+        assert_eq!(b[1], Some(Value::Bool(false)));
         assert_eq!(
             parse_series("30s 1m", SignalType::Duration).unwrap()[1],
-            Sample::Value(Value::Num(60.0))
+            Some(Value::Num(60.0))
         );
         assert!(parse_series("maybe", SignalType::Bool).is_err());
         assert!(parse_series("NaN inf 1e999", SignalType::Number).is_err());
@@ -424,7 +425,9 @@ mod tests {
             "policy: p.policy\nstep: \"{step}\"\ntests:\n  - name: t\n    signals: {{leader: \"true\"}}\n    expect:\n      - {{at: \"{at}\", ready: true}}\n"
         );
         let c = Catalogue::builtin();
-        match run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())) {
+        match run_text(Path::new("t.yaml"), &yaml, &c, Instant::now(), |_| {
+            Ok("leader".into())
+        }) {
             Ok(o) => format!("ok, {} failures", o.failures.len()),
             Err(e) => e.to_string(),
         }
@@ -471,7 +474,10 @@ mod tests {
         let case = "  - name: t\n    expect:\n      - {at: 99999s}\n";
         let yaml = format!("policy: p.policy\ntests:\n{}", case.repeat(11));
         let c = Catalogue::builtin();
-        let e = run_text(Path::new("t.yaml"), &yaml, &c, |_| Ok("leader".into())).unwrap_err();
+        let e = run_text(Path::new("t.yaml"), &yaml, &c, Instant::now(), |_| {
+            Ok("leader".into())
+        })
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "t.yaml: test `t`: the test file simulates more than 1000000 steps in all"

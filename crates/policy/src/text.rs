@@ -7,6 +7,8 @@
 
 use std::borrow::Cow;
 
+use crate::signals::Unit;
+
 /// What ends a text that [`cut`] shortened; the count of bytes left out
 /// follows it.
 pub const CUT_MARKER: &str = "…";
@@ -54,11 +56,11 @@ pub fn fmt_duration(secs: f64) -> String {
 /// A number with its unit as the catalogue spells it: seconds as a duration
 /// (`1.5s`), a unitless number bare (`3`), others with the unit after a
 /// space (`4096 bytes`).
-pub fn fmt_value(n: f64, unit: &str) -> String {
+pub fn fmt_value(n: f64, unit: Unit) -> String {
     match unit {
-        "s" => fmt_duration(n),
-        "" => fmt_num(n),
-        unit => format!("{} {unit}", fmt_num(n)),
+        Unit::Seconds => fmt_duration(n),
+        Unit::None => fmt_num(n),
+        Unit::Milliseconds | Unit::Bytes => format!("{} {unit}", fmt_num(n)),
     }
 }
 
@@ -145,9 +147,10 @@ mod tests {
         ] {
             assert_eq!(fmt_duration(secs), text, "{secs}");
         }
-        assert_eq!(fmt_value(1.5, "s"), "1.5s");
-        assert_eq!(fmt_value(3.0, ""), "3");
-        assert_eq!(fmt_value(4096.0, "bytes"), "4096 bytes");
+        assert_eq!(fmt_value(1.5, Unit::Seconds), "1.5s");
+        assert_eq!(fmt_value(3.0, Unit::None), "3");
+        assert_eq!(fmt_value(4096.0, Unit::Bytes), "4096 bytes");
+        assert_eq!(fmt_value(12.5, Unit::Milliseconds), "12.5 ms");
     }
 
     #[test]

@@ -282,7 +282,8 @@ proptest! {
             dur.join(" "),
         );
         let c = Catalogue::builtin();
-        let _ = policytest::run_text(Path::new("t.test.yaml"), &yaml, &c, |_| {
+        let origin = std::time::Instant::now();
+        let _ = policytest::run_text(Path::new("t.test.yaml"), &yaml, &c, origin, |_| {
             Ok("check read: qget_ms < 1000 for 10s\ncheck snap: snapshot_age < 1h\n".to_string())
         });
     }

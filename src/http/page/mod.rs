@@ -30,7 +30,7 @@ use std::sync::LazyLock;
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
 use crate::engine::{CandidatePublished, CandidateStatus, PolicyStatus};
 use crate::policy::eval::describe_unknown;
-use crate::signals::{Catalogue, Reading, SignalType, Unknown, Value};
+use crate::signals::{Catalogue, Reading, SignalType, Unit, Unknown, Value};
 use crate::text::{cut, fmt_duration, fmt_value, html_escape};
 use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 use timeline::{WINDOW, lane_spans};
@@ -573,11 +573,11 @@ fn candidate_section(out: &mut String, i: &PageInput) {
 }
 
 /// The value of a signal with its unit, as the page shows it.
-fn value_text(ty: SignalType, unit: &str, r: &Reading) -> String {
+fn value_text(ty: SignalType, unit: Unit, r: &Reading) -> String {
     match r.value {
         None => "—".to_string(),
         Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Num(n)) if ty == SignalType::Duration => fmt_value(n, "s"),
+        Some(Value::Num(n)) if ty == SignalType::Duration => fmt_value(n, Unit::Seconds),
         Some(Value::Num(n)) => fmt_value(n, unit),
     }
 }

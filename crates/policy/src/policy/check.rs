@@ -63,40 +63,7 @@ pub fn compile(
     src: &str,
     catalogue: &Catalogue,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    let mut p = PolicyCompiler {
-        c: Checker {
-            src,
-            catalogue,
-            nodes: Vec::new(),
-            lets: Vec::new(),
-            let_leaves: Vec::new(),
-            optional_depth: 0,
-            required: Vec::new(),
-            later_lets: stmts
-                .iter()
-                .filter_map(|s| match s {
-                    Stmt::Let {
-                        name, name_span, ..
-                    } => Some((name.clone(), *name_span)),
-                    _ => None,
-                })
-                .collect(),
-            diags: Vec::new(),
-        },
-        checks: Vec::new(),
-        check_spans: HashMap::new(),
-        has_named: stmts.iter().any(|s| {
-            matches!(
-                s,
-                Stmt::Check {
-                    kind: StmtKind::Check | StmtKind::Warn,
-                    ..
-                }
-            )
-        }),
-        seen_bare: false,
-        reported_extra: false,
-    };
+    let mut p = PolicyCompiler::new(stmts, src, catalogue);
     let mut reported_size = false;
     for stmt in stmts {
         if p.c.nodes.len() > limits::MAX_NODES && !std::mem::replace(&mut reported_size, true) {
@@ -116,27 +83,7 @@ pub fn compile(
                 expr,
                 clauses,
                 span,
-            } => {
-                let terms = if *kind == StmtKind::Bare {
-                    match p.bare_terms(expr, *span) {
-                        Some(t) => t,
-                        None => continue,
-                    }
-                } else {
-                    vec![(expr, name.clone())]
-                };
-                let timing = p.c.timing(*kind, clauses);
-                for (term, name) in terms {
-                    if p.checks.len() >= limits::MAX_CHECKS {
-                        p.c.diags.push(Diagnostic::new(
-                            format!("more than {} checks", limits::MAX_CHECKS),
-                            term.span,
-                        ));
-                        break;
-                    }
-                    p.define_check(*kind, term, name, timing);
-                }
-            }
+            } => p.define_checks(*kind, name, expr, clauses, *span),
         }
     }
     let PolicyCompiler { mut c, checks, .. } = p;
@@ -188,7 +135,75 @@ struct PolicyCompiler<'a> {
     reported_extra: bool,
 }
 
-impl PolicyCompiler<'_> {
+impl<'a> PolicyCompiler<'a> {
+    fn new(stmts: &[Stmt], src: &'a str, catalogue: &'a Catalogue) -> Self {
+        PolicyCompiler {
+            c: Checker {
+                src,
+                catalogue,
+                nodes: Vec::new(),
+                lets: Vec::new(),
+                let_leaves: Vec::new(),
+                optional_depth: 0,
+                required: Vec::new(),
+                later_lets: stmts
+                    .iter()
+                    .filter_map(|s| match s {
+                        Stmt::Let {
+                            name, name_span, ..
+                        } => Some((name.clone(), *name_span)),
+                        _ => None,
+                    })
+                    .collect(),
+                diags: Vec::new(),
+            },
+            checks: Vec::new(),
+            check_spans: HashMap::new(),
+            has_named: stmts.iter().any(|s| {
+                matches!(
+                    s,
+                    Stmt::Check {
+                        kind: StmtKind::Check | StmtKind::Warn,
+                        ..
+                    }
+                )
+            }),
+            seen_bare: false,
+            reported_extra: false,
+        }
+    }
+
+    /// A `check`/`warn` line (one check) or a bare expression (one check
+    /// per top-level `&&` term), with its timing clauses.
+    fn define_checks(
+        &mut self,
+        kind: StmtKind,
+        name: &Option<(String, Span)>,
+        expr: &Expr,
+        clauses: &[Clause],
+        span: Span,
+    ) {
+        let terms = if kind == StmtKind::Bare {
+            match self.bare_terms(expr, span) {
+                Some(t) => t,
+                None => return,
+            }
+        } else {
+            vec![(expr, name.clone())]
+        };
+        let timing = self.c.timing(kind, clauses);
+        for (term, name) in terms {
+            if self.checks.len() >= limits::MAX_CHECKS {
+                self.c.diags.push(Diagnostic::new(
+                    format!("more than {} checks", limits::MAX_CHECKS),
+                    term.span,
+                ));
+                break;
+            }
+            self.define_check(kind, term, name, timing);
+        }
+    }
+
     /// `let NAME = EXPR`: checked and kept; a bad one stays resolvable so
     /// its uses do not cascade into "unknown name" errors.
     fn define_let(&mut self, name: &str, name_span: Span, expr: &Expr) {

@@ -75,14 +75,48 @@ impl SignalId {
     }
 }
 
+/// The unit of a signal's value, as shown to users.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// A count, a ratio, an index or a bool: no unit.
+    None,
+    Milliseconds,
+    Seconds,
+    Bytes,
+}
+
+impl Unit {
+    /// As the catalogue spells it (`ms`, `s`, `bytes`; empty for none).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::None => "",
+            Unit::Milliseconds => "ms",
+            Unit::Seconds => "s",
+            Unit::Bytes => "bytes",
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// JSON (`/signals`) shows the unit as the catalogue spells it.
+impl serde::Serialize for Unit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// One signal's definition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SignalDef {
     pub name: String,
     pub ty: SignalType,
     pub source: Source,
-    /// Unit shown to users (`ms`, `bytes`, `s`, ``).
-    pub unit: &'static str,
+    pub unit: Unit,
     pub help: String,
 }
 
@@ -94,216 +128,123 @@ pub struct Catalogue {
     enabled: Vec<bool>,
 }
 
-/// Built-in signals: (name, type, source, unit, help).
-const BUILTIN: &[(&str, SignalType, BuiltinSource, &str, &str)] = {
-    use BuiltinSource::*;
-    use SignalType::*;
-    &[
-        (
-            "etcd_up",
-            Bool,
-            Etcd,
-            "",
-            "The member answered Maintenance.Status in the last round.",
-        ),
-        (
-            "leader",
-            Bool,
-            Etcd,
-            "",
-            "The member knows a leader (Status.leader != 0).",
-        ),
-        (
-            "is_leader",
-            Bool,
-            Etcd,
-            "",
-            "This member is the leader (Status.leader == member id).",
-        ),
-        (
-            "learner",
-            Bool,
-            Etcd,
-            "",
-            "This member is a raft learner (it rejects linearizable reads).",
-        ),
-        (
-            "qget_ms",
-            Number,
-            Etcd,
-            "ms",
-            "Latency of a linearizable (quorum) single-key read, in milliseconds; unknown when it fails or times out.",
-        ),
-        (
-            "sget_ms",
-            Number,
-            Etcd,
-            "ms",
-            "Latency of a serializable (local) single-key read, in milliseconds.",
-        ),
-        (
-            "revision",
-            Number,
-            Etcd,
-            "",
-            "The store revision reported by this member.",
-        ),
-        (
-            "raft_term",
-            Number,
-            Etcd,
-            "",
-            "The raft term seen by this member.",
-        ),
-        (
-            "raft_index",
-            Number,
-            Etcd,
-            "",
-            "The raft index of this member.",
-        ),
-        (
-            "applied_index",
-            Number,
-            Etcd,
-            "",
-            "The raft applied index of this member.",
-        ),
-        (
-            "apply_lag",
-            Number,
-            Etcd,
-            "",
-            "raft_index - applied_index: entries committed but not yet applied.",
-        ),
-        (
-            "db_size_bytes",
-            Number,
-            Etcd,
-            "bytes",
-            "Size of the backend database file.",
-        ),
-        (
-            "db_in_use_bytes",
-            Number,
-            Etcd,
-            "bytes",
-            "Bytes of the backend database in use (the rest is free pages).",
-        ),
-        (
-            "alarm_nospace",
-            Bool,
-            Etcd,
-            "",
-            "A NOSPACE alarm is raised in the cluster (writes are refused).",
-        ),
-        (
-            "alarm_corrupt",
-            Bool,
-            Etcd,
-            "",
-            "A CORRUPT alarm is raised in the cluster.",
-        ),
-        (
-            "leader_changes",
-            Number,
-            Etcd,
-            "",
-            "Leader changes seen by this exporter since it started.",
-        ),
-        (
-            "leaderless",
-            Duration,
-            Etcd,
-            "s",
-            "How long this member's Status has shown no leader (an election in progress), 0 while it has one.",
-        ),
-        (
-            "backup_up",
-            Bool,
-            Backup,
-            "",
-            "The backup sidecar's /metrics (or /snapshot/latest) answered in the last round.",
-        ),
-        (
-            "backup_healthy",
-            Bool,
-            Backup,
-            "",
-            "The backup sidecar's /healthz answered 200.",
-        ),
-        (
-            "snapshot_revision",
-            Number,
-            Backup,
-            "",
-            "Last revision in the newest snapshot (full or incremental).",
-        ),
-        (
-            "full_snapshot_revision",
-            Number,
-            Backup,
-            "",
-            "Last revision in the newest full snapshot.",
-        ),
-        (
-            "snapshot_age",
-            Duration,
-            Backup,
-            "s",
-            "Time since the newest snapshot (full or incremental) was taken.",
-        ),
-        (
-            "full_snapshot_age",
-            Duration,
-            Backup,
-            "s",
-            "Time since the newest full snapshot was taken.",
-        ),
-        (
-            "rev_lag",
-            Number,
-            Backup,
-            "",
-            "revision - snapshot_revision: revisions not yet in any backup; unknown when either side is unknown.",
-        ),
-        (
-            "owner_ok",
-            Bool,
-            Owner,
-            "",
-            "The DNS owner check: the first TXT string of --owner.name equals --owner.id; unknown on lookup errors.",
-        ),
-        (
-            "owner_lookup_ms",
-            Number,
-            Owner,
-            "ms",
-            "Latency of the last owner TXT lookup, in milliseconds.",
-        ),
-        (
-            "defrag_inflight",
-            Bool,
-            EtcdMetrics,
-            "",
-            "The member is defragmenting its backend (etcd_disk_defrag_inflight == 1; unknown where etcd does not export it).",
-        ),
-        (
-            "db_quota_ratio",
-            Number,
-            EtcdMetrics,
-            "",
-            "etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes: how full the backend is (NOSPACE at 1).",
-        ),
-        (
-            "active_peers",
-            Number,
-            EtcdMetrics,
-            "",
-            "Peer connections this member has open (etcd_network_active_peers summed; 0 alone or cut off).",
-        ),
-    ]
-};
+/// Defines [`Builtin`] and its table from one list, so that the variants,
+/// their order (= their ids) and their definitions cannot drift apart.
+macro_rules! builtins {
+    ($($variant:ident = $name:literal, $ty:ident, $source:ident, $unit:ident, $help:literal;)*) => {
+        /// The built-in signals, in catalogue order. Every catalogue starts
+        /// with them ([`Catalogue::builtin`] is the only constructor and
+        /// [`Catalogue::add`] appends), so [`Builtin::id`] is a signal's id
+        /// in every catalogue, known at compile time: the sources name their
+        /// signals by variant, never by a string looked up at run time.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u16)]
+        pub enum Builtin {
+            $($variant,)*
+        }
+
+        impl Builtin {
+            /// Every built-in signal, in catalogue order.
+            pub const ALL: &'static [Builtin] = &[$(Builtin::$variant,)*];
+
+            fn spec(self) -> (&'static str, SignalType, BuiltinSource, Unit, &'static str) {
+                match self {
+                    $(Builtin::$variant => (
+                        $name,
+                        SignalType::$ty,
+                        BuiltinSource::$source,
+                        Unit::$unit,
+                        $help,
+                    ),)*
+                }
+            }
+        }
+    };
+}
+
+builtins! {
+    EtcdUp = "etcd_up", Bool, Etcd, None,
+        "The member answered Maintenance.Status in the last round.";
+    Leader = "leader", Bool, Etcd, None,
+        "The member knows a leader (Status.leader != 0).";
+    IsLeader = "is_leader", Bool, Etcd, None,
+        "This member is the leader (Status.leader == member id).";
+    Learner = "learner", Bool, Etcd, None,
+        "This member is a raft learner (it rejects linearizable reads).";
+    QgetMs = "qget_ms", Number, Etcd, Milliseconds,
+        "Latency of a linearizable (quorum) single-key read, in milliseconds; unknown when it fails or times out.";
+    SgetMs = "sget_ms", Number, Etcd, Milliseconds,
+        "Latency of a serializable (local) single-key read, in milliseconds.";
+    Revision = "revision", Number, Etcd, None,
+        "The store revision reported by this member.";
+    RaftTerm = "raft_term", Number, Etcd, None,
+        "The raft term seen by this member.";
+    RaftIndex = "raft_index", Number, Etcd, None,
+        "The raft index of this member.";
+    AppliedIndex = "applied_index", Number, Etcd, None,
+        "The raft applied index of this member.";
+    ApplyLag = "apply_lag", Number, Etcd, None,
+        "raft_index - applied_index: entries committed but not yet applied.";
+    DbSizeBytes = "db_size_bytes", Number, Etcd, Bytes,
+        "Size of the backend database file.";
+    DbInUseBytes = "db_in_use_bytes", Number, Etcd, Bytes,
+        "Bytes of the backend database in use (the rest is free pages).";
+    AlarmNospace = "alarm_nospace", Bool, Etcd, None,
+        "A NOSPACE alarm is raised in the cluster (writes are refused).";
+    AlarmCorrupt = "alarm_corrupt", Bool, Etcd, None,
+        "A CORRUPT alarm is raised in the cluster.";
+    LeaderChanges = "leader_changes", Number, Etcd, None,
+        "Leader changes seen by this exporter since it started.";
+    Leaderless = "leaderless", Duration, Etcd, Seconds,
+        "How long this member's Status has shown no leader (an election in progress), 0 while it has one.";
+    BackupUp = "backup_up", Bool, Backup, None,
+        "The backup sidecar's /metrics (or /snapshot/latest) answered in the last round.";
+    BackupHealthy = "backup_healthy", Bool, Backup, None,
+        "The backup sidecar's /healthz answered 200.";
+    SnapshotRevision = "snapshot_revision", Number, Backup, None,
+        "Last revision in the newest snapshot (full or incremental).";
+    FullSnapshotRevision = "full_snapshot_revision", Number, Backup, None,
+        "Last revision in the newest full snapshot.";
+    SnapshotAge = "snapshot_age", Duration, Backup, Seconds,
+        "Time since the newest snapshot (full or incremental) was taken.";
+    FullSnapshotAge = "full_snapshot_age", Duration, Backup, Seconds,
+        "Time since the newest full snapshot was taken.";
+    RevLag = "rev_lag", Number, Backup, None,
+        "revision - snapshot_revision: revisions not yet in any backup; unknown when either side is unknown.";
+    OwnerOk = "owner_ok", Bool, Owner, None,
+        "The DNS owner check: the first TXT string of --owner.name equals --owner.id; unknown on lookup errors.";
+    OwnerLookupMs = "owner_lookup_ms", Number, Owner, Milliseconds,
+        "Latency of the last owner TXT lookup, in milliseconds.";
+    DefragInflight = "defrag_inflight", Bool, EtcdMetrics, None,
+        "The member is defragmenting its backend (etcd_disk_defrag_inflight == 1; unknown where etcd does not export it).";
+    DbQuotaRatio = "db_quota_ratio", Number, EtcdMetrics, None,
+        "etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes: how full the backend is (NOSPACE at 1).";
+    ActivePeers = "active_peers", Number, EtcdMetrics, None,
+        "Peer connections this member has open (etcd_network_active_peers summed; 0 alone or cut off).";
+}
+
+impl Builtin {
+    /// This signal's id in every catalogue.
+    pub const fn id(self) -> SignalId {
+        SignalId(self as u16)
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().0
+    }
+
+    pub fn source(self) -> Source {
+        self.spec().2.source()
+    }
+
+    /// The built-in signals `source` samples, in catalogue order.
+    pub fn of(source: Source) -> impl Iterator<Item = Builtin> {
+        Builtin::ALL
+            .iter()
+            .copied()
+            .filter(move |b| b.source() == source)
+    }
+}
 
 #[derive(Clone, Copy)]
 enum BuiltinSource {
@@ -313,23 +254,32 @@ enum BuiltinSource {
     EtcdMetrics,
 }
 
+impl BuiltinSource {
+    fn source(self) -> Source {
+        match self {
+            BuiltinSource::Etcd => Source::Etcd,
+            BuiltinSource::Backup => Source::Backup,
+            BuiltinSource::Owner => Source::Owner,
+            BuiltinSource::EtcdMetrics => Source::EtcdMetrics,
+        }
+    }
+}
+
 impl Catalogue {
     /// Every built-in signal, with every source enabled. This is what `check`
     /// and `signals` use when no configuration is given.
     pub fn builtin() -> Self {
-        let defs: Vec<SignalDef> = BUILTIN
+        let defs: Vec<SignalDef> = Builtin::ALL
             .iter()
-            .map(|(name, ty, src, unit, help)| SignalDef {
-                name: (*name).to_string(),
-                ty: *ty,
-                source: match src {
-                    BuiltinSource::Etcd => Source::Etcd,
-                    BuiltinSource::Backup => Source::Backup,
-                    BuiltinSource::Owner => Source::Owner,
-                    BuiltinSource::EtcdMetrics => Source::EtcdMetrics,
-                },
-                unit,
-                help: (*help).to_string(),
+            .map(|b| {
+                let (name, ty, source, unit, help) = b.spec();
+                SignalDef {
+                    name: name.to_string(),
+                    ty,
+                    source: source.source(),
+                    unit,
+                    help: help.to_string(),
+                }
             })
             .collect();
         let enabled = vec![true; defs.len()];
@@ -370,6 +320,9 @@ impl Catalogue {
             .map(|i| SignalId(i as u16))
     }
 
+    /// For tests: the id of `name`, which must be in the catalogue (else a
+    /// panic). The exporter names built-in signals by [`Builtin`] and looks
+    /// names from outside up with [`lookup`](Self::lookup).
     pub fn id(&self, name: &str) -> SignalId {
         self.lookup(name)
             .unwrap_or_else(|| panic!("signal `{name}` is not in the catalogue"))
@@ -402,7 +355,7 @@ impl Catalogue {
     /// The table printed by `etcd-readiness-exporter signals`.
     pub fn render_table(&self) -> String {
         let ty_of = |d: &SignalDef| {
-            if d.unit.is_empty() || d.ty == SignalType::Duration {
+            if d.unit == Unit::None || d.ty == SignalType::Duration {
                 d.ty.to_string()
             } else {
                 format!("{} ({})", d.ty, d.unit)
@@ -489,6 +442,34 @@ mod tests {
         for n in ["leader", "qget_ms", "owner_ok", "rev_lag"] {
             assert!(c.lookup(n).is_some(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_builtin_id_is_its_position_in_every_catalogue() {
+        let mut c = Catalogue::builtin();
+        assert_eq!(Builtin::ALL.len(), c.len());
+        for (i, b) in Builtin::ALL.iter().enumerate() {
+            assert_eq!(b.id(), SignalId(i as u16), "{b:?}");
+            assert_eq!(c.lookup(b.name()), Some(b.id()), "{b:?}");
+            assert_eq!(c.get(b.id()).source, b.source(), "{b:?}");
+        }
+        let added = c
+            .add(SignalDef {
+                name: "fsync_count".to_string(),
+                ty: SignalType::Number,
+                source: Source::Scrape("etcd".to_string()),
+                unit: Unit::None,
+                help: String::new(),
+            })
+            .unwrap();
+        assert_eq!(
+            added.index(),
+            Builtin::ALL.len(),
+            "added after the built-ins"
+        );
+        assert_eq!(c.get(Builtin::QgetMs.id()).unit, Unit::Milliseconds);
+        let of_owner: Vec<&str> = Builtin::of(Source::Owner).map(Builtin::name).collect();
+        assert_eq!(of_owner, ["owner_ok", "owner_lookup_ms"]);
     }
 
     #[test]

@@ -22,6 +22,10 @@
 //! feeds it instants. A member on a busy node is slow because it could not
 //! run, not because it is sick; a frozen or cut-off member on an idle node
 //! is judged by the base period alone.
+//!
+//! The store reads no clock. Wall times (`/signals`' "last good at") come
+//! from the last pair of instant and wall time the runtime gave it
+//! ([`SignalStore::set_wall_clock`], at every evaluation).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -177,7 +181,8 @@ impl Reading {
 pub struct SlotInfo {
     pub id: SignalId,
     pub reading: Reading,
-    /// Wall-clock time of the last good sample.
+    /// Wall-clock time of the last good sample (when its call started), by
+    /// the last [`SignalStore::set_wall_clock`]; `None` before the first.
     pub last_good_wall: Option<SystemTime>,
     /// The last error, even if a good sample came after it... only while it is current.
     pub last_error: Option<Arc<str>>,
@@ -194,14 +199,12 @@ struct Slot {
 }
 
 /// A good sample: its value, when its call started (its age counts from
-/// there), the wall clock at recording, and the contended-time counter when
-/// its call started (its staleness bound grows by the node's contended CPU
+/// there), and the contended-time counter when its call started (its staleness bound grows by the node's contended CPU
 /// time since then, as the signal's [`Trust`] allows).
 #[derive(Clone, Copy, Debug)]
 struct Good {
     value: Value,
     at: Instant,
-    wall: SystemTime,
     stalled_at: Duration,
 }
 
@@ -223,6 +226,8 @@ pub struct SignalStore {
     /// Microseconds the node's CPU has been contended, as last set by the
     /// runtime (monotonic: a smaller value is ignored).
     cpu_stalled_us: AtomicU64,
+    /// An instant and the wall time at it, as last set by the runtime.
+    wall_clock: Mutex<Option<(Instant, SystemTime)>>,
 }
 
 /// Staleness bound used until a source sets its own.
@@ -234,6 +239,7 @@ impl SignalStore {
             slots: Mutex::new(vec![Slot::default(); catalogue.len()]),
             staleness: Mutex::new(vec![Trust::fixed(DEFAULT_STALENESS); catalogue.len()]),
             cpu_stalled_us: AtomicU64::new(0),
+            wall_clock: Mutex::new(None),
         }
     }
 
@@ -287,7 +293,6 @@ impl SignalStore {
         slot.last_good = Some(Good {
             value,
             at,
-            wall: SystemTime::now(),
             stalled_at,
         });
         slot.failure = None;
@@ -359,6 +364,13 @@ impl SignalStore {
         Duration::from_micros(self.cpu_stalled_us.load(Ordering::Relaxed))
     }
 
+    /// The wall time at `now`: what [`snapshot`](Self::snapshot) converts
+    /// sample instants with (the engine sets it at every evaluation, so a
+    /// step of the wall clock shows from the next one on).
+    pub fn set_wall_clock(&self, now: Instant, wall: SystemTime) {
+        *self.wall_clock.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, wall));
+    }
+
     /// Whether any signal has a measurement in flight (the engine then
     /// re-evaluates more often, so a growing bound is seen when it crosses).
     pub fn any_pending(&self) -> bool {
@@ -377,6 +389,23 @@ impl SignalStore {
         }
     }
 
+    /// Like [`read_into`](Self::read_into), for the signals `ids` only
+    /// (`out` has one entry per signal; the others are left as they are):
+    /// what a simulation reads at every step of a long history.
+    pub fn read_some_into(&self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
+        let stalled = self.cpu_stalled();
+        let slots = self.lock_slots();
+        let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            let i = id.index();
+            if let (Some(slot), Some(bound), Some(r)) =
+                (slots.get(i), staleness.get(i), out.get_mut(i))
+            {
+                *r = reading_of(slot, *bound, now, stalled);
+            }
+        }
+    }
+
     /// One signal's reading at `now`.
     pub fn reading(&self, id: SignalId, now: Instant) -> Reading {
         let stalled = self.cpu_stalled();
@@ -388,6 +417,14 @@ impl SignalStore {
     /// Everything about every signal, for `/signals` and metrics.
     pub fn snapshot(&self, now: Instant) -> Vec<SlotInfo> {
         let stalled = self.cpu_stalled();
+        let clock = *self.wall_clock.lock().unwrap_or_else(|e| e.into_inner());
+        let wall_of = |at: Instant| {
+            let (then, wall) = clock?;
+            match at.checked_duration_since(then) {
+                Some(later) => wall.checked_add(later),
+                None => wall.checked_sub(then.saturating_duration_since(at)),
+            }
+        };
         let slots = self.lock_slots();
         let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
         slots
@@ -397,7 +434,7 @@ impl SignalStore {
             .map(|(i, (slot, bound))| SlotInfo {
                 id: SignalId(i as u16),
                 reading: reading_of(slot, *bound, now, stalled),
-                last_good_wall: slot.last_good.map(|g| g.wall),
+                last_good_wall: slot.last_good.and_then(|g| wall_of(g.at)),
                 last_error: slot.failure.as_ref().map(|(e, _)| e.clone()),
             })
             .collect()
@@ -774,6 +811,29 @@ mod tests {
     }
 
     #[test]
+    fn wall_times_come_from_the_runtimes_clock_not_the_stores() {
+        let (c, s) = store();
+        let id = c.id("leader");
+        let t0 = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        s.record_ok(id, Value::Bool(true), t0 + Duration::from_secs(2));
+        let last_good = |s: &SignalStore| s.snapshot(t0).remove(id.index()).last_good_wall;
+        assert_eq!(last_good(&s), None, "no wall clock given yet");
+        s.set_wall_clock(t0, wall);
+        assert_eq!(last_good(&s), Some(wall + Duration::from_secs(2)));
+        // The wall clock stepped back an hour: shown from the next pair on.
+        s.set_wall_clock(
+            t0 + Duration::from_secs(5),
+            wall - Duration::from_secs(3600),
+        );
+        assert_eq!(
+            last_good(&s),
+            Some(wall - Duration::from_secs(3603)),
+            "2 s after t0 is 3 s before the last pair"
+        );
+    }
+
+    #[test]
     fn read_into_reuses_the_buffer() {
         let (c, s) = store();
         let mut buf = Vec::new();
@@ -782,5 +842,15 @@ mod tests {
         let cap = buf.capacity();
         s.read_into(Instant::now(), &mut buf);
         assert_eq!(buf.capacity(), cap);
+        // Reading some signals gives what reading all gives for those.
+        let (leader, qget) = (c.id("leader"), c.id("qget_ms"));
+        let t0 = Instant::now();
+        s.record_ok(leader, Value::Bool(true), t0);
+        s.record_err(qget, Arc::from("timed out"), t0);
+        let mut all = Vec::new();
+        s.read_into(t0, &mut all);
+        let mut some = vec![Reading::NEVER; c.len()];
+        s.read_some_into(&[leader, qget], t0, &mut some);
+        assert_eq!(some, all);
     }
 }
