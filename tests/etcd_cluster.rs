@@ -10,6 +10,19 @@ use support::{EtcdCluster, Exporter, ServerTls};
 
 const READY: Duration = Duration::from_secs(30);
 
+/// One exporter per member of `cluster`, each ready.
+async fn ready_exporters(cluster: &EtcdCluster) -> Vec<Exporter> {
+    let mut exporters = Vec::new();
+    for endpoint in cluster.endpoints() {
+        exporters.push(Exporter::start(&endpoint, |_| {}).await);
+    }
+    for (i, e) in exporters.iter().enumerate() {
+        let r = e.wait_for("/readyz", 200, READY).await;
+        assert_eq!(r.status, 200, "member {i}: {}", r.body);
+    }
+    exporters
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_cluster_every_member_is_ready_in_verbose_and_json() {
     let cluster = EtcdCluster::builder(3).start();
@@ -49,13 +62,7 @@ async fn healthy_cluster_every_member_is_ready_in_verbose_and_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
     let mut cluster = EtcdCluster::builder(3).start();
-    let mut exporters = Vec::new();
-    for i in 0..3 {
-        exporters.push(Exporter::start(&cluster.endpoint(i), |_| {}).await);
-    }
-    for e in &exporters {
-        assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
-    }
+    let exporters = ready_exporters(&cluster).await;
     let leader = cluster.leader().await.expect("a leader");
     cluster.kill(leader);
     for (i, e) in exporters.iter().enumerate() {
@@ -82,13 +89,7 @@ async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
     let mut cluster = EtcdCluster::builder(3).timings(25, 250).start();
-    let mut exporters = Vec::new();
-    for i in 0..3 {
-        exporters.push(Exporter::start(&cluster.endpoint(i), |_| {}).await);
-    }
-    for e in &exporters {
-        assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
-    }
+    let exporters = ready_exporters(&cluster).await;
     let leader = cluster.leader().await.expect("a leader");
     let killed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
