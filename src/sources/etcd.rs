@@ -268,29 +268,24 @@ impl Shared {
     async fn run(self: Arc<Self>) {
         let fast = self.config.fast();
         // A call is given up to CONTENDED_TRUST_MAX more on a busy node
-        // (`bounded`); its samples are kept as much longer.
-        let bound = |period| {
-            let base = staleness_bound(period, self.config.timeout);
+        // (`bounded`); its samples are kept as much longer. The reads share
+        // one loop, and a linearizable read holding the election credit is
+        // given until ELECTION_TRUST: both reads' samples are kept as much
+        // longer (the serializable one waits for its round).
+        let bound = |period, deadline| {
+            let base = staleness_bound(period, deadline);
             Trust {
                 base,
                 contended_max: base + CONTENDED_TRUST_MAX,
             }
         };
         for id in self.ids.all() {
-            self.store.set_staleness(id, bound(fast));
+            self.store.set_staleness(id, bound(fast, self.config.timeout));
         }
-        // A linearizable read holding the election credit is given until
-        // ELECTION_TRUST: its last good sample is kept as much longer.
-        let qget = staleness_bound(fast, self.config.timeout.max(ELECTION_TRUST));
-        self.store.set_staleness(
-            self.ids.qget_ms,
-            Trust {
-                base: qget,
-                contended_max: qget + CONTENDED_TRUST_MAX,
-            },
-        );
+        let reads = self.config.timeout.max(ELECTION_TRUST);
+        self.store.set_staleness(self.ids.qget_ms, bound(fast, reads));
         self.store
-            .set_staleness(self.ids.sget_ms, bound(self.config.interval));
+            .set_staleness(self.ids.sget_ms, bound(self.config.interval, reads));
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
     }
 
