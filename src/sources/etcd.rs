@@ -280,10 +280,12 @@ impl Shared {
             }
         };
         for id in self.ids.all() {
-            self.store.set_staleness(id, bound(fast, self.config.timeout));
+            self.store
+                .set_staleness(id, bound(fast, self.config.timeout));
         }
         let reads = self.config.timeout.max(ELECTION_TRUST);
-        self.store.set_staleness(self.ids.qget_ms, bound(fast, reads));
+        self.store
+            .set_staleness(self.ids.qget_ms, bound(fast, reads));
         self.store
             .set_staleness(self.ids.sget_ms, bound(self.config.interval, reads));
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
