@@ -418,9 +418,13 @@ def run(args):
                 before(t)
                 lead = cluster.leader()
                 return next(j for j in range(3) if j != lead)
-            before(5)
-            lead = cluster.leader()
-            lead = 0 if lead is None else lead
+
+            def leader_at(t):
+                # The leader (m1 if none is known), chosen half a second before t.
+                before(t)
+                lead = cluster.leader()
+                return 0 if lead is None else lead
+            lead = leader_at(5)
             roles["killed_leader"] = lead + 1
             at(5)
             cluster.kill(lead)
@@ -428,10 +432,8 @@ def run(args):
             at(13)
             cluster.start(lead)
             note(f"restart m{lead + 1}")
-            before(23)
-            lead = cluster.leader()
             # Kill the leader and one follower; the other follower survives.
-            victims = [lead if lead is not None else 0]
+            victims = [leader_at(23)]
             victims.append(next(j for j in range(3) if j not in victims))
             at(23)
             for j in victims:
@@ -450,9 +452,7 @@ def run(args):
             at(51)
             cluster.cont(f)
             note(f"SIGCONT m{f + 1}")
-            before(59)
-            lead = cluster.leader()
-            lead = 0 if lead is None else lead
+            lead = leader_at(59)
             roles["partitioned_leader"] = lead + 1
             at(59)
             net.partition(lead)
@@ -532,6 +532,9 @@ def run(args):
     for kind in said:
         fr = fu = 0
         per_phase = {name: [0, 0] for _, name in PHASES}
+        # What the probe said in its false-unready ticks (the exporter: the
+        # failing checks), in seconds.
+        fu_why = {}
         for k in range(3):
             for i in range(n_ticks):
                 t, s_ = truth[k][i], said[kind][k][i]
@@ -544,12 +547,6 @@ def run(args):
                 elif t and not s_:
                     fu += 1
                     per_phase[ph][1] += 1
-        # What the probe said in its false-unready ticks (the exporter: the
-        # failing checks), in seconds.
-        fu_why = {}
-        for k in range(3):
-            for i in range(n_ticks):
-                if truth[k][i] and said[kind][k][i] is False:
                     w = whys[kind][k][i] or "?"
                     fu_why[w] = round(fu_why.get(w, 0) + TICK, 1)
         out[kind] = {
