@@ -270,7 +270,11 @@ def requests_total(port):
         return None
     total, seen = 0.0, False
     for line in body.splitlines():
-        if line.startswith("etcd_readiness_source_requests_total{") and 'source="etcd"' in line:
+        # The member's own gRPC calls and, with --member-metrics, the GETs of
+        # its metrics endpoint (one per etcd_metrics round): both load it.
+        if (line.startswith("etcd_readiness_source_requests_total{") and 'source="etcd"' in line) or (
+                line.startswith("etcd_readiness_sample_duration_seconds_count{")
+                and 'source="etcd_metrics"' in line):
             total += float(line.rsplit(" ", 1)[1])
             seen = True
     return total if seen else None
@@ -338,9 +342,12 @@ def run(args):
         ports = [free_port() for _ in range(3)]
         for k in range(3):
             log = open(os.path.join(workdir, f"exporter{k + 1}.log"), "ab")
+            member_metrics = (["--etcd.metrics-url", cluster.url(k) + "/metrics"]
+                              if args.member_metrics else [])
             exporters.append(subprocess.Popen(
                 [exporter, "--etcd.endpoint", cluster.url(k),
-                 "--web.listen-address", f"127.0.0.1:{ports[k]}"] + args.exporter_arg,
+                 "--web.listen-address", f"127.0.0.1:{ports[k]}"] + member_metrics
+                + args.exporter_arg,
                 stdout=log, stderr=log))
         wait(lambda: all(http("GET", f"http://127.0.0.1:{p}/readyz")[0] == 200 for p in ports),
              60, "every exporter ready")
@@ -489,7 +496,7 @@ def run(args):
         cleanup()
 
     # Scoring.
-    out = {"etcd": version, "ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
+    out = {"etcd": version, "member_metrics": args.member_metrics, "ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
            "probes": [k for k in kinds if k != "truth"],
            "raft_index_growth": {"idle_10s": idle, "exporters_10s": with_exporters,
                                  "caused_by_exporters": with_exporters - idle},
@@ -606,6 +613,10 @@ def main():
                          "before this option)")
     ap.add_argument("--keep-logs", metavar="DIR",
                     help="copy the exporters' and members' logs here before cleaning up")
+    ap.add_argument("--member-metrics", action="store_true",
+                    help="give each exporter its member's own metrics (--etcd.metrics-url on "
+                         "the client port, where etcd serves them too): active_peers for the "
+                         "election credit")
     ap.add_argument("--exporter-arg", action="append", default=[],
                     help="extra exporter flag (for experiments; the recorded runs use none)")
     args = ap.parse_args()

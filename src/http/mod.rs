@@ -438,6 +438,10 @@ async fn signals(State(s): State<AppState>) -> Response {
                     "what": p.what,
                     "at_least": p.at_least,
                     "seconds": (p.waited.as_secs_f64() * 1000.0).round() / 1000.0,
+                    // How long the last answer is trusted meanwhile, and
+                    // the contended time counted on top of it.
+                    "trusted_seconds": (p.trusted.as_secs_f64() * 1000.0).round() / 1000.0,
+                    "contended_seconds": (p.contended.as_secs_f64() * 1000.0).round() / 1000.0,
                 })),
             })
         })

@@ -26,7 +26,10 @@
 //!   timeout. A follower that was serving and keeps answering Status earns
 //!   the election credit ([`ELECTION_TRUST`]): its pending linearizable
 //!   read is trusted, and given, up to 1 s, since a new leader answers it;
-//!   a read etcd fails with "leader changed" is asked again at once.
+//!   a read etcd fails with "leader changed" is asked again at once. Where
+//!   the member's metrics are read, the credit also needs a peer count read
+//!   after the read started (asked for half-way through its trust): a lost
+//!   quorum's survivor, whose peers' connections closed, gets none.
 //!   Status also gives `leaderless`, how long it has shown no leader.
 //!
 //! Every call is bounded twice: by the client's own request timeout and by a
@@ -46,7 +49,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::identity::MemberInfo;
-use super::{Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound};
+use super::{
+    MIN_REQUESTED_GAP, Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound,
+};
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust, Value};
 
 /// PEM material for mTLS to etcd.
@@ -96,6 +101,14 @@ const CONTENDED_TRUST_MAX: Duration = Duration::from_secs(1);
 /// whose metrics show no active peer, and one whose last read failed get no
 /// credit ([`Shared::election_credit`]).
 const ELECTION_TRUST: Duration = Duration::from_secs(1);
+/// Why a credit waits: the member's peer count, asked for while the read
+/// waits, has not been read yet.
+const PEERS_NOT_READ: &str = "its peer count was not read since the read started";
+/// How much longer a pending linearizable read is trusted while the peer
+/// count that decides its credit is being read (one GET of etcd's
+/// `/metrics` on loopback; a few ms, more on a busy node): the price a lost
+/// quorum pays in the worst case for an election's read being judged right.
+const PEERS_READ_WAIT: Duration = Duration::from_millis(100);
 /// How often a credited read checks that its member still earns the credit.
 const CREDIT_CHECK: Duration = Duration::from_millis(10);
 /// What the trust period adds to a freeze by the exporter's own CPU limit:
@@ -574,29 +587,49 @@ impl Shared {
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     }
 
-    /// Whether this member earns the election credit now: its last
-    /// linearizable read was answered, it answers Status (its last answer
-    /// is still trusted), it is a follower or a candidate (not the leader:
-    /// a leader whose read waits cannot reach a quorum, and no election
-    /// will answer it), not a learner, and, where its metrics source is
-    /// configured, it is connected to at least one peer (a member cut off
-    /// from every peer cannot take part in an election).
+    /// Whether this member earns the election credit now for a linearizable
+    /// read started at `started`: its last linearizable read was answered,
+    /// it answers Status (its last answer is still trusted), it is a
+    /// follower or a candidate (not the leader: a leader whose read waits
+    /// cannot reach a quorum, and no election will answer it), not a
+    /// learner, and, where its metrics source is configured, its peer count
+    /// was read after the read started and shows at least one peer (a
+    /// survivor of a lost quorum sees its peers' connections close at once,
+    /// while one whose leader died keeps the other followers; a member cut
+    /// off from every peer cannot take part in an election).
+    /// A credit already given is `kept` under the same conditions but the
+    /// role: a follower that wins the election while its read waits is
+    /// the leader now, and answers that read once its term's first entry
+    /// commits (withdrawing it then flipped the new leader's readiness).
     /// `Err` says which condition is not met.
-    fn election_credit(&self, now: Instant) -> Result<(), &'static str> {
+    fn election_credit(
+        &self,
+        now: Instant,
+        started: Instant,
+        kept: bool,
+    ) -> Result<(), &'static str> {
         let is = |id, want| self.store.reading(id, now).value == Some(Value::Bool(want));
-        let no_peer = self.active_peers.is_some_and(
-            |id| matches!(self.store.reading(id, now).value, Some(Value::Num(n)) if n < 1.0),
-        );
         if !self.qget_served.load(Ordering::Relaxed) {
             Err("its last linearizable read failed")
         } else if !is(self.ids.etcd_up, true) {
             Err("its Status is not answered in time")
-        } else if !is(self.ids.is_leader, false) {
+        } else if !kept && !is(self.ids.is_leader, false) {
             Err("it is the leader, or its role is not known")
         } else if !is(self.ids.learner, false) {
             Err("it is a learner, or that is not known")
-        } else if no_peer {
-            Err("its metrics show no active peer")
+        } else if let Some(id) = self.active_peers {
+            let peers = self.store.reading(id, now);
+            let since_start = now.saturating_duration_since(started);
+            match (peers.value, peers.last_good_age) {
+                (Some(Value::Num(n)), Some(age)) if age <= since_start => {
+                    if n < 1.0 {
+                        Err("its metrics show no active peer")
+                    } else {
+                        Ok(())
+                    }
+                }
+                _ => Err(PEERS_NOT_READ),
+            }
         } else {
             Ok(())
         }
@@ -619,16 +652,44 @@ impl Shared {
     ) -> T {
         let mut call = std::pin::pin!(call);
         let qget = self.ids.qget_ms;
+        if self.active_peers.is_some() {
+            // Half-way through the trust, ask for the member's peer count, so
+            // that it is read after this read started by the time the credit
+            // is decided.
+            tokio::select! {
+                r = &mut call => return r,
+                _ = tokio::time::sleep_until((started + trust.base / 2).into()) => {}
+            }
+            self.notifier.request_round(&Source::EtcdMetrics);
+        }
         let decide = started + trust.base.saturating_sub(CREDIT_CHECK);
         tokio::select! {
             r = &mut call => return r,
             _ = tokio::time::sleep_until(decide.into()) => {}
         }
+        // The extra trust while the peer count is read: given once, taken
+        // back the moment the credit is decided against.
+        let (mut peers_wait_given, mut waits_for_peers) = (false, false);
         loop {
             let now = Instant::now();
-            let earned = self.election_credit(now);
+            let earned = self.election_credit(now, started, false);
             if earned.is_ok() {
                 break;
+            }
+            if earned == Err(PEERS_NOT_READ) && !peers_wait_given {
+                // Asked for, not read yet: a little more trust meanwhile.
+                (peers_wait_given, waits_for_peers) = (true, true);
+                self.store.set_pending_trust(
+                    qget,
+                    Trust {
+                        base: trust.base + PEERS_READ_WAIT,
+                        contended_max: trust.contended_max + PEERS_READ_WAIT,
+                    },
+                );
+            } else if earned != Err(PEERS_NOT_READ) && waits_for_peers {
+                // Decided against the credit: the normal trust again.
+                waits_for_peers = false;
+                self.store.set_pending_trust(qget, trust);
             }
             if self.store.reading(qget, now).value.is_none() {
                 if let Err(why) = earned {
@@ -652,6 +713,7 @@ impl Shared {
                 contended_max: ELECTION_TRUST.max(trust.contended_max),
             },
         );
+        let mut asked = Instant::now();
         let r = loop {
             tokio::select! {
                 r = &mut call => break Some(r),
@@ -660,7 +722,13 @@ impl Shared {
             if started.elapsed() > ELECTION_TRUST {
                 break None;
             }
-            if let Err(why) = self.election_credit(Instant::now()) {
+            // While credited, the peer count is read again every
+            // MIN_REQUESTED_GAP: a quorum lost during an election ends it.
+            if self.active_peers.is_some() && asked.elapsed() >= MIN_REQUESTED_GAP {
+                asked = Instant::now();
+                self.notifier.request_round(&Source::EtcdMetrics);
+            }
+            if let Err(why) = self.election_credit(Instant::now(), started, true) {
                 tracing::debug!(
                     "the election credit of a pending linearizable read is withdrawn: {why}"
                 );

@@ -288,6 +288,8 @@ impl Rounds {
 pub struct RoundNotifier {
     notify: Arc<Notify>,
     rounds: Arc<Mutex<HashMap<String, RoundInfo>>>,
+    /// Per source: a round asked for before its turn ([`Self::request_round`]).
+    requests: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
     supervisor: Supervisor,
 }
 
@@ -337,6 +339,22 @@ impl RoundNotifier {
         self.notify.notify_one();
     }
 
+    /// Ask `source` for a round now, before its turn: the etcd source wants
+    /// this member's peer count read after a linearizable read started to
+    /// wait, to tell an election from a lost quorum. The source's loop runs
+    /// a requested round at most every [`MIN_REQUESTED_GAP`]; a request
+    /// while a round runs starts the next one after it; requests for a source
+    /// that does not run are kept and cost nothing.
+    pub fn request_round(&self, source: &Source) {
+        self.round_requests(source).notify_one();
+    }
+
+    /// What [`run`] waits on beside its ticker: the requests for `source`.
+    fn round_requests(&self, source: &Source) -> Arc<Notify> {
+        let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        r.entry(source.label()).or_default().clone()
+    }
+
     /// When `source` last finished a round.
     pub fn last_round(&self, source: &Source) -> Option<Instant> {
         self.lock().get(&source.label()).and_then(|r| r.last)
@@ -368,6 +386,11 @@ impl RoundNotifier {
         self.rounds.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// The shortest time between two requested rounds of a source
+/// ([`RoundNotifier::request_round`]): what an outage can cost a source
+/// asked again and again (10 more rounds a second at most).
+pub const MIN_REQUESTED_GAP: Duration = Duration::from_millis(100);
 
 /// What every sampler task writes into and reports through.
 #[derive(Clone, Debug)]
@@ -465,8 +488,22 @@ async fn run<S: Sampler>(
     }
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let requests = notifier.round_requests(&source);
+    let mut last_requested: Option<Instant> = None;
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = requests.notified() => {
+                // A requested round, no sooner than MIN_REQUESTED_GAP after
+                // the last requested one; the ticker's next turn counts
+                // from it.
+                if let Some(at) = last_requested {
+                    tokio::time::sleep_until((at + MIN_REQUESTED_GAP).into()).await;
+                }
+                last_requested = Some(Instant::now());
+                ticker.reset();
+            }
+        }
         let started = Instant::now();
         let result = sampler.sample(&store).await;
         let took = started.elapsed();

@@ -116,6 +116,12 @@ pub struct Pending {
     pub waited: Duration,
     /// What is pending, in words ("read").
     pub what: &'static str,
+    /// How long the last answer is trusted while this is pending, before
+    /// the node's contention is counted ([`Trust::base`]): what a source
+    /// gave it (e.g. the etcd source's election credit).
+    pub trusted: Duration,
+    /// The node's contended CPU time counted on top of `trusted` so far.
+    pub contended: Duration,
 }
 
 /// What the policy evaluator sees of one signal at one instant.
@@ -171,6 +177,8 @@ impl Reading {
             at_least: Some(at_least),
             waited,
             what,
+            trusted: Duration::ZERO,
+            contended: Duration::ZERO,
         });
         self
     }
@@ -472,6 +480,8 @@ fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Rea
             at_least,
             waited,
             what: p.what,
+            trusted: p.trust.base,
+            contended: counted,
         });
     }
     r
