@@ -7,14 +7,14 @@
 //! candidate file is kept out with the diagnostics and metrics of a broken
 //! policy and the live policy does not notice.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use support::atomic_writer::AtomicWriterVolume;
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const WAIT: Duration = Duration::from_secs(20);
 const LIVE: &str = "check leader: leader\n";
@@ -95,7 +95,7 @@ fn loaded_at(c: &serde_json::Value) -> f64 {
 }
 
 fn counter(scrape: &str, name: &str) -> f64 {
-    support::metric_line(scrape, &format!("{name} "))
+    exporter::metric_line(scrape, &format!("{name} "))
         .rsplit(' ')
         .next()
         .unwrap()
@@ -206,7 +206,7 @@ async fn a_candidate_that_would_fail_changes_nothing_and_counts_the_seconds_betw
         0.0
     );
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_candidate_ready "),
+        exporter::metric_line(&scrape, "etcd_readiness_candidate_ready "),
         "etcd_readiness_candidate_ready 1"
     );
     assert!(
@@ -267,11 +267,11 @@ async fn a_candidate_that_would_pass_while_unready_changes_nothing() {
     assert_eq!(e.get("/livez").await.status, 200);
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_ready "),
+        exporter::metric_line(&scrape, "etcd_readiness_ready "),
         "etcd_readiness_ready 0"
     );
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_candidate_ready "),
+        exporter::metric_line(&scrape, "etcd_readiness_candidate_ready "),
         "etcd_readiness_candidate_ready 1"
     );
     assert!(
@@ -314,7 +314,7 @@ async fn a_broken_candidate_is_kept_out_like_a_broken_policy_and_the_live_one_do
         "no candidate verdict before a candidate is in force: {scrape}"
     );
     assert_eq!(
-        support::metric_line(
+        exporter::metric_line(
             &scrape,
             "etcd_readiness_candidate_policy_last_reload_successful "
         ),
@@ -363,13 +363,13 @@ async fn a_broken_candidate_is_kept_out_like_a_broken_policy_and_the_live_one_do
         ),
     ] {
         assert_eq!(
-            support::metric_line(&scrape, name),
+            exporter::metric_line(&scrape, name),
             format!("{name}{want}"),
             "{scrape}"
         );
     }
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_candidate_policy_info"),
+        exporter::metric_line(&scrape, "etcd_readiness_candidate_policy_info"),
         format!(
             "etcd_readiness_candidate_policy_info{{sha256=\"{}\"}} 1",
             good["sha256"].as_str().unwrap()
@@ -381,7 +381,7 @@ async fn a_broken_candidate_is_kept_out_like_a_broken_policy_and_the_live_one_do
         "the last good candidate still evaluates: {c}"
     );
     // POST /-/reload reloads both and says which failed, with the carets.
-    let (status, body) = support::post(e.addr(), "/-/reload").await;
+    let (status, body) = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(status, 500, "{body}");
     assert!(
         body.starts_with(

@@ -5,26 +5,21 @@
 //! and the in-test stand-in for the backup sidecar. For each of the four
 //! terms: ready, then not ready naming that term with its value, then ready.
 
-mod support;
-mod support_sources;
-
 use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::{etcd_member_command, free_ports};
-use support::{EtcdCluster, Exporter, Resp};
-use support_sources::{ChildGuard, Dnsmasq, Sidecar, read_revision, write_until_revision};
+use etcd_readiness_exporter::localcluster::etcd_member_command;
+use etcd_readiness_testkit::backup::Sidecar;
+use etcd_readiness_testkit::clock::now_unix;
+use etcd_readiness_testkit::dns::Dnsmasq;
+use etcd_readiness_testkit::etcd::{EtcdCluster, read_revision, write_until_revision};
+use etcd_readiness_testkit::exporter::{Exporter, Resp};
+use etcd_readiness_testkit::ports::free_ports;
+use etcd_readiness_testkit::process::ChildGuard;
 
 const OWNER: &str = "etcd-main.example.test";
 const CARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/card.policy");
 const WAIT: Duration = Duration::from_secs(20);
-
-fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 async fn card_exporter(endpoint: &str, sidecar: &Sidecar, dns: &Dnsmasq) -> Exporter {
     let backup = sidecar.url.clone();

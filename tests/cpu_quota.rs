@@ -6,15 +6,13 @@
 //! Needs root and a writable cgroup v1 `cpu` hierarchy, which CI has; where
 //! either is missing the test prints why and checks nothing.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use support::EtcdCluster;
+use etcd_readiness_testkit::etcd::EtcdCluster;
 
 /// Removes the cgroup when dropped (after its process is gone).
 struct Group(PathBuf);

@@ -20,16 +20,15 @@
 //! takes), at most 1 s: a loaded 2-core box delays the exporter's rounds
 //! and its evaluation, not its logic. Every figure is printed.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::localcluster::{LocalCluster, default_etcd, http_get};
-use support::Exporter;
+use etcd_readiness_testkit::clock::now_unix;
+use etcd_readiness_testkit::exporter::Exporter;
 
 /// Live data written before the defrag: 256 values of 1 MiB (about 280 MB
 /// of database, the member's data on /dev/shm like every local cluster's).
@@ -40,13 +39,6 @@ const VALUE_BYTES: usize = 1024 * 1024;
 /// The bound of the issue, and the most the node's contention may add to it.
 const BOUND: Duration = Duration::from_millis(500);
 const MAX_CONTENTION_CREDIT: Duration = Duration::from_secs(1);
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// `etcd --version`'s version, e.g. `3.5.30`.
 fn etcd_version(etcd: &Path) -> Option<String> {
@@ -203,7 +195,7 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
 
     // etcd's own /readyz, on a fixed 100 ms schedule, each probe on its own
     // task so that one that hangs does not blind the others.
-    let t0_wall = unix_now();
+    let t0_wall = now_unix();
     let t0 = Instant::now();
     let stalled0 = etcd_readiness_exporter::contention::cpu_stalled();
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,12 +1,11 @@
 //! End-to-end: the exporter against real etcd clusters (healthy, leader
 //! killed, quorum lost, frozen member, NOSPACE, mTLS, no raft writes).
 
-mod pki;
-mod support;
-
 use std::time::Duration;
 
-use support::{EtcdCluster, Exporter, ServerTls};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::pki;
 
 const READY: Duration = Duration::from_secs(30);
 
@@ -91,10 +90,7 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
     let mut cluster = EtcdCluster::builder(3).timings(25, 250).start();
     let exporters = ready_exporters(&cluster).await;
     let leader = cluster.leader().await.expect("a leader");
-    let killed_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let killed_at = etcd_readiness_testkit::clock::now_unix();
     cluster.kill(leader);
     // A new leader, seen by every survivor's exporter.
     let deadline = std::time::Instant::now() + READY;
@@ -241,13 +237,7 @@ async fn nospace_alarm_is_a_warning_not_unreadiness() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_reads_through_tls_and_a_wrong_ca_is_a_clear_tls_error() {
     let pki = pki::make_pki();
-    let cluster = EtcdCluster::builder(1)
-        .tls(ServerTls {
-            ca: pki.path("ca.pem"),
-            cert: pki.path("server.pem"),
-            key: pki.path("server-key.pem"),
-        })
-        .start();
+    let cluster = EtcdCluster::builder(1).tls(pki.etcd_server_tls()).start();
     let good = Exporter::start(&cluster.endpoint(0), |a| {
         a.etcd_cacert = Some(pki.path("ca.pem"));
         a.etcd_cert = Some(pki.path("client.pem"));

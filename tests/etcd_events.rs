@@ -7,11 +7,10 @@
 //! explain what it waits for: only the event path can. Waits are bounded by
 //! deadlines; nothing asserts how long anything took.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const READY: Duration = Duration::from_secs(30);
 

@@ -4,15 +4,15 @@
 //! plain-text etcd spoken to over TLS. Each time the exporter stays alive,
 //! `/readyz` answers 503 with the sentence in the explanation.
 
-mod pki;
-mod support;
-mod support_sources;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{EtcdCluster, Exporter, ServerTls};
-use support_sources::{ChildGuard, free_tcp_port, wait_until};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::pki;
+use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::process::ChildGuard;
+use etcd_readiness_testkit::wait::wait_until;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -87,13 +87,7 @@ async fn an_http1_server_at_the_endpoint_is_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_text_to_a_tls_etcd_is_named() {
     let pki = pki::make_pki();
-    let cluster = EtcdCluster::builder(1)
-        .tls(ServerTls {
-            ca: pki.path("ca.pem"),
-            cert: pki.path("server.pem"),
-            key: pki.path("server-key.pem"),
-        })
-        .start();
+    let cluster = EtcdCluster::builder(1).tls(pki.etcd_server_tls()).start();
     let endpoint = cluster.endpoint(0).replace("https://", "http://");
     let e = Exporter::start(&endpoint, |_| {}).await;
     let err = leader_error(&e, "plain-text to a TLS port").await;

@@ -5,18 +5,18 @@
 //! half-sent request, h2c stream floods, and 60 KB of echoed input. Every wait
 //! has a deadline; no assertion is on speed.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::{free_ports, http_get};
+use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_testkit::ports::free_tcp_port;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const READY: Duration = Duration::from_secs(30);
 /// A bound on waiting for an answer, not a performance figure.
@@ -35,9 +35,7 @@ impl ChildExporter {
     fn spawn(endpoint: &str, nofile: Option<u64>, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("exporter.log");
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_ports(1).unwrap()[0])
-            .parse()
-            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
         let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
         let mut cmd = match nofile {
             // prlimit sets the limits and execs the command: same pid.

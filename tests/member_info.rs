@@ -5,13 +5,13 @@
 //! proposal is pinned by `etcd_cluster::sampling_alone_does_not_grow_the_raft_index`,
 //! whose exporter runs the same `serve` wiring and asks MemberList every round.)
 
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::{etcd_member_command, free_ports};
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_exporter::localcluster::etcd_member_command;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::ports::{free_ports, free_tcp_port};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -192,7 +192,7 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
     // when a pod's volume was replaced): new peer URL, new token, new IDs.
     cluster.kill(0);
     let client = cluster.endpoint(0);
-    let peer = format!("http://127.0.0.1:{}", free_ports(1).unwrap()[0]);
+    let peer = format!("http://127.0.0.1:{}", free_tcp_port());
     let dir = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(dir.path().join("other.log")).unwrap();
     let mut cmd = etcd_member_command(

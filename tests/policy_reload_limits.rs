@@ -6,13 +6,13 @@
 //! `file:line:col` error on `/policy` and `last_reload_successful 0`; a good
 //! file written afterwards is still picked up.
 
-mod support;
-
 use std::time::Duration;
 
 use etcd_readiness_exporter::policy::limits;
-use support::atomic_writer::AtomicWriterVolume;
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const WAIT: Duration = Duration::from_secs(30);
 const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n";
@@ -45,7 +45,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     let r = e.wait_for("/readyz?verbose", 200, WAIT).await;
     assert!(r.body.contains("[+]deep ok"), "{}", r.body);
     assert_eq!(e.get("/livez").await.status, 200);
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 200, "{}", post.1);
     assert!(post.1.starts_with("policy unchanged"), "{}", post.1);
 
@@ -69,10 +69,10 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     );
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 0"
     );
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500, "{}", post.1);
     assert!(post.1.contains("hold-down"), "{}", post.1);
     assert_eq!(e.get("/livez").await.status, 200);
@@ -90,7 +90,7 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 1"
     );
     let r = e.wait_for("/readyz", 200, WAIT).await;

@@ -1,16 +1,16 @@
 //! A real scrape of a real exporter (against a real etcd) passes the real
 //! `promtool check metrics`, in both content types.
 
-mod support;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::prometheus::promtool_bin;
 
 fn promtool(scrape: &str) -> (i32, String) {
-    let mut child = Command::new("promtool")
+    let mut child = Command::new(promtool_bin())
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

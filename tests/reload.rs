@@ -5,8 +5,6 @@
 //!
 //! Every wait polls a condition with a deadline; no fixed sleep synchronises.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,9 +23,9 @@ use etcd_readiness_exporter::reload::{
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Source, Value};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckState, Verdict};
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
-use support::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use tower::ServiceExt;
 
 const DEADLINE: Duration = Duration::from_secs(10);

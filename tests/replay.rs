@@ -9,86 +9,37 @@
 //! Every Prometheus runs on a free loopback port in a temporary directory and
 //! is killed on Drop; every wait has a deadline.
 
-mod support;
-
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_exporter::localcluster::{free_ports, http_get};
+use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::prometheus::{Prometheus, promtool_bin};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
 
-/// A Prometheus server on a free port, killed on Drop.
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
-    dir: PathBuf,
-    _slot: etcd_readiness_testkit::heavy::Slot,
+/// Instant queries against the testkit's Prometheus.
+trait Query {
+    /// An instant query's result vector.
+    async fn query(&self, q: &str) -> Vec<Value>;
 }
 
-impl Prometheus {
-    /// Start on `data` (a TSDB directory) with `scrape` as the config's
-    /// `scrape_configs` (YAML, may be empty); wait for /-/ready.
-    async fn start(dir: &Path, scrape: &str) -> Prometheus {
-        let port = free_ports(1).unwrap()[0];
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{scrape}"),
-        )
-        .unwrap();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("prometheus (apt-get install prometheus)");
-        let mut p = Prometheus {
-            child,
-            addr,
-            dir: dir.to_path_buf(),
-            _slot: etcd_readiness_testkit::heavy::slot(),
-        };
-        let end = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Ok((200, _, _))) =
-                tokio::time::timeout(Duration::from_secs(2), http_get(addr, "/-/ready", None)).await
-            {
-                return p;
-            }
-            if let Ok(Some(st)) = p.child.try_wait() {
-                panic!("prometheus exited with {st}:\n{}", p.log());
-            }
-            assert!(
-                Instant::now() < end,
-                "prometheus not ready in 60s:\n{}",
-                p.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+/// Start on `dir` (a TSDB in `dir/data`) with `scrape` as the config's
+/// `scrape_configs` (YAML, may be empty); wait for /-/ready.
+async fn start_prometheus(dir: &Path, scrape: &str) -> Prometheus {
+    let mut p = Prometheus::spawn(
+        dir,
+        &format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{scrape}"),
+    );
+    p.wait_ready(Duration::from_secs(60)).await;
+    p
+}
 
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
-    }
-
-    /// An instant query's result vector.
+impl Query for Prometheus {
     async fn query(&self, q: &str) -> Vec<Value> {
         let path = format!(
             "/api/v1/query?{}",
@@ -104,13 +55,6 @@ impl Prometheus {
         assert_eq!(status, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
         v["data"]["result"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -243,7 +187,7 @@ fn history_start() -> i64 {
 async fn prometheus_with_history(dir: &Path, b: i64) -> Prometheus {
     let om = dir.join("history.om");
     std::fs::write(&om, openmetrics(b)).unwrap();
-    let out = Command::new("promtool")
+    let out = Command::new(promtool_bin())
         .args(["tsdb", "create-blocks-from", "openmetrics"])
         .arg(&om)
         .arg(dir.join("data"))
@@ -255,7 +199,7 @@ async fn prometheus_with_history(dir: &Path, b: i64) -> Prometheus {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Prometheus::start(dir, "").await
+    start_prometheus(dir, "").await
 }
 
 /// An interval as (from, to) offsets from B in seconds, ready, failing checks.
@@ -696,7 +640,7 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
 
     let good = write(dir.path(), "good.policy", "check leader: leader\n");
     let bad = write(dir.path(), "bad.policy", "check leader: leadr\n");
-    let closed = format!("http://127.0.0.1:{}", free_ports(1).unwrap()[0]);
+    let closed = format!("http://127.0.0.1:{}", free_tcp_port());
     // A server that accepts connections (the kernel's backlog) and never answers.
     let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent = format!("http://{}", silent_listener.local_addr().unwrap());
@@ -800,13 +744,13 @@ async fn replay_of_a_live_exporter_scraped_by_prometheus() {
         "live.policy",
         "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n",
     );
-    let mut cluster = support::EtcdCluster::builder(1).start();
+    let mut cluster = EtcdCluster::builder(1).start();
     let policy_path = PathBuf::from(&policy);
-    let e = support::Exporter::start(&cluster.endpoint(0), |a| {
+    let e = Exporter::start(&cluster.endpoint(0), |a| {
         a.policy = Some(policy_path);
     })
     .await;
-    let prom = Prometheus::start(
+    let prom = start_prometheus(
         dir.path(),
         &format!(
             "scrape_configs:\n  - job_name: etcd-readiness\n    scrape_interval: 1s\n    \

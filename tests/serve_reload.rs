@@ -6,14 +6,14 @@
 //! a swap moves a source to another real HTTP endpoint, a broken file or one
 //! that needs a restart is kept out.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use support::atomic_writer::AtomicWriterVolume;
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n";
@@ -80,14 +80,14 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     );
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 0"
     );
     assert!(
         scrape.contains("etcd_readiness_policy_reloads_total{result=\"failure\"} 1"),
         "{scrape}"
     );
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500);
     assert!(
         post.1.contains("^^^^^^^^ not a signal or a `let`"),
@@ -106,7 +106,7 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        support::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
         "etcd_readiness_policy_last_reload_successful 1"
     );
     assert!(
@@ -120,7 +120,7 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
         since(&after, "leader"),
         "unchanged check kept its state"
     );
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(
         post,
         (
@@ -216,7 +216,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
             }
         }
     };
-    let metric = |scrape: &str, name: &str| support::metric_line(scrape, name);
+    let metric = |scrape: &str, name: &str| exporter::metric_line(scrape, name);
     wait_value(1.0, "the first endpoint's value").await;
     let scrape = e.get("/metrics").await.body;
     assert_eq!(
@@ -236,7 +236,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
         scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 1"),
         "{scrape}"
     );
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500, "{}", post.1);
     assert!(
         post.1.starts_with(
@@ -254,7 +254,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
         "etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 3",
     )
     .await;
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(post.0, 500, "{}", post.1);
     assert!(
         post.1
@@ -276,7 +276,7 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
         scrape.contains("etcd_readiness_scrape_config_reloads_total{result=\"failure\"} 4"),
         "{scrape}"
     );
-    let post = support::post(e.addr(), "/-/reload").await;
+    let post = exporter::post(e.addr(), "/-/reload").await;
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
         scrape_config(b, false).as_bytes(),
     ));

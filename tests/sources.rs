@@ -3,11 +3,8 @@
 //! Policies are compiled and evaluated on the store's readings as `serve` does,
 //! and every built-in signal is written by the source the catalogue names.
 
-mod pki;
-mod support_sources;
-
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Builtin, Catalogue, SignalStore, Source, Unknown, Value};
@@ -22,8 +19,13 @@ use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
 use etcd_readiness_exporter::sources::{RoundNotifier, SourceMetrics};
 use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
+use etcd_readiness_testkit::backup::Sidecar;
+use etcd_readiness_testkit::clock::now_unix;
+use etcd_readiness_testkit::dns::Dnsmasq;
+use etcd_readiness_testkit::etcd::{Etcd, read_revision, write_until_revision};
+use etcd_readiness_testkit::hostile::Silent;
+use etcd_readiness_testkit::pki;
 use prometheus_client::registry::Registry;
-use support_sources::{Dnsmasq, Etcd, Sidecar, Silent, read_revision, write_until_revision};
 
 /// The known value of a signal, or a panic showing why it is unknown.
 fn value(cat: &Catalogue, store: &SignalStore, name: &str) -> Value {
@@ -69,13 +71,6 @@ fn evaluate(ev: &mut Evaluator, store: &SignalStore) -> (bool, Vec<CheckReport>)
 
 fn compile(path: &str, src: &str, cat: &Catalogue) -> Arc<Policy> {
     Arc::new(Policy::compile(path, src, cat).unwrap_or_else(|d| panic!("{d}")))
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
 }
 
 /// The etcd source running as `serve` runs it (`sources::etcd::spawn`) on
@@ -219,7 +214,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     // A full snapshot at the current revision, then more than 5000 writes.
     let (rev0, _) = read_revision(&mut client).await;
     let served = rev0.max(1);
-    let taken = unix_now() - 120.0;
+    let taken = now_unix() - 120.0;
     sidecar.set(|s| {
         s.full_revision = served;
         s.full_timestamp = taken;
@@ -281,7 +276,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     let incr = rev - 10;
     sidecar.set(|s| {
         s.incr_revision = incr;
-        s.incr_timestamp = unix_now() - 5.0;
+        s.incr_timestamp = now_unix() - 5.0;
     });
     backup.sample(&store).await.unwrap();
     assert_eq!(num(&cat, &store, "snapshot_revision"), incr as f64);
@@ -582,7 +577,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
         &pki.path("ca.pem"),
     )
     .await;
-    let now = unix_now();
+    let now = now_unix();
     sidecar.set(|s| {
         s.full_revision = 10;
         s.full_timestamp = now;

@@ -10,15 +10,14 @@
 //! and its disagreement so far. Every wait has a deadline; Chromium runs
 //! under one too.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::engine::history::LaneState;
 use etcd_readiness_exporter::http::page::timeline::MIN_SPAN;
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Longest a Chromium run may take (a loaded 2-core machine).

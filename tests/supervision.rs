@@ -6,15 +6,12 @@
 //! reaches a panic in the samplers any more, see hostile_sources.rs; the
 //! panicking task here is the test's own, run by the exporter's supervisor.)
 
-mod support;
-mod support_sources;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use support::Exporter;
-use support_sources::Etcd;
+use etcd_readiness_testkit::etcd::Etcd;
+use etcd_readiness_testkit::exporter::Exporter;
 
 const WAIT: Duration = Duration::from_secs(20);
 

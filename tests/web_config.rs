@@ -8,17 +8,18 @@
 //! keeps the last good one. Certificates are generated in the test
 //! (tests/pki); every wait has a deadline.
 
-mod pki;
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::{free_ports, http_get};
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::pki;
+use etcd_readiness_testkit::prometheus::Prometheus;
+use etcd_readiness_testkit::wait::until_some;
 
 const WAIT: Duration = Duration::from_secs(60);
 const PASSWORD: &str = "correct horse battery staple";
@@ -144,58 +145,27 @@ fn pem_der(pem: &str) -> Vec<u8> {
         .to_vec()
 }
 
-/// A real Prometheus on a free loopback port; killed on drop.
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
+/// A real Prometheus (the testkit's) in a directory of its own.
+struct Prom {
+    inner: Prometheus,
     _dir: tempfile::TempDir,
 }
 
-impl Prometheus {
-    fn start(config: &str) -> Prometheus {
+impl Prom {
+    fn start(config: &str) -> Prom {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-        let port = free_ports(1).unwrap()[0];
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-        let child = Command::new(
-            std::env::var("PROMETHEUS").unwrap_or_else(|_| "/usr/bin/prometheus".into()),
-        )
-        .arg(format!(
-            "--config.file={}",
-            dir.path().join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address={addr}"))
-        .arg("--log.level=warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("prometheus binary (apt-get install prometheus)");
-        Prometheus {
-            child,
-            addr,
+        Prom {
+            inner: Prometheus::spawn(dir.path(), config),
             _dir: dir,
         }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+        self.inner.log()
     }
 
     async fn api(&self, path: &str) -> Option<serde_json::Value> {
-        let (status, _, body) =
-            tokio::time::timeout(Duration::from_secs(5), http_get(self.addr, path, None))
-                .await
-                .ok()?
-                .ok()?;
-        (status == 200)
-            .then(|| serde_json::from_str(&body).ok())
-            .flatten()
+        self.inner.api(path).await
     }
 
     /// The one active target of `job`: (health, lastError, lastScrape).
@@ -247,29 +217,6 @@ impl Prometheus {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Poll `f` until it returns Some, at most `WAIT`; panic naming `what`.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -373,7 +320,7 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
 
     // The probe listener: plain HTTP, probes only, no credentials — the
     // kubelet's way (a plain GET; 200 is success).
-    let ready = eventually("/readyz 200 on the probe listener", || async {
+    let ready = until_some("/readyz 200 on the probe listener", WAIT, || async {
         let r = curl(vec![format!("http://{probe}/readyz")]).await;
         (r.status == 200).then_some(r)
     })
@@ -440,7 +387,7 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
     assert!(r.body.contains("Lifecycle API is not enabled"), "{r:?}");
 
     // A real Prometheus, scraping with tls_config (client cert) and basic_auth.
-    let prom = Prometheus::start(&format!(
+    let prom = Prom::start(&format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
          scrape_configs:\n  - job_name: ere\n    scheme: https\n    tls_config:\n      \
          ca_file: {}\n      cert_file: {}\n      key_file: {}\n    basic_auth:\n      \
@@ -469,7 +416,7 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
     replace(&pki.path("server-key.pem"), &key);
     replace(&pki.path("server.pem"), &cert);
     let want = pem_der(&cert);
-    eventually("the rotated certificate to be served", || async {
+    until_some("the rotated certificate to be served", WAIT, || async {
         (served_certificate(e.addr(), &pki.path("ca.pem")).await? == want).then_some(())
     })
     .await;
@@ -509,7 +456,7 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
         web_state.metrics().reloads(false),
     );
     replace(&web, "tls_server_config:\n  cert_filse: server.pem\n");
-    eventually("last_reload_successful 0", || async {
+    until_some("last_reload_successful 0", WAIT, || async {
         let r = curl(with(
             tls_args(&pki, Some("client"), Some(&good)),
             &[&metrics],
@@ -532,7 +479,7 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
     prom.wait_scrapes("ere", 2).await;
     // A good file again is applied.
     replace(&web, &mtls_web_config(&pki, PASSWORD));
-    eventually("last_reload_successful 1", || async {
+    until_some("last_reload_successful 1", WAIT, || async {
         let r = curl(with(
             tls_args(&pki, Some("client"), Some(&good)),
             &[&metrics],
@@ -557,7 +504,7 @@ async fn post_reload_needs_lifecycle_and_then_reloads_the_web_config() {
         a.web_enable_lifecycle = false;
     })
     .await;
-    let (status, body) = support::post(off.addr(), "/-/reload").await;
+    let (status, body) = exporter::post(off.addr(), "/-/reload").await;
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("Lifecycle API is not enabled"), "{body}");
     off.running.shutdown().await;
@@ -806,7 +753,7 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     )
     .unwrap();
     let e = exporter("http://127.0.0.1:9", &web, false).await;
-    let prom = Prometheus::start(&format!(
+    let prom = Prom::start(&format!(
         "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n\
          scrape_configs:\n  - job_name: ere\n    scheme: https\n    tls_config:\n      \
          ca_file: {}\n    basic_auth:\n      username: prometheus\n      \
@@ -834,7 +781,7 @@ async fn wrong_password_flood_leaves_prometheus_up() {
         )));
     }
     // The flood is on once wrong passwords are being refused both ways.
-    eventually("the flood to get 401s and 429s", || async {
+    until_some("the flood to get 401s and 429s", WAIT, || async {
         (count.unauthorized.load(Relaxed) > 0 && count.busy.load(Relaxed) > 0).then_some(())
     })
     .await;
@@ -842,8 +789,9 @@ async fn wrong_password_flood_leaves_prometheus_up() {
     // The server tells the two source addresses apart: each holds its own
     // share (2) of the bcrypt queue, so more than one share is taken.
     let web_state = e.running.web.clone().unwrap();
-    eventually(
+    until_some(
         "both addresses' shares of the bcrypt queue in use",
+        WAIT,
         || async {
             (web_state.auth().pending()
                 > etcd_readiness_exporter::web::auth::MAX_PENDING_PER_CLIENT)

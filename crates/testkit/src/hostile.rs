@@ -3,9 +3,8 @@
 //! endless chunked body, or a compressed body, and counts the bytes it wrote
 //! on each connection (an upper bound of what the client read). Nothing big
 //! is ever allocated: bodies are generated chunk by chunk. Also: the RSS of
-//! this process, and a raw `POST`.
-
-#![allow(dead_code)]
+//! this process, a gzip bomb, and [`Silent`], a server that accepts and
+//! never answers.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -217,4 +216,29 @@ pub fn gzip_bomb(mib: u64) -> Vec<u8> {
     writer.join().unwrap();
     assert!(out.status.success());
     out.stdout
+}
+/// A TCP server that accepts connections and never answers. Stops on drop.
+pub struct Silent {
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    pub async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        Silent { url, task }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -1,105 +1,15 @@
-//! Shared integration-test harness: a real etcd cluster from the `etcd`
-//! binary on free 127.0.0.1 ports ([`EtcdCluster`], the library's
-//! `localcluster` with test timings), and the exporter's serve
-//! pipeline running in-process on a free port ([`Exporter`]). Every child is
-//! killed on Drop; every wait is bounded by a deadline.
-
-#![allow(dead_code)]
-
-pub mod atomic_writer;
+//! The exporter's serve pipeline in-process on a free port ([`Exporter`]),
+//! with the waits that explain a failure (`/readyz?verbose` and `/signals`),
+//! the log capture, and small HTTP helpers ([`post`], [`metric_line`]).
 
 use std::net::SocketAddr;
-
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::localcluster::{Builder, LocalCluster};
-pub use etcd_readiness_exporter::localcluster::{ServerTls, http_get};
+use etcd_readiness_exporter::localcluster::http_get;
 use etcd_readiness_exporter::serve::{self, Running};
 
-/// Builds an [`EtcdCluster`]: the library's [`LocalCluster`] with test
-/// timings (50 ms heartbeat, 500 ms election timeout: fast failover).
-pub struct EtcdClusterBuilder(Builder);
-
-impl EtcdClusterBuilder {
-    /// Serve clients over https with client-certificate auth.
-    pub fn tls(self, tls: ServerTls) -> Self {
-        EtcdClusterBuilder(self.0.tls(tls))
-    }
-
-    /// `--heartbeat-interval` and `--election-timeout` in milliseconds,
-    /// instead of the test timings (50, 500).
-    pub fn timings(self, heartbeat_ms: u32, election_ms: u32) -> Self {
-        EtcdClusterBuilder(self.0.timings(heartbeat_ms, election_ms))
-    }
-
-    /// `--quota-backend-bytes`.
-    pub fn quota(self, bytes: u64) -> Self {
-        EtcdClusterBuilder(self.0.quota(bytes))
-    }
-
-    /// Start the members, once this test holds a heavy-test slot
-    /// (`etcd_readiness_testkit::heavy`: how many clusters run at once).
-    pub fn start(self) -> EtcdCluster {
-        let slot = etcd_readiness_testkit::heavy::slot();
-        EtcdCluster(self.0.start().expect("etcd cluster"), slot)
-    }
-}
-
-/// A running etcd cluster ([`LocalCluster`], whose methods it has); the
-/// controls that can fail panic here, as a test should. Dropping it kills
-/// every member; dropping it in a failing test first prints the tail of
-/// every member's log (what explains a cluster that did not serve).
-pub struct EtcdCluster(pub LocalCluster, etcd_readiness_testkit::heavy::Slot);
-
-impl Drop for EtcdCluster {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "--- etcd member logs (the test failed) ---\n{}",
-                self.0.log_tails()
-            );
-        }
-    }
-}
-
-impl std::ops::Deref for EtcdCluster {
-    type Target = LocalCluster;
-    fn deref(&self) -> &LocalCluster {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for EtcdCluster {
-    fn deref_mut(&mut self) -> &mut LocalCluster {
-        &mut self.0
-    }
-}
-
-impl EtcdCluster {
-    pub fn builder(n: usize) -> EtcdClusterBuilder {
-        EtcdClusterBuilder(LocalCluster::builder(n).timings(50, 500))
-    }
-
-    /// Freeze the member (SIGSTOP): its ports stay open, nothing answers.
-    pub fn stop(&mut self, i: usize) {
-        self.0.stop(i).unwrap();
-    }
-
-    pub fn cont(&mut self, i: usize) {
-        self.0.cont(i).unwrap();
-    }
-
-    /// Start a killed member again on its data dir.
-    pub fn restart(&mut self, i: usize) {
-        self.0.restart(i).unwrap();
-    }
-
-    /// A plain (non-TLS) client to member `i`, for test writes.
-    pub async fn client(&self, i: usize) -> etcd_client::Client {
-        self.0.client(i).await.unwrap()
-    }
-}
+use crate::wait::poll;
 
 /// The exporter's log lines (readiness transitions with their reasons,
 /// source errors) go to the test's captured output, so a failing test shows
@@ -199,15 +109,13 @@ impl Exporter {
         deadline: Duration,
         cond: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
-        let end = Instant::now() + deadline;
-        loop {
+        let cond = &cond;
+        let polled = poll(deadline, Duration::from_millis(50), || async move {
             let p = self.policy_json().await;
-            if cond(&p) {
-                return p;
-            }
-            assert!(Instant::now() < end, "timed out waiting for {what}: {p}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            if cond(&p) { Ok(p) } else { Err(p) }
+        })
+        .await;
+        polled.unwrap_or_else(|p| panic!("timed out waiting for {what}: {p}"))
     }
 
     /// Poll `path` until its response satisfies `cond` or `deadline` passes;
@@ -218,21 +126,22 @@ impl Exporter {
         deadline: Duration,
         cond: impl Fn(&Resp) -> bool,
     ) -> Resp {
-        let end = Instant::now() + deadline;
-        loop {
+        let cond = &cond;
+        let polled = poll(deadline, Duration::from_millis(100), || async move {
             let r = self.get(path).await;
-            if cond(&r) {
-                return r;
-            }
-            if Instant::now() > end {
+            if cond(&r) { Ok(r) } else { Err(r) }
+        })
+        .await;
+        match polled {
+            Ok(r) => r,
+            Err(r) => {
                 self.explain(&format!(
                     "GET {path}: condition not met within {deadline:?}, last answer {} {}",
                     r.status, r.body
                 ))
                 .await;
-                return r;
+                r
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

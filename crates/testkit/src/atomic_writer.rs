@@ -2,9 +2,8 @@
 //! write `..<timestamp>/policy`, point a new `..data_tmp` symlink at it, rename
 //! that over `..data`, and remove the previous `..<timestamp>` directory; the
 //! visible `policy` is a symlink to `..data/policy`. Used by the reload tests
-//! and benchmarks to reproduce exactly what a pod sees; handy for operators
-//! testing a watcher too. Test support only: it is not part of the library
-//! (tests reach it as `support::atomic_writer`, the reload benchmark by path).
+//! to reproduce exactly what a pod sees; handy for operators testing a
+//! watcher too. Test support only: it is not part of the library.
 
 use std::io;
 use std::os::unix::fs::symlink;

@@ -4,8 +4,7 @@
 //! CA stays usable, so a test can issue a new server certificate in place
 //! (a cert-manager rotation) with a serial number of its choosing.
 
-#![allow(dead_code)]
-
+use etcd_readiness_exporter::localcluster::ServerTls;
 use rcgen::{
     BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     SerialNumber,
@@ -23,6 +22,16 @@ pub struct Pki {
 impl Pki {
     pub fn path(&self, f: &str) -> std::path::PathBuf {
         self.dir.path().join(f)
+    }
+
+    /// etcd serving https with client-certificate auth from this PKI:
+    /// `ca.pem`, `server.pem`, `server-key.pem`.
+    pub fn etcd_server_tls(&self) -> ServerTls {
+        ServerTls {
+            ca: self.path("ca.pem"),
+            cert: self.path("server.pem"),
+            key: self.path("server-key.pem"),
+        }
     }
 
     /// Issue a new server certificate for 127.0.0.1 and localhost with
