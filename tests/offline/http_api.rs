@@ -238,7 +238,16 @@ async fn readyz_json_by_accept_header_and_format_param() {
     let (_, _, body2) = get(&st, "/readyz?format=json", None).await;
     assert_eq!(body, body2);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+    // tests/snapshots/, named as when this file was its own test binary.
+    insta::with_settings!(
+        { snapshot_path => "../snapshots", prepend_module_to_snapshot => false },
+        {
+            insta::assert_snapshot!(
+                "http_api__readyz_json_by_accept_header_and_format_param",
+                serde_json::to_string_pretty(&v).unwrap()
+            )
+        }
+    );
 }
 
 #[tokio::test]

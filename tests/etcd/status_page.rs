@@ -27,7 +27,7 @@ const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
 /// never under one byte), so the healthy page has a failing row with an
 /// explanation and a `fail` span too.
 const POLICY: &str = concat!(
-    include_str!("../policies/default.policy"),
+    include_str!("../../policies/default.policy"),
     "\n# The status page test: a warning that never passes.\nwarn tiny_db: db_size_bytes < 1\n"
 );
 

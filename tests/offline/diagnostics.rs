@@ -8,19 +8,27 @@ use etcd_readiness_exporter::policy::{Policy, limits};
 use etcd_readiness_exporter::signals::{Catalogue, Source};
 
 /// Every `tests/diagnostics/*.policy` is a policy that must be refused; its
-/// diagnostics are snapshotted next to it (`tests/snapshots/`). A new case
-/// is a new file: no Rust to write.
+/// diagnostics are snapshotted in `tests/snapshots/` as
+/// `diagnostics__fixtures@NAME.snap` (named as when this file was its own
+/// test binary, so the module path of the grouped binary does not rename
+/// them). A new case is a new file: no Rust to write.
 #[test]
 fn fixtures() {
-    insta::glob!("diagnostics/*.policy", |path| {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let src = std::fs::read_to_string(path).unwrap();
-        let out = match Policy::compile(&name, &src, &Catalogue::builtin()) {
-            Ok(_) => panic!("{name}: expected diagnostics"),
-            Err(d) => d.to_string(),
-        };
-        insta::assert_snapshot!(out);
-    });
+    let in_snapshots = || {
+        insta::glob!("../diagnostics", "*.policy", |path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let src = std::fs::read_to_string(path).unwrap();
+            let out = match Policy::compile(&name, &src, &Catalogue::builtin()) {
+                Ok(_) => panic!("{name}: expected diagnostics"),
+                Err(d) => d.to_string(),
+            };
+            insta::assert_snapshot!("diagnostics__fixtures", out);
+        })
+    };
+    insta::with_settings!(
+        { snapshot_path => "../snapshots", prepend_module_to_snapshot => false },
+        { in_snapshots() }
+    );
 }
 
 fn diag(src: &str) -> String {
