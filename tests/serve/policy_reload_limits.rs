@@ -67,9 +67,9 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
         chain_sha.as_str(),
         "the bad policy is not in force"
     );
-    let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        e.metric("etcd_readiness_policy_last_reload_successful ")
+            .await,
         "etcd_readiness_policy_last_reload_successful 0"
     );
     let post = exporter::post(e.addr(), "/-/reload").await;
@@ -88,9 +88,9 @@ async fn a_40_deep_let_chain_then_a_huge_hold_down_arrive_by_hot_reload() {
         })
         .await;
     assert!(p["text"].as_str().unwrap().contains("qget_ms < 2000"));
-    let scrape = e.get("/metrics").await.body;
     assert_eq!(
-        exporter::metric_line(&scrape, "etcd_readiness_policy_last_reload_successful "),
+        e.metric("etcd_readiness_policy_last_reload_successful ")
+            .await,
         "etcd_readiness_policy_last_reload_successful 1"
     );
     let r = e.wait_for("/readyz", 200, WAIT).await;

@@ -145,6 +145,11 @@ impl Exporter {
         }
     }
 
+    /// The first line of a `/metrics` scrape that starts with `name`.
+    pub async fn metric(&self, name: &str) -> String {
+        metric_line(&self.get("/metrics").await.body, name)
+    }
+
     /// One signal from /signals as JSON.
     pub async fn signal(&self, name: &str) -> serde_json::Value {
         let r = self.get("/signals").await;
