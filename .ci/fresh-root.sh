@@ -133,7 +133,7 @@ fresh_root_make() {
   mount --bind "$root" "$root"
   mount --make-private "$root"
   mount -t proc proc "$root/proc"
-  # /sys with the host's cgroup mounts below it (tests/cpu_quota.rs runs
+  # /sys with the host's cgroup mounts below it (tests/serve/cpu_quota.rs runs
   # the binary in a real cgroup with a CFS quota).
   mount --rbind /sys "$root/sys"
   mount --make-rslave "$root/sys"

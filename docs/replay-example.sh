@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The example run of docs/replay.md: an hour of history for two members (the
-# scenario of tests/replay.rs: a short latency spike, a longer rise to 400 ms,
+# scenario of tests/serve/replay.rs: a short latency spike, a longer rise to 400 ms,
 # an apply lag, a leader loss and a 10-minute scrape gap on etcd-0; etcd-1
 # healthy), recorded under the reference policy `leader && qget_ms < 500`,
 # built with promtool, served by Prometheus on a free loopback port, and

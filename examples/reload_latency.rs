@@ -1,5 +1,5 @@
 //! Policy reload latency: time from the kubelet-style rename of `..data`
-//! (see `reload::atomic_writer`) to the new policy being in force, over many
+//! (`etcd_readiness_testkit::atomic_writer`) to the new policy being in force, over many
 //! swaps, with the watcher's default options unless told otherwise.
 //!
 //! Two end points:
@@ -10,11 +10,6 @@
 //!
 //! Run: `cargo run --release --example reload_latency -- [SWAPS] [DEBOUNCE_MS] [sink|http]`
 //! (defaults 60, 100, sink).
-
-#[path = "../tests/support/atomic_writer.rs"]
-mod atomic_writer;
-
-use atomic_writer::AtomicWriterVolume;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,6 +24,7 @@ use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadMetrics, Reloader, WatchOptions, spawn_watcher,
 };
 use etcd_readiness_exporter::signals::Catalogue;
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 

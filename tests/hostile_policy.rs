@@ -8,15 +8,12 @@
 //! and POST keep answering; threads and bytes read stay bounded; and the
 //! good file is picked up as soon as it is back.
 
-mod support;
-mod support_hostile;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::atomic_writer::AtomicWriterVolume;
-use support::post;
-use support::{EtcdCluster, Exporter};
+use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::{Exporter, post};
 
 const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\n";

@@ -9,15 +9,14 @@
 //! backup source is back to normal by itself once the sidecar is sane.
 //! Absurd flags exit 2 naming the flag.
 
-mod support;
-mod support_hostile;
-mod support_sources;
+use std::time::{Duration, Instant};
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use support::Exporter;
-use support_hostile::{Behaviour, HostileServer, gzip_bomb, rss_kib};
-use support_sources::{Etcd, Sidecar};
+use etcd_readiness_testkit::backup::Sidecar;
+use etcd_readiness_testkit::clock::now_unix;
+use etcd_readiness_testkit::etcd::Etcd;
+use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::hostile::{Behaviour, HostileServer, gzip_bomb, rss_kib};
+use etcd_readiness_testkit::ports::free_tcp_port;
 
 const WAIT: Duration = Duration::from_secs(20);
 /// The per-connection bound asserted on what a hostile server could push:
@@ -26,13 +25,6 @@ const MAX_BYTES_PER_CONNECTION: u64 = 32 * 1024 * 1024;
 /// How much the test process may grow while hostile bodies of 0.5–1 GB are
 /// served: far below any body, far above the 4 MiB limit.
 const MAX_RSS_GROWTH_KIB: u64 = 96 * 1024;
-
-fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// Wait until signal `name` on /signals satisfies `cond`; returns it.
 async fn wait_signal(
@@ -482,7 +474,7 @@ fn range_messages_state_the_value_lists_are_refused_and_credentials_never_logged
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let closed = etcd_readiness_exporter::localcluster::free_ports(1).unwrap()[0];
+    let closed = free_tcp_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_etcd-readiness-exporter"))
         .arg("serve")
         .args(["--web.listen-address", "127.0.0.1:0"])

@@ -1,12 +1,28 @@
-//! Test-only stand-ins and harness parts for etcd-readiness-exporter (the
-//! backup sidecar stand-in; the heavy-test semaphore; fetched binaries), in one place shared by
-//! the integration tests (a dev-dependency), the shell-driven monitoring test
-//! and the benchmarks (the `fake-backup-sidecar` binary). Nothing here ships
-//! in the exporter. The local etcd cluster launcher is not here: `demo` needs
-//! it too, so it lives in the exporter's `localcluster` module.
+//! Test support for etcd-readiness-exporter, in one place: the integration
+//! tests (a dev-dependency), the shell-driven monitoring test and the
+//! benchmarks (the `fake-backup-sidecar` binary) use it. Nothing here ships
+//! in the exporter. The local etcd cluster launcher itself is the
+//! exporter's `localcluster` module (`demo` needs it too); [`etcd`] wraps it
+//! with test timings and the heavy-test slot.
+//!
+//! One mechanism each: ports from [`ports`], waits with a deadline from
+//! [`wait`], the wall clock from [`clock`], children killed on drop by
+//! [`process::ChildGuard`], fetched binaries from [`binaries`],
+//! which Prometheus and promtool from [`prometheus`].
 
 #![forbid(unsafe_code)]
 
+pub mod atomic_writer;
 pub mod backup;
 pub mod binaries;
+pub mod clock;
+pub mod dns;
+pub mod etcd;
+pub mod exporter;
 pub mod heavy;
+pub mod hostile;
+pub mod pki;
+pub mod ports;
+pub mod process;
+pub mod prometheus;
+pub mod wait;

@@ -1,0 +1,39 @@
+//! Free loopback ports, the one way the tests get them.
+//!
+//! A server that runs in this process binds `127.0.0.1:0` and reads its
+//! address back (the in-process exporter, the hostile servers, the backup
+//! sidecar stand-in): no race at all, and no helper here is needed. A child
+//! process (etcd, Prometheus, dnsmasq, the exporter binary) must be told its
+//! port on the command line, so the port is found here by binding and then
+//! released for the child to bind. What can be avoided is avoided, as the
+//! library's `localcluster` does: [`free_ports`] holds every listener until
+//! all `n` ports are chosen, so one call never hands out the same port twice
+//! (which would make one etcd member fail to bind and silently shrink the
+//! cluster). What cannot be avoided without passing the socket to the child
+//! is the gap between the release and the child's bind; Linux hands out
+//! ephemeral ports from a randomised offset, so another bind taking the same
+//! port in those milliseconds is unlikely, and a child that loses the race
+//! fails to bind and says so in its log (every launcher prints it).
+
+use std::net::{TcpListener, UdpSocket};
+
+/// `n` distinct free loopback TCP ports (the library's `localcluster`
+/// helper: all listeners held until every port is chosen).
+pub use etcd_readiness_exporter::localcluster::free_ports;
+
+/// One free loopback TCP port, for a child to bind.
+pub fn free_tcp_port() -> u16 {
+    free_ports(1).expect("a free 127.0.0.1 port")[0]
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1 (dnsmasq binds both).
+pub fn free_udp_tcp_port() -> u16 {
+    for _ in 0..50 {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}

@@ -1,0 +1,58 @@
+//! Waiting with a deadline: the one polling loop of the tests. A condition
+//! is probed at a fixed step until it holds or the deadline passes; nothing
+//! waits for a fixed time and hopes. [`poll`] returns the last failed probe
+//! to a caller that explains it (the exporter's `wait_until` prints
+//! `/readyz?verbose` and `/signals`); [`wait_until`] panics naming what it
+//! waited for.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Probe every `every` until `probe` answers `Ok` (returned) or `within`
+/// passes (the last `Err` returned). The probe runs at least once.
+pub async fn poll<T, E, F, Fut>(within: Duration, every: Duration, mut probe: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let end = Instant::now() + within;
+    loop {
+        match probe().await {
+            Ok(v) => return Ok(v),
+            Err(last) if Instant::now() >= end => return Err(last),
+            Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// The step of [`wait_until`] and [`until_some`].
+const STEP: Duration = Duration::from_millis(20);
+
+/// Poll `cond` every 20 ms until it is true; panic naming `what` when
+/// `within` passes first.
+pub async fn wait_until<F, Fut>(what: &str, within: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    until_some(what, within, || {
+        let held = cond();
+        async move { held.await.then_some(()) }
+    })
+    .await
+}
+
+/// Poll `f` every 20 ms until it returns `Some` (returned); panic naming
+/// `what` when `within` passes first.
+pub async fn until_some<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let polled = poll(within, STEP, || {
+        let probe = f();
+        async move { probe.await.ok_or(()) }
+    })
+    .await;
+    polled.unwrap_or_else(|()| panic!("timed out after {within:?} waiting for {what}"))
+}

@@ -1,0 +1,549 @@
+//! The HTTP layer without a socket (`tower::ServiceExt::oneshot`), on a
+//! hand-made verdict: the exact text users and the kubelet see is snapshotted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use etcd_readiness_exporter::config::DEFAULT_POLICY;
+use etcd_readiness_exporter::engine::EngineMetrics;
+use etcd_readiness_exporter::engine::{EngineHandle, Timing};
+use etcd_readiness_exporter::http::HttpMetrics;
+use etcd_readiness_exporter::http::{AppState, app};
+use etcd_readiness_exporter::policy::Policy;
+use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
+use etcd_readiness_exporter::sources::RoundNotifier;
+use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+use prometheus_client::registry::Registry;
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn report(
+    name: &str,
+    kind: CheckKind,
+    state: CheckState,
+    expr: &str,
+    why: &str,
+    value: Option<serde_json::Value>,
+) -> CheckReport {
+    CheckReport {
+        name: name.to_string(),
+        kind,
+        state,
+        in_state_for: Duration::from_secs(12),
+        since: at(1_700_000_000),
+        held: false,
+        hold_left: None,
+        recovering: false,
+        recover_left: None,
+        true_for: None,
+        expr: expr.to_string(),
+        explanation: why.to_string(),
+        signals: vec![UsedSignal {
+            name: expr
+                .trim_start_matches('!')
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string(),
+            value,
+        }],
+    }
+}
+
+fn failing_verdict() -> Verdict {
+    let checks = vec![
+        report(
+            "leader",
+            CheckKind::Check,
+            CheckState::Pass,
+            "leader",
+            "",
+            Some(true.into()),
+        ),
+        report(
+            "linearizable_read",
+            CheckKind::Check,
+            CheckState::Unknown,
+            "qget_ms < 1000",
+            "qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms",
+            None,
+        ),
+        report(
+            "non_learner",
+            CheckKind::Check,
+            CheckState::Pass,
+            "!learner",
+            "",
+            Some(false.into()),
+        ),
+        report(
+            "nospace",
+            CheckKind::Warn,
+            CheckState::Fail,
+            "!alarm_nospace",
+            "!alarm_nospace is false (alarm_nospace = true)",
+            Some(true.into()),
+        ),
+    ];
+    Verdict {
+        ready: Verdict::ready_from(&checks),
+        reason: None,
+        evaluated_at: at(1_700_000_012),
+        checks,
+    }
+}
+
+fn state() -> (AppState, EngineHandle) {
+    state_with(Timing {
+        sample_interval: Duration::from_secs(1),
+        sample_timeout: Duration::from_millis(500),
+    })
+}
+
+fn state_with(timing: Timing) -> (AppState, EngineHandle) {
+    let catalogue = Arc::new(Catalogue::builtin());
+    let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue).unwrap();
+    let store = Arc::new(SignalStore::new(&catalogue));
+    let mut registry = Registry::default();
+    let engine_metrics = EngineMetrics::register(&mut registry);
+    let http_metrics = HttpMetrics::register(&mut registry);
+    let registry = Arc::new(registry);
+    let engine = EngineHandle::new(
+        Arc::new(policy),
+        catalogue.clone(),
+        store.clone(),
+        RoundNotifier::new(),
+        engine_metrics,
+        timing,
+    );
+    let st = AppState {
+        engine: engine.clone(),
+        catalogue,
+        store,
+        registry,
+        http_metrics,
+        telemetry_path: "/metrics".to_string(),
+        started: Instant::now(),
+        reloadables: Default::default(),
+        candidate_path: None,
+    };
+    (st, engine)
+}
+
+async fn get(st: &AppState, uri: &str, accept: Option<&str>) -> (StatusCode, String, String) {
+    let mut req = Request::get(uri);
+    if let Some(a) = accept {
+        req = req.header("accept", a);
+    }
+    let resp = app(st.clone())
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        resp.headers().get("x-content-type-options").unwrap(),
+        "nosniff"
+    );
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, ct, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn readyz_starting_is_503_with_the_reason() {
+    let (st, _) = state();
+    let (code, ct, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ct, "text/plain; charset=utf-8");
+    insta::assert_snapshot!(body, @r"
+    [-]verdict failed: starting: the first sample round has not finished
+    readyz check failed
+    ");
+}
+
+#[tokio::test]
+async fn readyz_failing_lists_every_check_and_warnings_never_fail() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    insta::assert_snapshot!(body, @r"
+    [+]leader ok
+    [-]linearizable_read failed: qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms
+    [+]non_learner ok
+    [+]nospace ok (warning: !alarm_nospace is false (alarm_nospace = true))
+    readyz check failed
+    ");
+}
+
+#[tokio::test]
+async fn readyz_exclude_makes_it_pass_and_says_so() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz?exclude=linearizable_read", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body, "ok");
+    let (code, _, body) = get(
+        &st,
+        "/readyz?verbose&exclude=linearizable_read&exclude=nope",
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    insta::assert_snapshot!(body, @r#"
+    [+]leader ok
+    [+]linearizable_read excluded: ok
+    [+]non_learner ok
+    [+]nospace ok (warning: !alarm_nospace is false (alarm_nospace = true))
+    warn: some checks cannot be excluded: no matches for "nope"
+    readyz check passed
+    "#);
+}
+
+#[tokio::test]
+async fn readyz_single_check_and_did_you_mean() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, _, body) = get(&st, "/readyz/leader", None).await;
+    assert_eq!((code, body.as_str()), (StatusCode::OK, "ok"));
+    let (code, _, body) = get(&st, "/readyz/nospace", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(body.starts_with("[+]nospace ok (warning:"), "{body}");
+    let (code, _, body) = get(&st, "/readyz/linearizable_read", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("[-]linearizable_read failed: qget_ms unknown"));
+    let (code, _, body) = get(&st, "/readyz/lineariable_read", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    insta::assert_snapshot!(body, @r#"no check named "lineariable_read"; did you mean "linearizable_read"? (checks: leader, linearizable_read, serializable_read, non_learner, data_corruption, nospace, apply_lag, not_defragmenting, db_quota)"#);
+}
+
+#[tokio::test]
+async fn readyz_json_by_accept_header_and_format_param() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let (code, ct, body) = get(&st, "/readyz", Some("application/json")).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ct, "application/json");
+    let (_, _, body2) = get(&st, "/readyz?format=json", None).await;
+    assert_eq!(body, body2);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // tests/snapshots/, named as when this file was its own test binary.
+    insta::with_settings!(
+        { snapshot_path => "../snapshots", prepend_module_to_snapshot => false },
+        {
+            insta::assert_snapshot!(
+                "http_api__readyz_json_by_accept_header_and_format_param",
+                serde_json::to_string_pretty(&v).unwrap()
+            )
+        }
+    );
+}
+
+#[tokio::test]
+async fn bodies_stay_under_10kb() {
+    let (st, engine) = state();
+    let mut v = failing_verdict();
+    for i in 0..200 {
+        let mut c = v.checks[1].clone();
+        c.name = format!("check_{i}");
+        c.explanation = "x".repeat(3000);
+        v.checks.push(c);
+    }
+    engine.publish(v);
+    let (_, _, text) = get(&st, "/readyz", None).await;
+    assert!(text.len() <= 10_000, "{}", text.len());
+    assert!(text.ends_with("readyz check failed\n"));
+    let (_, _, json) = get(&st, "/readyz?format=json", None).await;
+    assert!(json.len() <= 10_000, "{}", json.len());
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(parsed["ready"], false);
+}
+
+#[tokio::test]
+async fn head_works_unknown_paths_404_and_metrics_negotiates() {
+    let (st, engine) = state();
+    engine.publish(failing_verdict());
+    let resp = app(st.clone())
+        .oneshot(Request::head("/readyz").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let (code, _, _) = get(&st, "/nope", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let resp = app(st.clone())
+        .oneshot(Request::post("/readyz").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let (_, ct, text) = get(&st, "/metrics", None).await;
+    assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(!text.contains("# EOF"));
+    assert!(
+        text.contains("# TYPE etcd_readiness_http_requests_total counter\n"),
+        "{text}"
+    );
+    let (_, ct, om) = get(
+        &st,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .await;
+    assert_eq!(
+        ct,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# TYPE etcd_readiness_http_requests counter\n"));
+}
+
+#[tokio::test]
+async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_livez() {
+    // Stale after 3 * 500ms + 500ms = 2s; nothing re-evaluates in this test.
+    // Verdicts are published with the age they should have, so nothing waits.
+    let (st, engine) = state_with(Timing {
+        sample_interval: Duration::from_millis(500),
+        sample_timeout: Duration::from_millis(500),
+    });
+    let mut v = failing_verdict();
+    v.checks.retain(|c| c.state == CheckState::Pass);
+    v.ready = true;
+    // A verdict from the future is as fresh as can be, whatever the machine's load.
+    engine.publish_at(v.clone(), Instant::now() + Duration::from_secs(3600));
+    let (code, _, _) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::OK);
+    // The same verdict, evaluated 3s ago: past the 2s bound.
+    let three_s_ago = Instant::now()
+        .checked_sub(Duration::from_secs(3))
+        .expect("the monotonic clock is past 3s");
+    engine.publish_at(v, three_s_ago);
+    let (code, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body.starts_with("[-]verdict failed: verdict is stale: evaluator wedged"),
+        "{body}"
+    );
+    let (code, _, body) = get(&st, "/livez?verbose", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("[-]evaluation failed"), "{body}");
+}
+
+/// The status page and `/history` render what the engine published (the
+/// verdict, the history, the readings of its last evaluation), never the
+/// signal store: a sample recorded after the last evaluation shows on
+/// `/signals` (which reads the store) but not on the page until the engine
+/// evaluates again.
+#[tokio::test]
+async fn the_status_page_renders_what_the_engine_published_not_the_store() {
+    use etcd_readiness_exporter::signals::{Source, Value};
+    let (st, engine) = state();
+    let learner = engine.catalogue().id("learner");
+    engine
+        .store()
+        .record_ok(learner, Value::Bool(false), Instant::now());
+    engine
+        .notifier()
+        .round_finished(&Source::Etcd, Duration::from_secs(1));
+    engine.evaluate_now();
+    engine
+        .store()
+        .record_ok(learner, Value::Bool(true), Instant::now());
+    let row = |page: &str| {
+        let at = page.find("data-signal=\"learner\"").expect("learner row");
+        let rest = &page[at..];
+        rest[..rest.find("</tr>").unwrap()].to_string()
+    };
+    let (code, ct, page) = get(&st, "/", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ct, "text/html; charset=utf-8");
+    assert!(
+        row(&page).contains("data-l=\"value\">false<"),
+        "{}",
+        row(&page)
+    );
+    let (_, _, signals) = get(&st, "/signals", None).await;
+    let v: serde_json::Value = serde_json::from_str(&signals).unwrap();
+    let s = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "learner")
+        .unwrap();
+    assert_eq!(s["value"], true, "/signals reads the store");
+    engine.evaluate_now();
+    let (_, _, live) = get(&st, "/?part=live", None).await;
+    assert!(live.starts_with("<div id=\"live\""), "{live:.100}");
+    assert!(!live.contains("<html"), "the fragment is not a whole page");
+    assert!(
+        row(&live).contains("data-l=\"value\">true<"),
+        "{}",
+        row(&live)
+    );
+    let (code, ct, history) = get(&st, "/history", None).await;
+    assert_eq!((code, ct.as_str()), (StatusCode::OK, "application/json"));
+    let h: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(h["transitions"][0]["state"], "not_ready", "{h}");
+    assert_eq!(h["capacity"], 4096);
+}
+
+/// The values of issue 21 that panicked the server at start (`/history`:
+/// "Overlapping method route", `/{`, `/a}`, `/:x`, `/*x`), made it answer
+/// every unknown path with the metrics (`/{x}`, `/{*x}`), made the metrics
+/// unreachable (`/x/{a}/{a}`) or could never be requested (`/a b`,
+/// `/metrics?x=1`). Each is refused by the check `serve` runs at start
+/// (tests/hostile_sources.rs runs the binary); handed to `app` anyway, none
+/// panics and unknown paths stay 404. A literal custom path serves the
+/// metrics and nothing else.
+#[tokio::test]
+async fn telemetry_path_is_a_literal_path_never_a_pattern() {
+    use etcd_readiness_exporter::http::telemetry_path_problem;
+    let hostile = [
+        "/history",
+        "/{",
+        "/a}",
+        "/:x",
+        "/*x",
+        "/{x}",
+        "/{*x}",
+        "/x/{a}/{a}",
+        "/a b",
+        "/metrics?x=1",
+        "/metrics#x",
+        "/readyz/x",
+        "/-/reload",
+        "/",
+        "metrics",
+        "/a\u{1b}b",
+    ];
+    let (mut st, _) = state();
+    for path in hostile {
+        assert!(telemetry_path_problem(path).is_some(), "{path:?} accepted");
+        st.telemetry_path = path.to_string();
+        let (code, _, _) = get(&st, "/no/such/path", None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path:?}");
+        let (code, _, _) = get(&st, "/x/1/2", None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path:?}");
+    }
+    for path in [
+        "/metrics",
+        "/x/metrics",
+        "/metrics/",
+        "/a:b",
+        "/a*b",
+        "/%7Bx%7D",
+    ] {
+        assert_eq!(telemetry_path_problem(path), None, "{path:?}");
+    }
+    st.telemetry_path = "/x/metrics".to_string();
+    let (code, _, body) = get(&st, "/x/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(body.contains("etcd_readiness_"), "{body}");
+    for other in ["/metrics", "/x/other", "/x"] {
+        let (code, _, _) = get(&st, other, None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{other}");
+    }
+}
+
+/// Issue 21: 500 concurrent `POST /-/reload` spawned ~480 OS threads and
+/// kept ~30 MB: each ran a reload of its own on the blocking pool. Now one
+/// runs at a time and the requests arriving meanwhile wait for its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reloads_are_coalesced_into_one_in_flight() {
+    use etcd_readiness_exporter::http::ReloadFlight;
+    let flight = Arc::new(ReloadFlight::default());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let leader = {
+        let (flight, gate) = (flight.clone(), gate.clone());
+        tokio::spawn(async move {
+            flight
+                .run(move || async move {
+                    gate.notified().await;
+                    (StatusCode::OK, "policy reloaded once\n".to_string())
+                })
+                .await
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while flight.counts().0 < 1 {
+        assert!(Instant::now() < end, "the first reload never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut followers = Vec::new();
+    for _ in 0..500 {
+        let flight = flight.clone();
+        followers.push(tokio::spawn(async move {
+            flight
+                .run(|| async { (StatusCode::IM_A_TEAPOT, "a second reload ran\n".to_string()) })
+                .await
+        }));
+    }
+    while flight.counts().1 < 500 {
+        assert!(Instant::now() < end, "joined: {:?}", flight.counts());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gate.notify_one();
+    let want = (StatusCode::OK, "policy reloaded once\n".to_string());
+    assert_eq!(leader.await.unwrap(), want);
+    for f in followers {
+        assert_eq!(f.await.unwrap(), want);
+    }
+    assert_eq!(flight.counts(), (1, 500), "one reload for 501 requests");
+    // Once it answered, the next request reloads anew.
+    let again = flight
+        .run(|| async { (StatusCode::OK, "policy unchanged\n".to_string()) })
+        .await;
+    assert_eq!(again.1, "policy unchanged\n");
+    assert_eq!(flight.counts(), (2, 500));
+}
+
+#[tokio::test]
+async fn readyz_says_where_a_recovery_hold_stands_in_text_and_json() {
+    let (st, engine) = state();
+    let mut v = failing_verdict();
+    let mut lag = report(
+        "apply_lag",
+        CheckKind::Check,
+        CheckState::Fail,
+        "apply_lag < 5000",
+        "recovering: true for 12s of 30s",
+        Some(10.into()),
+    );
+    lag.recovering = true;
+    lag.true_for = Some(Duration::from_secs(12));
+    lag.recover_left = Some(Duration::from_secs(18));
+    v.checks = vec![v.checks[0].clone(), lag];
+    v.ready = Verdict::ready_from(&v.checks);
+    engine.publish(v);
+    let (code, _, body) = get(&st, "/readyz?verbose", None).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    insta::assert_snapshot!(body, @r"
+    [+]leader ok
+    [-]apply_lag failed: recovering: true for 12s of 30s
+    readyz check failed
+    ");
+    let (_, _, body) = get(&st, "/readyz/apply_lag", None).await;
+    assert!(
+        body.starts_with("[-]apply_lag failed: recovering: true for 12s of 30s\n"),
+        "{body}"
+    );
+    let (_, _, body) = get(&st, "/readyz?format=json", None).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let lag = &v["checks"][1];
+    assert_eq!(lag["state"], "fail");
+    assert_eq!(lag["recovering"], true);
+    assert_eq!(lag["true_for"], 12.0);
+    assert_eq!(lag["recover_left"], 18.0);
+    assert_eq!(lag["explanation"], "recovering: true for 12s of 30s");
+    assert_eq!(v["checks"][0]["recovering"], false);
+    assert!(v["checks"][0].get("recover_left").is_none());
+}
