@@ -15,7 +15,7 @@
 # openssl (certificates), python3 (free ports, the bcrypt hash via crypt),
 # curl, and a release build (cargo build --release).
 # wrk cannot present a client certificate, so the TLS exporter asks for none
-# (client_auth_type NoClientCert); tests/web_config.rs covers mTLS.
+# (client_auth_type NoClientCert); tests/serve/web_config.rs covers mTLS.
 dur=${1:-10s}; threads=${2:-2}; conns=${3:-16}; rounds=${4:-3}
 . "$(dirname "$0")/lib.sh"
 

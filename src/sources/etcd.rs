@@ -637,13 +637,11 @@ impl Shared {
 
     /// Await the linearizable read `call`, started at `started` with
     /// `trust`, giving it the election credit once its member earns it
-    /// while its last answer is still trusted (checked every
-    /// [`CREDIT_CHECK`] from just before the trust runs out: a Status late
-    /// for a moment does not cost the credit), and keeping it while the
-    /// member still earns it, until the read answers or has waited
-    /// [`ELECTION_TRUST`]. Withdrawn, the read is judged by `trust` again
-    /// (outdated at once if it waited longer). The engine is woken when the
-    /// read's signal turns outdated.
+    /// while its last answer is still trusted ([`Self::earn_credit`]), and
+    /// keeping it while the member still earns it, until the read answers
+    /// or has waited [`ELECTION_TRUST`]. Withdrawn, the read is judged by
+    /// `trust` again (outdated at once if it waited longer). The engine is
+    /// woken when the read's signal turns outdated.
     async fn credited<T>(
         &self,
         started: Instant,
@@ -652,58 +650,13 @@ impl Shared {
     ) -> T {
         let mut call = std::pin::pin!(call);
         let qget = self.ids.qget_ms;
-        if self.active_peers.is_some() {
-            // Half-way through the trust, ask for the member's peer count, so
-            // that it is read after this read started by the time the credit
-            // is decided.
-            tokio::select! {
-                r = &mut call => return r,
-                _ = tokio::time::sleep_until((started + trust.base / 2).into()) => {}
-            }
-            self.notifier.request_round(&Source::EtcdMetrics);
-        }
-        let decide = started + trust.base.saturating_sub(CREDIT_CHECK);
-        tokio::select! {
-            r = &mut call => return r,
-            _ = tokio::time::sleep_until(decide.into()) => {}
-        }
-        // The extra trust while the peer count is read: given once, taken
-        // back the moment the credit is decided against.
-        let (mut peers_wait_given, mut waits_for_peers) = (false, false);
-        loop {
-            let now = Instant::now();
-            let earned = self.election_credit(now, started, false);
-            if earned.is_ok() {
-                break;
-            }
-            if earned == Err(PEERS_NOT_READ) && !peers_wait_given {
-                // Asked for, not read yet: a little more trust meanwhile.
-                (peers_wait_given, waits_for_peers) = (true, true);
-                self.store.set_pending_trust(
-                    qget,
-                    Trust {
-                        base: trust.base + PEERS_READ_WAIT,
-                        contended_max: trust.contended_max + PEERS_READ_WAIT,
-                    },
-                );
-            } else if earned != Err(PEERS_NOT_READ) && waits_for_peers {
-                // Decided against the credit: the normal trust again.
-                waits_for_peers = false;
-                self.store.set_pending_trust(qget, trust);
-            }
-            if self.store.reading(qget, now).value.is_none() {
-                if let Err(why) = earned {
-                    tracing::debug!(
-                        "a linearizable read outlived its trust without the election credit: {why}"
-                    );
-                }
+        match self.earn_credit(started, trust, &mut call).await {
+            Credit::Answered(r) => return r,
+            Credit::Refused => {
                 self.notifier.wake();
                 return call.await;
             }
-            tokio::select! {
-                r = &mut call => return r,
-                _ = tokio::time::sleep(CREDIT_CHECK) => {}
-            }
+            Credit::Earned => {}
         }
         self.qget_credited.store(true, Ordering::Relaxed);
         self.store.set_pending_trust(
@@ -746,6 +699,79 @@ impl Shared {
             }
         }
     }
+
+    /// Until the read `call` answers, its last answer's trust runs out, or
+    /// its member earns the election credit: checked every
+    /// [`CREDIT_CHECK`] from just before the trust runs out (a Status late
+    /// for a moment does not cost the credit). Where the member's metrics
+    /// are read, its peer count is asked for half-way through the trust,
+    /// and while it is being read the trust is [`PEERS_READ_WAIT`] longer.
+    async fn earn_credit<F: std::future::Future>(
+        &self,
+        started: Instant,
+        trust: Trust,
+        call: &mut std::pin::Pin<&mut F>,
+    ) -> Credit<F::Output> {
+        let qget = self.ids.qget_ms;
+        if self.active_peers.is_some() {
+            // So that the count is read after this read started by the time
+            // the credit is decided.
+            tokio::select! {
+                r = call.as_mut() => return Credit::Answered(r),
+                _ = tokio::time::sleep_until((started + trust.base / 2).into()) => {}
+            }
+            self.notifier.request_round(&Source::EtcdMetrics);
+        }
+        let decide = started + trust.base.saturating_sub(CREDIT_CHECK);
+        tokio::select! {
+            r = call.as_mut() => return Credit::Answered(r),
+            _ = tokio::time::sleep_until(decide.into()) => {}
+        }
+        // The extra trust while the peer count is read: given once, taken
+        // back the moment the credit is decided against.
+        let (mut peers_wait_given, mut waits_for_peers) = (false, false);
+        loop {
+            let now = Instant::now();
+            let earned = self.election_credit(now, started, false);
+            if earned.is_ok() {
+                return Credit::Earned;
+            }
+            if earned == Err(PEERS_NOT_READ) && !peers_wait_given {
+                (peers_wait_given, waits_for_peers) = (true, true);
+                self.store.set_pending_trust(
+                    qget,
+                    Trust {
+                        base: trust.base + PEERS_READ_WAIT,
+                        contended_max: trust.contended_max + PEERS_READ_WAIT,
+                    },
+                );
+            } else if earned != Err(PEERS_NOT_READ) && waits_for_peers {
+                waits_for_peers = false;
+                self.store.set_pending_trust(qget, trust);
+            }
+            if self.store.reading(qget, now).value.is_none() {
+                if let Err(why) = earned {
+                    tracing::debug!(
+                        "a linearizable read outlived its trust without the election credit: {why}"
+                    );
+                }
+                return Credit::Refused;
+            }
+            tokio::select! {
+                r = call.as_mut() => return Credit::Answered(r),
+                _ = tokio::time::sleep(CREDIT_CHECK) => {}
+            }
+        }
+    }
+}
+
+/// How [`Shared::earn_credit`] ended.
+enum Credit<T> {
+    /// The read answered first.
+    Answered(T),
+    /// Its last answer's trust ran out without the credit.
+    Refused,
+    Earned,
 }
 
 /// Tell the store how long the node's CPU has been contended, so that a call
