@@ -713,14 +713,23 @@ impl Shared {
         call: &mut std::pin::Pin<&mut F>,
     ) -> Credit<F::Output> {
         let qget = self.ids.qget_ms;
+        // The count is asked for once, and only where it is all the credit
+        // lacks (not for a leader, nor in an outage: no GET for nothing).
+        let mut asked = false;
+        let mut ask_if_only_peers_lack = |earned: Result<(), &str>| {
+            if earned == Err(PEERS_NOT_READ) && !asked {
+                asked = true;
+                self.notifier.request_round(&Source::EtcdMetrics);
+            }
+        };
         if self.active_peers.is_some() {
-            // So that the count is read after this read started by the time
-            // the credit is decided.
+            // Half-way through the trust, so that the count is read after
+            // this read started by the time the credit is decided.
             tokio::select! {
                 r = call.as_mut() => return Credit::Answered(r),
                 _ = tokio::time::sleep_until((started + trust.base / 2).into()) => {}
             }
-            self.notifier.request_round(&Source::EtcdMetrics);
+            ask_if_only_peers_lack(self.election_credit(Instant::now(), started, false));
         }
         let decide = started + trust.base.saturating_sub(CREDIT_CHECK);
         tokio::select! {
@@ -736,6 +745,7 @@ impl Shared {
             if earned.is_ok() {
                 return Credit::Earned;
             }
+            ask_if_only_peers_lack(earned);
             if earned == Err(PEERS_NOT_READ) && !peers_wait_given {
                 (peers_wait_given, waits_for_peers) = (true, true);
                 self.store.set_pending_trust(
