@@ -1,7 +1,7 @@
 //! Command-line interface: flag parsing and dispatch to the library. Each
 //! subcommand's logic lives in its own module; this file only wires them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -218,12 +218,35 @@ fn sources_needed(p: &Policy, catalogue: &Catalogue) -> String {
     out
 }
 
+/// Read one test file and the policy it names through the one bounded
+/// reader, and run it (the policy crate's `run_text` reads no file itself).
+fn run_test_file(
+    path: &Path,
+    catalogue: &Catalogue,
+) -> Result<crate::policytest::FileOutcome, crate::policytest::TestFileError> {
+    use crate::policytest::{MAX_TEST_FILE_BYTES, TestFileError};
+    let read = |p: &Path, max: u64| -> std::io::Result<String> {
+        let bytes = crate::bounded_read::read_bounded(p, max).map_err(std::io::Error::other)?;
+        String::from_utf8(bytes)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
+    };
+    let text = read(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    // One byte over the policy limit is enough for the compiler to report it.
+    let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
+    // The virtual clock may start at any instant; this one is as good as any.
+    let origin = std::time::Instant::now();
+    crate::policytest::run_text(path, &text, catalogue, origin, |p| read(p, max_policy))
+}
+
 /// `test FILE...`: like `promtool test rules`.
 pub fn test_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
     let mut failed = false;
     for path in files {
         let shown = path.display().to_string();
-        match crate::policytest::run_file(path, catalogue, std::time::Instant::now()) {
+        match run_test_file(path, catalogue) {
             Err(e) => {
                 failed = true;
                 eprintln!("{e}");

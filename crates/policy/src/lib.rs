@@ -18,8 +18,9 @@ pub mod text;
 pub mod verdict;
 pub mod yaml;
 
-/// The crate reads no clock: every `Instant` and wall time comes in from
-/// the caller (tests excepted, which start their virtual clocks at now).
+/// The crate reads no clock and opens nothing: every `Instant`, wall time
+/// and file's text comes in from the caller (tests excepted, which start
+/// their virtual clocks at now).
 #[cfg(test)]
 mod purity {
     fn sources(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
@@ -34,21 +35,42 @@ mod purity {
         }
     }
 
-    #[test]
-    fn no_clock_is_read_outside_tests() {
+    /// `needle` does not occur in the crate's code outside its test modules
+    /// (which come last in every file).
+    fn assert_absent(needles: &[&str], what: &str) {
         let mut files = Vec::new();
         sources(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
             &mut files,
         );
         assert!(files.len() > 10, "{files:?}");
-        let needles = ["Instant::now", "SystemTime::now", "UNIX_EPOCH.elapsed"];
         for (path, text) in &files {
-            // Test modules come last in every file.
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
             for needle in needles {
-                assert!(!code.contains(needle), "{path} reads a clock: {needle}");
+                assert!(!code.contains(needle), "{path} {what}: {needle}");
             }
         }
+    }
+
+    #[test]
+    fn no_clock_is_read_outside_tests() {
+        assert_absent(
+            &["Instant::now", "SystemTime::now", "UNIX_EPOCH.elapsed"],
+            "reads a clock",
+        );
+    }
+
+    #[test]
+    fn no_file_or_network_is_opened_outside_tests() {
+        assert_absent(
+            &[
+                "std::fs",
+                "File::open",
+                "std::net",
+                "std::process",
+                "std::env::var",
+            ],
+            "does IO",
+        );
     }
 }

@@ -158,44 +158,11 @@ pub const MAX_FILE_STEPS: u64 = 1_000_000;
 /// Longest accepted `step`.
 pub const MAX_STEP_SECS: f64 = 24.0 * 3600.0;
 
-/// Read at most `max` bytes of `path` as text; a longer file is an error.
-fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(max + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than the limit of {max} bytes"),
-        ));
-    }
-    Ok(text)
-}
-
-/// Run one test file against `catalogue`; `origin` is any instant, where
-/// the virtual clock starts.
-pub fn run_file(
-    path: &Path,
-    catalogue: &Catalogue,
-    origin: Instant,
-) -> Result<FileOutcome, TestFileError> {
-    let text = read_bounded(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    // One byte over the policy limit is enough for the compiler to report it.
-    let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
-    run_text(path, &text, catalogue, origin, |p| {
-        read_bounded(p, max_policy)
-    })
-}
-
 /// Run the test file `text` (read from `path`, which is used in messages and
 /// to resolve the policy's path) against `catalogue`; `read_policy` reads the
-/// policy it names. Pure apart from `read_policy`: this is what `run_file`
-/// and the fuzz target call.
+/// policy it names. Pure: the caller reads the files (the binary's `test`
+/// command with its bounded reader, the fuzz target from memory); `origin`
+/// is any instant, where the virtual clock starts.
 pub fn run_text(
     path: &Path,
     text: &str,
