@@ -161,7 +161,7 @@ impl EngineMetrics {
             self.check_passing
                 .get_or_create(&CheckKindLabels {
                     check: c.name.clone(),
-                    kind: kind_label(c.kind).to_string(),
+                    kind: c.kind.as_str().to_string(),
                 })
                 .set(i64::from(c.state == CheckState::Pass));
             for s in CheckState::ALL {
@@ -214,7 +214,7 @@ impl EngineMetrics {
     fn remove_check(&self, name: &str, kind: CheckKind) {
         self.check_passing.remove(&CheckKindLabels {
             check: name.to_string(),
-            kind: kind_label(kind).to_string(),
+            kind: kind.as_str().to_string(),
         });
         for s in CheckState::ALL {
             self.check_state.remove(&CheckStateLabels {
@@ -227,12 +227,5 @@ impl EngineMetrics {
         };
         self.check_in_state.remove(&l);
         self.check_transitions.remove(&l);
-    }
-}
-
-fn kind_label(k: CheckKind) -> &'static str {
-    match k {
-        CheckKind::Check => "check",
-        CheckKind::Warn => "warn",
     }
 }

@@ -442,10 +442,7 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             if !st.transition_log.allow(&c.name, now) {
                 continue;
             }
-            let kind = match c.kind {
-                CheckKind::Check => "check",
-                CheckKind::Warn => "warn",
-            };
+            let kind = c.kind.as_str();
             tracing::info!(
                 check = %c.name,
                 kind,

@@ -93,13 +93,6 @@ fn interval_json(i: &Interval, with_explanations: bool) -> Json {
     o
 }
 
-fn kind_str(k: CheckKind) -> &'static str {
-    match k {
-        CheckKind::Check => "check",
-        CheckKind::Warn => "warn",
-    }
-}
-
 /// The `--format json` document.
 pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
     let members: Vec<Json> = members
@@ -117,7 +110,7 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
                 "recorded": m.recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
                 "checks": m.checks.iter().map(|c| json!({
                     "check": c.check,
-                    "kind": kind_str(c.kind),
+                    "kind": c.kind.as_str(),
                     "state": c.state.as_str(),
                     "held": c.held,
                     "recovering": c.recovering,

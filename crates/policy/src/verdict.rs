@@ -35,6 +35,16 @@ pub enum CheckKind {
     Warn,
 }
 
+impl CheckKind {
+    /// The keyword that declares it, as logs, labels, JSON and pages spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckKind::Check => "check",
+            CheckKind::Warn => "warn",
+        }
+    }
+}
+
 /// A signal value used by a check, as shown to users.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UsedSignal {

@@ -345,10 +345,7 @@ fn checks_table(out: &mut String, i: &PageInput) {
     );
     let policy = &i.policy.policy;
     for c in &v.checks {
-        let kind = match c.kind {
-            CheckKind::Check => "check",
-            CheckKind::Warn => "warn",
-        };
+        let kind = c.kind.as_str();
         let state = LaneState::of_report(c);
         let def = policy.check(&c.name);
         let hold_cell = hold_cell(c, def.and_then(|d| d.hold), def.and_then(|d| d.recover));
@@ -458,13 +455,7 @@ fn lane_rows(
                 || Lane::Check(c.name.as_str().into()),
                 |(l, _, _)| l.clone(),
             );
-        lanes.push((
-            lane,
-            match c.kind {
-                CheckKind::Check => "check",
-                CheckKind::Warn => "warn",
-            },
-        ));
+        lanes.push((lane, c.kind.as_str()));
     }
     for (lane, kind) in &lanes {
         let spans = lane_spans(h, lane, start, now);
