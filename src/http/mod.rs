@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod page;
 pub mod readyz;
 pub mod server;
+pub mod views;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +23,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use prometheus_client::registry::Registry;
-use serde_json::json;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
@@ -343,7 +343,7 @@ fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Respons
         would_pass_while_unready: d.would_pass_while_unready,
         disagreeing: published
             .disagreeing_since
-            .map(|(dir, since)| (dir.as_str(), unix(since))),
+            .map(|(dir, since)| (dir.as_str(), crate::verdict::unix_seconds(since))),
     };
     rendered(readyz::render_candidate(
         &published.verdict,
@@ -406,45 +406,12 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     respond(StatusCode::OK, format.content_type(), body)
 }
 
-use crate::verdict::unix_seconds as unix;
-
 async fn signals(State(s): State<AppState>) -> Response {
-    let now = Instant::now();
-    let cat = &s.catalogue;
-    let out: Vec<serde_json::Value> = s
-        .store
-        .snapshot(now)
-        .into_iter()
-        .filter(|i| cat.is_enabled(i.id))
-        .map(|i| {
-            let def = cat.get(i.id);
-            json!({
-                "name": def.name,
-                "source": def.source.label(),
-                "type": def.ty.to_string(),
-                "unit": def.unit,
-                "value": i.reading.value.map(|v| match v {
-                    crate::signals::Value::Bool(b) => json!(b),
-                    crate::signals::Value::Num(n) => json!(n),
-                }),
-                "known": i.reading.value.is_some(),
-                "unknown_reason": (i.reading.value.is_none())
-                    .then(|| crate::policy::eval::describe_unknown(&i.reading)),
-                "age_seconds": i.reading.last_good_age.map(|a| (a.as_secs_f64() * 1000.0).round() / 1000.0),
-                "last_good_at": i.last_good_wall.map(unix),
-                "last_error": i.last_error.as_deref(),
-                // A measurement in flight: its result will be at least this.
-                "pending": i.reading.pending.map(|p| json!({
-                    "what": p.what,
-                    "at_least": p.at_least,
-                    "seconds": (p.waited.as_secs_f64() * 1000.0).round() / 1000.0,
-                    // How long the last answer is trusted meanwhile, and
-                    // the contended time counted on top of it.
-                    "trusted_seconds": (p.trusted.as_secs_f64() * 1000.0).round() / 1000.0,
-                    "contended_seconds": (p.contended.as_secs_f64() * 1000.0).round() / 1000.0,
-                })),
-            })
-        })
+    let snapshot = s.store.snapshot(Instant::now());
+    let out: Vec<views::SignalView> = snapshot
+        .iter()
+        .filter(|i| s.catalogue.is_enabled(i.id))
+        .map(|i| views::SignalView::of(&s.catalogue, i))
         .collect();
     respond(
         StatusCode::OK,
@@ -455,26 +422,24 @@ async fn signals(State(s): State<AppState>) -> Response {
 
 async fn policy(State(s): State<AppState>) -> Response {
     let st = s.engine.policy_status();
-    let mut body = json!({
-        "path": st.policy.path(),
-        "sha256": st.policy.sha256(),
-        "loaded_at": unix(st.loaded_at),
-        "last_reload_error": st.last_reload_error,
-        "summary": st.policy.summary(),
-        "text": st.policy.source(),
+    let candidate_status = s.engine.candidate_status();
+    let candidate = candidate_status.as_deref().map(|c| views::CandidateView {
+        last_reload_error: c.last_reload_error.as_deref(),
+        loaded_at: c.loaded_at.map(views::UnixTime),
+        path: s.candidate_path.as_ref().map(|p| p.display().to_string()),
+        sha256: c.policy.as_ref().map(|p| p.sha256()),
+        summary: c.policy.as_ref().map(|p| p.summary()),
+        text: c.policy.as_ref().map(|p| p.source()),
     });
-    // With --policy.candidate: the candidate in force (null until its file
-    // compiled once) and its own reload error.
-    if let Some(c) = s.engine.candidate_status() {
-        body["candidate"] = json!({
-            "path": s.candidate_path.as_ref().map(|p| p.display().to_string()),
-            "sha256": c.policy.as_ref().map(|p| p.sha256()),
-            "loaded_at": c.loaded_at.map(unix),
-            "last_reload_error": c.last_reload_error,
-            "summary": c.policy.as_ref().map(|p| p.summary()),
-            "text": c.policy.as_ref().map(|p| p.source()),
-        });
-    }
+    let body = views::PolicyView {
+        candidate,
+        last_reload_error: st.last_reload_error.as_deref(),
+        loaded_at: views::UnixTime(st.loaded_at),
+        path: st.policy.path(),
+        sha256: st.policy.sha256(),
+        summary: st.policy.summary(),
+        text: st.policy.source(),
+    };
     respond(
         StatusCode::OK,
         JSON,
@@ -529,37 +494,8 @@ async fn history(State(s): State<AppState>) -> Response {
     respond(
         StatusCode::OK,
         JSON,
-        serde_json::to_string(&history_json(&h)).unwrap_or_default() + "\n",
+        serde_json::to_string(&views::HistoryView::of(&h)).unwrap_or_default() + "\n",
     )
-}
-
-/// `/history` as JSON: the ring buffer with its bound and what was dropped.
-fn history_json(h: &crate::engine::history::HistorySnapshot) -> serde_json::Value {
-    use crate::engine::history::{CAPACITY, Lane};
-    fn lane(l: &Lane) -> (&'static str, &str) {
-        match l {
-            Lane::Readiness => ("readiness", l.name()),
-            Lane::Check(_) => ("check", l.name()),
-        }
-    }
-    json!({
-        "capacity": CAPACITY,
-        "started_at": unix(h.started),
-        "dropped": h.dropped,
-        "dropped_until": h.dropped_until.map(unix),
-        "base": h.base.iter().map(|(l, s)| {
-            let (kind, name) = lane(l);
-            json!({"kind": kind, "name": name, "state": s})
-        }).collect::<Vec<_>>(),
-        "current": h.current.iter().map(|(l, s, since)| {
-            let (kind, name) = lane(l);
-            json!({"kind": kind, "name": name, "state": s, "since": unix(*since)})
-        }).collect::<Vec<_>>(),
-        "transitions": h.transitions.iter().map(|t| {
-            let (kind, name) = lane(&t.lane);
-            json!({"at": unix(t.at), "kind": kind, "name": name, "state": t.to})
-        }).collect::<Vec<_>>(),
-    })
 }
 
 async fn probe_not_found() -> Response {
