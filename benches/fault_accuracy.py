@@ -86,7 +86,7 @@ Usage (root: it creates network namespaces; a run takes about 2.5 minutes):
 import argparse
 import base64
 import concurrent.futures as cf
-import http.server
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import json
 import os
 import random
@@ -132,7 +132,7 @@ MAX_BODY = 10 * 1024
 # instant, recovery instant, the member it is about: a key of `roles`).
 FAULTS = [
     ("leader SIGKILL", 5, 13, "killed_leader"),
-    ("quorum loss (the survivor)", 23, 31, "quorum_survivor"),
+    ("quorum loss, survivor", 23, 31, "quorum_survivor"),
     ("follower SIGSTOP", 41, 51, "stopped"),
     ("leader partition", 59, 71, "partitioned_leader"),
 ]
@@ -401,7 +401,7 @@ class CachedGet:
         self.stop = threading.Event()
         cache = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 self.send_response(200 if cache.ready else 503)
                 self.send_header("Content-Length", "0")
@@ -409,7 +409,7 @@ class CachedGet:
 
             def log_message(self, *_):
                 pass
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
 
@@ -598,6 +598,11 @@ def score_kubelet(stanzas, probers, truth, n_ticks, transitions, roles, offset):
 def run(args):
     if os.geteuid() != 0:
         sys.exit("needs root (it creates network namespaces)")
+    # Checked before anything is created: a fault that cannot be made would
+    # leave its phase measuring nothing.
+    for tool, package in (("ip", "iproute2"), ("iptables", "iptables")):
+        if shutil.which(tool) is None:
+            sys.exit(f"needs {tool} (apt-get install {package}): the fault script uses it")
     exporter = args.exporter
     workdir = tempfile.mkdtemp(prefix="fault_accuracy.")
     net = Net()
@@ -814,7 +819,14 @@ def run(args):
                 th.start()
                 prober_threads.append(th)
         time.sleep(max(0.0, t0 - time.monotonic()))
-        ft = threading.Thread(target=faults, args=(t0,), daemon=True)
+        fault_error = []
+
+        def faults_or_record(t0):
+            try:
+                faults(t0)
+            except Exception as e:  # noqa: BLE001  (reported after cleanup)
+                fault_error.append(e)
+        ft = threading.Thread(target=faults_or_record, args=(t0,), daemon=True)
         ft.start()
         for i in range(n_ticks):
             d = t0 + i * TICK - time.monotonic()
@@ -836,6 +848,8 @@ def run(args):
         stop_writer.set()
     finally:
         cleanup()
+    if fault_error:
+        raise RuntimeError(f"the fault script failed, so the run measures nothing: {fault_error[0]}")
 
     # Scoring.
     out = {"etcd": version, "member_metrics": args.member_metrics, "ticks": n_ticks, "events": events, "roles": roles, "t0_unix": t0_wall,
