@@ -1050,6 +1050,34 @@ def report_runs(outs):
             v = sorted(o["kubelet"][n][key] for o in outs)
             return f"{v[0]:.2f} – {v[len(v) // 2]:.2f} – {v[-1]:.2f}"
         print(f"| {r['label']} | {span('false_ready_s')} | {span('false_unready_s')} | {span('mean_lag_s')} |")
+    print()
+    for line in targets(outs):
+        print(line)
+
+
+NATIVE = ("etcd-kubeadm", "etcd-tight", "druid")
+
+
+def targets(outs):
+    """The shipped stanza against etcd's own probe, as the issue's targets
+    put it: medians over the runs (false-ready at most half of etcd 1/1/1's,
+    false-unready and mean lag at most its), and in every run a false-ready
+    below every native stanza's."""
+    def med(name, key):
+        v = sorted(o["kubelet"][name][key] for o in outs)
+        return v[len(v) // 2]
+    ours, etcd = "shipped", "etcd-tight"
+    lines = []
+    for key, factor in (("false_ready_s", 0.5), ("false_unready_s", 1), ("mean_lag_s", 1)):
+        a, b = med(ours, key), med(etcd, key)
+        lines.append(f"{'PASS' if a <= factor * b else 'FAIL'}: median {key} shipped {a} "
+                     f"<= {factor} x etcd 1/1/1 {b}")
+    worst = [(o["kubelet"][ours]["false_ready_s"],
+              min(o["kubelet"][n]["false_ready_s"] for n in NATIVE)) for o in outs]
+    ok = all(a < b for a, b in worst)
+    lines.append(f"{'PASS' if ok else 'FAIL'}: every run's shipped false-ready below every native "
+                 f"stanza's (shipped, lowest native per run: {worst})")
+    return lines
 
 
 def self_test(shipped_probe):
