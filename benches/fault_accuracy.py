@@ -119,6 +119,7 @@ PROBES = ("exporter", "readyz", "health")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 import kubelet_prober as kp  # noqa: E402  (the pure prober, beside this file)
 
 SIDECAR = os.path.join(ROOT, "deploy/kustomize/components/sidecar")
