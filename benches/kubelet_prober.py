@@ -15,13 +15,16 @@ What is implemented, read in kubernetes/kubernetes (and golang/go):
   time.Second)`, created once the worker starts, and the first probe runs at
   once (the loop calls `doProbe` before its first `select`). Ticks stay on the
   grid start + k * period: the runtime moves a periodic timer's next firing
-  by `t.when += t.period * (1 + -delta/t.period)` (runtime/time.go). The tick
-  channel has a one-element buffer (time/tick.go, NewTicker: "Give the
-  channel a 1-element time buffer. If the client falls behind while reading,
-  we drop ticks on the floor until the client catches up"): a probe that
-  overruns one or more ticks is followed AT ONCE by one more probe, and the
-  other ticks it overran are dropped. (Go 1.23's synchronous timer channels
-  keep this for a ticker: a receive from an expired ticker is served at once.)
+  to `t.when + t.period*(1+delay/t.period)` (runtime/time.go,
+  `unlockAndRun`; `t.when += t.period * (1 + -delta/t.period)` before Go
+  1.14). The tick channel has a one-element buffer (time/tick.go, NewTicker:
+  "Give the channel a 1-element time buffer. If the client falls behind
+  while reading, we drop ticks on the floor until the client catches up"): a
+  probe that overruns one or more ticks is followed AT ONCE by one more
+  probe, and the other ticks it overran are dropped. Go 1.23's synchronous
+  timer channels keep this: a receive from a ticker whose `when` has passed
+  runs it at once (runtime/time.go `maybeRunChan`: it returns early only if
+  `t.when > now`).
   periodSeconds is at least 1 (API validation; default 10).
 * Initial delay and jitter: a worker that starts while the kubelet itself
   has just started (legacy worker) or for an adopted container (container-
