@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServeArgs, ServeConfig};
 use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, EngineMetrics, Timing};
+use crate::http::longpoll::{Holds, held_cap};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
 use crate::policy::Policy;
@@ -316,7 +317,18 @@ pub async fn start_with(
     )
     .await;
 
+    let shutdown = CancellationToken::new();
+    let main_cap = crate::http::server::effective_cap(
+        config.http.max_connections,
+        crate::http::server::nofile_soft_limit(),
+    );
     let state = AppState {
+        holds: Holds::new(
+            "main",
+            held_cap(main_cap),
+            shutdown.clone(),
+            metrics.http.long_polls(),
+        ),
         engine: engine.clone(),
         catalogue: catalogue.clone(),
         store: store.clone(),
@@ -327,7 +339,6 @@ pub async fn start_with(
         reloadables: reloaders.reloadables(),
         candidate_path: config.policy_candidate.clone(),
     };
-    let shutdown = CancellationToken::new();
     let servers = start_listeners(
         &config,
         state,
@@ -495,10 +506,16 @@ async fn start_listeners(
             ..config.http
         };
         let probe = Server::new(limits, ConnectionMetrics::default());
+        let holds = Holds::new(
+            "probe",
+            held_cap(probe.cap()),
+            shutdown.clone(),
+            state.http_metrics.long_polls(),
+        );
         servers.push(probe.spawn(
             "probe",
             pl,
-            probe_app(state),
+            probe_app(AppState { holds, ..state }),
             Transport::Plain,
             notifier.supervisor(),
             shutdown.clone(),

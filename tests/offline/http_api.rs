@@ -13,12 +13,14 @@ use etcd_readiness_exporter::config::DEFAULT_POLICY;
 use etcd_readiness_exporter::engine::EngineMetrics;
 use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::http::HttpMetrics;
+use etcd_readiness_exporter::http::longpoll::Holds;
 use etcd_readiness_exporter::http::{AppState, app};
 use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
 use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
 
 fn at(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
@@ -123,7 +125,14 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         engine_metrics,
         timing,
     );
+    let holds = Holds::new(
+        "main",
+        4,
+        CancellationToken::new(),
+        http_metrics.long_polls(),
+    );
     let st = AppState {
+        holds,
         engine: engine.clone(),
         catalogue,
         store,
