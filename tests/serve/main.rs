@@ -18,6 +18,7 @@
 mod candidate_policy;
 mod cpu_quota;
 mod http_hardening;
+mod longpoll;
 mod policy_reload_limits;
 mod promtool;
 mod replay;
