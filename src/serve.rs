@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServeArgs, ServeConfig};
 use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, EngineMetrics, Timing};
+use crate::http::listen::ListenAddr;
 use crate::http::longpoll::{Holds, held_cap};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
@@ -444,15 +445,14 @@ async fn start_reloaders(
 async fn bind_listeners(
     config: &ServeConfig,
 ) -> anyhow::Result<(TcpListener, Option<TcpListener>)> {
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
+    let bind = |a: ListenAddr, flag: &str| {
+        a.bind()
+            .and_then(TcpListener::from_std)
+            .with_context(|| format!("cannot listen on {flag} {a}"))
+    };
+    let listener = bind(config.listen, "--web.listen-address")?;
     let probe_listener = match config.web.probe_listen {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .with_context(|| format!("cannot listen on --web.probe-listen-address {a}"))?,
-        ),
+        Some(a) => Some(bind(a, "--web.probe-listen-address")?),
         None => None,
     };
     Ok((listener, probe_listener))

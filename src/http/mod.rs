@@ -6,6 +6,7 @@
 //! a [`Lifecycle`] extension that enables it); [`probe_app`] the plain probe
 //! listener's, with `/readyz`, `/readyz/<check>` and `/livez` only.
 
+pub mod listen;
 pub mod livez;
 pub mod longpoll;
 pub mod metrics;
