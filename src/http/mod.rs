@@ -393,8 +393,14 @@ async fn hold(
     let (how, answer) = loop {
         // A wedged engine publishes nothing: wake when the verdict would
         // turn stale, which changes the answer.
-        let stale_at = s.engine.verdict().at + stale_after + Duration::from_millis(1);
-        let stale_armed = stale_at > Instant::now();
+        let stale_at = s
+            .engine
+            .verdict()
+            .at
+            .checked_add(stale_after + Duration::from_millis(1))
+            .filter(|t| *t > Instant::now());
+        let stale_armed = stale_at.is_some();
+        let stale_at = stale_at.unwrap_or(start);
         tokio::select! {
             biased;
             _ = s.holds.shutdown().cancelled() => break (Ended::Shutdown, render_readyz(s, target, q)),
