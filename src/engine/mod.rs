@@ -707,6 +707,64 @@ mod tests {
         assert_eq!(lanes, ["readiness", "not_leader"]);
     }
 
+    /// The change generation moves only when an answer may change: a new
+    /// explanation or age alone wakes no held request.
+    #[test]
+    fn the_change_generation_moves_when_an_answer_may_change_and_only_then() {
+        let (h, _) = engine("check leader: leader\n");
+        let mut rx = h.changes();
+        let check = |state: CheckState, why: &str| crate::verdict::CheckReport {
+            name: "leader".into(),
+            kind: CheckKind::Check,
+            state,
+            in_state_for: Duration::ZERO,
+            since: SystemTime::UNIX_EPOCH,
+            held: false,
+            hold_left: None,
+            recovering: false,
+            recover_left: None,
+            true_for: None,
+            expr: "leader".into(),
+            explanation: why.into(),
+            signals: Vec::new(),
+        };
+        let verdict = |state: CheckState, why: &str| {
+            let checks = vec![check(state, why)];
+            Verdict {
+                ready: Verdict::ready_from(&checks),
+                reason: None,
+                evaluated_at: SystemTime::UNIX_EPOCH,
+                checks,
+            }
+        };
+        // From `starting` (a reason) to a verdict: a change.
+        h.publish(verdict(CheckState::Pass, ""));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Pass, "another explanation"));
+        assert!(!rx.has_changed().unwrap(), "same states, same answers");
+        h.publish(verdict(CheckState::Unknown, "qget_ms unknown"));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Fail, "qget_ms = 1200"));
+        assert!(
+            rx.has_changed().unwrap(),
+            "unknown -> fail: /readyz/NAME text differs"
+        );
+        rx.mark_unchanged();
+        // After a stale verdict every answer changes, even to the same verdict.
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(60))
+            .expect("uptime");
+        h.publish_at(verdict(CheckState::Fail, ""), long_ago);
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Fail, ""));
+        assert!(
+            rx.has_changed().unwrap(),
+            "a fresh verdict after a stale one"
+        );
+    }
+
     /// The cost of one evaluation of the default policy (all its signals
     /// known), without and with a candidate as large (the same policy), on
     /// the engine's own path (`evaluate_at`: readings, both evaluators,
