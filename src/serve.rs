@@ -319,17 +319,8 @@ pub async fn start_with(
     .await;
 
     let shutdown = CancellationToken::new();
-    let main_cap = crate::http::server::effective_cap(
-        config.http.max_connections,
-        crate::http::server::nofile_soft_limit(),
-    );
     let state = AppState {
-        holds: Holds::new(
-            "main",
-            held_cap(main_cap),
-            shutdown.clone(),
-            metrics.http.long_polls(),
-        ),
+        holds: main_holds(&config, &shutdown, &metrics.http),
         engine: engine.clone(),
         catalogue: catalogue.clone(),
         store: store.clone(),
@@ -366,6 +357,20 @@ pub async fn start_with(
         servers: servers.0,
         shutdown,
     })
+}
+
+/// The main listener's long polls: a quarter of its connection cap (the
+/// cap `Server::new` computes), answered at once on `shutdown`.
+fn main_holds(
+    config: &ServeConfig,
+    shutdown: &CancellationToken,
+    http: &HttpMetrics,
+) -> Arc<Holds> {
+    let cap = crate::http::server::effective_cap(
+        config.http.max_connections,
+        crate::http::server::nofile_soft_limit(),
+    );
+    Holds::new("main", held_cap(cap), shutdown.clone(), http.long_polls())
 }
 
 /// Every file `serve` follows, each with its reloader and watcher: the

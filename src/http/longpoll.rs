@@ -25,7 +25,7 @@
 //! counted ([`LongPollMetrics`]).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -267,9 +267,7 @@ impl Holds {
     /// whether it asked for JSON. Hashed with a per-process key, so the
     /// memory stays small whatever the request.
     pub fn key(&self, peer: Option<IpAddr>, path: &str, query: &str, json: bool) -> RequestKey {
-        let mut h = self.hasher.build_hasher();
-        (peer, path, query, json).hash(&mut h);
-        RequestKey(h.finish())
+        RequestKey(self.hasher.hash_one((peer, path, query, json)))
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
