@@ -266,3 +266,53 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
     );
     drop(etcd);
 }
+
+/// Held requests never starve the others: on the probe listener (16
+/// connections) at most 4 are held, one more is answered at once, idle
+/// connections filling the cap are evicted for a new probe while the held
+/// ones stay, and the shutdown signal answers every held one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
+    // No etcd: the verdict settles on "not ready" (every check unknown) and
+    // stays there, so nothing releases the held requests but the shutdown.
+    let e = Exporter::start("http://127.0.0.1:1", |a| {
+        a.web_probe_listen_address = Some("127.0.0.1:0".into());
+    })
+    .await;
+    let probe = e.running.probe_addr.expect("probe listener");
+    e.wait_until("/readyz?verbose", Duration::from_secs(20), |r| {
+        r.status == 503 && !r.body.contains("starting")
+    })
+    .await;
+    let path = "/readyz?wait=30s";
+    assert_eq!(http_get(probe, path, None).await.unwrap().0, 503);
+    let held: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(async move { http_get(probe, path, None).await }))
+        .collect();
+    wait_held(&e, 4, "the probe listener's cap of held requests").await;
+    // Over the cap: answered at once.
+    let over = long_polls(&e, "over_cap").await;
+    assert_eq!(http_get(probe, path, None).await.unwrap().0, 503);
+    assert_eq!(long_polls(&e, "over_cap").await, over + 1);
+    // Idle connections to the rest of the cap and beyond: each new one
+    // evicts the longest idle, never a held one, and a probe gets in.
+    let mut idle = Vec::new();
+    for _ in 0..16 {
+        idle.push(tokio::net::TcpStream::connect(probe).await.unwrap());
+    }
+    let (status, _, body) =
+        tokio::time::timeout(Duration::from_secs(10), http_get(probe, "/livez", None))
+            .await
+            .expect("a probe gets in at the cap")
+            .unwrap();
+    assert_eq!(status, 200, "{body}");
+    wait_held(&e, 4, "held requests survive the evictions").await;
+    drop(idle);
+    tokio::time::timeout(Duration::from_secs(10), e.running.shutdown())
+        .await
+        .expect("shutdown within its timeout");
+    for h in held {
+        let (status, _, body) = h.await.unwrap().expect("answered at shutdown");
+        assert_eq!(status, 503, "{body}");
+    }
+}
