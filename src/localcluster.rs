@@ -166,9 +166,17 @@ pub struct Builder {
     tls: Option<ServerTls>,
     quota: Option<u64>,
     metrics: bool,
+    /// The loopback address every URL of the members uses.
+    loopback: std::net::IpAddr,
 }
 
 impl Builder {
+    /// Listen (client, peer, metrics) on `[::1]` instead of 127.0.0.1.
+    pub fn ipv6(mut self) -> Self {
+        self.loopback = std::net::Ipv6Addr::LOCALHOST.into();
+        self
+    }
+
     /// The `etcd` binary to run (default: [`default_etcd`]).
     pub fn etcd(mut self, etcd: impl Into<PathBuf>) -> Self {
         self.etcd = etcd.into();
@@ -272,7 +280,16 @@ impl LocalCluster {
             tls: None,
             quota: None,
             metrics: false,
+            loopback: std::net::Ipv4Addr::LOCALHOST.into(),
         }
+    }
+
+    /// `scheme://LOOPBACK:port` (IPv6 in brackets).
+    fn url(&self, scheme: &str, port: u16) -> String {
+        format!(
+            "{scheme}://{}",
+            std::net::SocketAddr::new(self.cfg.loopback, port)
+        )
     }
 
     fn scheme(&self) -> &'static str {
@@ -285,19 +302,13 @@ impl LocalCluster {
 
     /// Member `i`'s client URL.
     pub fn endpoint(&self, i: usize) -> String {
-        format!(
-            "{}://127.0.0.1:{}",
-            self.scheme(),
-            self.members[i].client_port
-        )
+        self.url(self.scheme(), self.members[i].client_port)
     }
 
     /// Member `i`'s metrics URL (`--listen-metrics-urls`), when built with
     /// [`Builder::metrics`].
     pub fn metrics_url(&self, i: usize) -> Option<String> {
-        self.members[i]
-            .metrics_port
-            .map(|p| format!("http://127.0.0.1:{p}"))
+        self.members[i].metrics_port.map(|p| self.url("http", p))
     }
 
     /// Every member's client URL.
@@ -308,7 +319,7 @@ impl LocalCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}={}", m.name, self.url("http", m.peer_port)))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -320,6 +331,8 @@ impl LocalCluster {
         }
         let initial = self.initial_cluster();
         let client = self.endpoint(i);
+        let peer = self.url("http", self.members[i].peer_port);
+        let metrics = self.metrics_url(i);
         let m = &mut self.members[i];
         let log_err = |source| ClusterError::Log {
             path: m.log.clone(),
@@ -331,7 +344,6 @@ impl LocalCluster {
             .open(&m.log)
             .map_err(log_err)?;
         let log2 = log.try_clone().map_err(log_err)?;
-        let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let mut cmd = etcd_member_command(
             &self.cfg.etcd,
             &m.name,
@@ -349,8 +361,8 @@ impl LocalCluster {
         if let Some(q) = self.cfg.quota {
             cmd.arg(format!("--quota-backend-bytes={q}"));
         }
-        if let Some(p) = m.metrics_port {
-            cmd.arg(format!("--listen-metrics-urls=http://127.0.0.1:{p}"));
+        if let Some(url) = metrics {
+            cmd.arg(format!("--listen-metrics-urls={url}"));
         }
         if let Some(t) = &self.cfg.tls {
             cmd.arg("--client-cert-auth")

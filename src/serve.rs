@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServeArgs, ServeConfig};
 use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle, EngineMetrics, Timing};
+use crate::http::listen::ListenAddr;
+use crate::http::longpoll::{Holds, held_cap};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
 use crate::policy::Policy;
@@ -316,7 +318,9 @@ pub async fn start_with(
     )
     .await;
 
+    let shutdown = CancellationToken::new();
     let state = AppState {
+        holds: main_holds(&config, &shutdown, &metrics.http),
         engine: engine.clone(),
         catalogue: catalogue.clone(),
         store: store.clone(),
@@ -327,7 +331,6 @@ pub async fn start_with(
         reloadables: reloaders.reloadables(),
         candidate_path: config.policy_candidate.clone(),
     };
-    let shutdown = CancellationToken::new();
     let servers = start_listeners(
         &config,
         state,
@@ -354,6 +357,20 @@ pub async fn start_with(
         servers: servers.0,
         shutdown,
     })
+}
+
+/// The main listener's long polls: a quarter of its connection cap (the
+/// cap `Server::new` computes), answered at once on `shutdown`.
+fn main_holds(
+    config: &ServeConfig,
+    shutdown: &CancellationToken,
+    http: &HttpMetrics,
+) -> Arc<Holds> {
+    let cap = crate::http::server::effective_cap(
+        config.http.max_connections,
+        crate::http::server::nofile_soft_limit(),
+    );
+    Holds::new("main", held_cap(cap), shutdown.clone(), http.long_polls())
 }
 
 /// Every file `serve` follows, each with its reloader and watcher: the
@@ -433,15 +450,14 @@ async fn start_reloaders(
 async fn bind_listeners(
     config: &ServeConfig,
 ) -> anyhow::Result<(TcpListener, Option<TcpListener>)> {
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on --web.listen-address {}", config.listen))?;
+    let bind = |a: ListenAddr, flag: &str| {
+        a.bind()
+            .and_then(TcpListener::from_std)
+            .with_context(|| format!("cannot listen on {flag} {a}"))
+    };
+    let listener = bind(config.listen, "--web.listen-address")?;
     let probe_listener = match config.web.probe_listen {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .with_context(|| format!("cannot listen on --web.probe-listen-address {a}"))?,
-        ),
+        Some(a) => Some(bind(a, "--web.probe-listen-address")?),
         None => None,
     };
     Ok((listener, probe_listener))
@@ -495,10 +511,16 @@ async fn start_listeners(
             ..config.http
         };
         let probe = Server::new(limits, ConnectionMetrics::default());
+        let holds = Holds::new(
+            "probe",
+            held_cap(probe.cap()),
+            shutdown.clone(),
+            state.http_metrics.long_polls(),
+        );
         servers.push(probe.spawn(
             "probe",
             pl,
-            probe_app(state),
+            probe_app(AppState { holds, ..state }),
             Transport::Plain,
             notifier.supervisor(),
             shutdown.clone(),

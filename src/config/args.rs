@@ -69,11 +69,12 @@ pub struct ServeArgs {
     /// Deadline of every call to etcd.
     #[arg(long = "sample.timeout", env = "ERE_SAMPLE_TIMEOUT", default_value = "500ms", value_parser = parse_duration)]
     pub sample_timeout: Duration,
-    /// Address to serve HTTP on.
+    /// Address to serve HTTP on: IP:PORT (IPv6 in brackets), or :PORT for
+    /// every interface of both address families.
     #[arg(
         long = "web.listen-address",
         env = "ERE_WEB_LISTEN_ADDRESS",
-        default_value = "0.0.0.0:9379"
+        default_value = ":9379"
     )]
     pub web_listen_address: String,
     /// Path of the metrics endpoint.
@@ -118,8 +119,8 @@ pub struct ServeArgs {
     #[arg(long = "web.enable-lifecycle", env = "ERE_WEB_ENABLE_LIFECYCLE")]
     pub web_enable_lifecycle: bool,
     /// Also serve /readyz, /readyz/NAME and /livez in plain HTTP, without
-    /// --web.config.file's TLS and auth, on this HOST:PORT (for the
-    /// kubelet's probes). Off by default.
+    /// --web.config.file's TLS and auth, on this HOST:PORT or :PORT (for
+    /// the kubelet's probes). Off by default.
     #[arg(
         long = "web.probe-listen-address",
         env = "ERE_WEB_PROBE_LISTEN_ADDRESS",

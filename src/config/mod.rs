@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::checked::FlagRanges;
+pub use crate::http::listen::ListenAddr;
 use crate::sources::backup::BackupConfig;
 use crate::sources::client::TlsFiles;
 use crate::sources::config::Config as ScrapeFile;
@@ -71,7 +72,7 @@ pub enum ConfigError {
     #[error(
         "--web.probe-listen-address {0} is the same as --web.listen-address: the probe listener needs a port of its own"
     )]
-    ProbeSameAsMain(SocketAddr),
+    ProbeSameAsMain(ListenAddr),
 }
 
 /// The `--web.*` access settings: what the main listener requires and the
@@ -83,13 +84,13 @@ pub struct WebAccess {
     /// `--web.enable-lifecycle`.
     pub lifecycle: bool,
     /// `--web.probe-listen-address`.
-    pub probe_listen: Option<SocketAddr>,
+    pub probe_listen: Option<ListenAddr>,
 }
 
 /// Validated configuration.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    pub listen: SocketAddr,
+    pub listen: ListenAddr,
     /// Connection cap and timeouts of the HTTP server.
     pub http: crate::http::server::Limits,
     /// TLS, auth, lifecycle and the probe listener.
@@ -162,23 +163,21 @@ impl ServeConfig {
 }
 
 /// `--web.listen-address`.
-fn listen_address(a: &ServeArgs) -> Result<SocketAddr, ConfigError> {
+fn listen_address(a: &ServeArgs) -> Result<ListenAddr, ConfigError> {
     parse_listen(&a.web_listen_address)
         .map_err(|e| ConfigError::ListenAddress(a.web_listen_address.clone(), e.to_string()))
 }
 
-/// `HOST:PORT` with an IP address, or `:PORT` for every IPv4 interface (the
-/// Prometheus exporters' spelling, e.g. `--web.listen-address=:9379`).
-pub fn parse_listen(s: &str) -> Result<SocketAddr, std::net::AddrParseError> {
-    match s.strip_prefix(':') {
-        Some(port) if !port.contains(':') => format!("0.0.0.0:{port}").parse(),
-        _ => s.parse(),
-    }
+/// `HOST:PORT` with an IP address, or `:PORT` for every interface of both
+/// address families (the Prometheus exporters' spelling, e.g.
+/// `--web.listen-address=:9379`; [`ListenAddr`]).
+pub fn parse_listen(s: &str) -> Result<ListenAddr, std::net::AddrParseError> {
+    ListenAddr::parse(s)
 }
 
 /// `--web.config.file` (loaded now: a broken file fails the start),
 /// `--web.enable-lifecycle` and `--web.probe-listen-address`.
-fn web_access(a: &ServeArgs, listen: SocketAddr) -> Result<WebAccess, ConfigError> {
+fn web_access(a: &ServeArgs, listen: ListenAddr) -> Result<WebAccess, ConfigError> {
     let config = match &a.web_config_file {
         None => None,
         Some(p) => Some(
@@ -572,13 +571,10 @@ mod tests {
     #[test]
     fn listen_addresses_take_a_bare_port_like_the_prometheus_exporters() {
         // Regression: deploy/kubernetes's `--web.listen-address=:9379` was refused.
-        assert_eq!(
-            parse_listen(":9379").unwrap(),
-            "0.0.0.0:9379".parse::<SocketAddr>().unwrap()
-        );
+        assert_eq!(parse_listen(":9379").unwrap(), ListenAddr::AnyFamily(9379));
         assert_eq!(
             parse_listen("[::1]:9380").unwrap(),
-            "[::1]:9380".parse::<SocketAddr>().unwrap()
+            ListenAddr::Exact("[::1]:9380".parse::<SocketAddr>().unwrap())
         );
         assert!(parse_listen(":").is_err());
         assert!(parse_listen("::9379").is_err());
@@ -595,7 +591,7 @@ mod tests {
         );
         a.web_probe_listen_address = Some(":9380".into());
         let c = ServeConfig::from_args(&a).unwrap();
-        assert_eq!(c.web.probe_listen, Some("0.0.0.0:9380".parse().unwrap()));
+        assert_eq!(c.web.probe_listen, Some(ListenAddr::AnyFamily(9380)));
         assert!(!c.web.lifecycle, "lifecycle is off by default");
     }
 

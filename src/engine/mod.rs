@@ -88,6 +88,10 @@ struct Shared {
     /// The candidate's lanes (readiness and checks), as for the live policy.
     candidate_history: history::History,
     candidate_metrics: std::sync::OnceLock<CandidateMetrics>,
+    /// The verdict generation: bumped at each publication that can change
+    /// an answer of `/readyz` (see [`answers_may_differ`]), so that a held
+    /// long poll wakes on a change and on nothing else.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// Cloneable handle to the engine, shared by the HTTP layer, the policy
@@ -146,6 +150,7 @@ impl EngineHandle {
             candidate_published: ArcSwapOption::empty(),
             candidate_history: history::History::new(now, SystemTime::now()),
             candidate_metrics: std::sync::OnceLock::new(),
+            changes: tokio::sync::watch::Sender::new(0),
         };
         EngineHandle {
             shared: Arc::new(shared),
@@ -193,9 +198,31 @@ impl EngineHandle {
     /// [`publish`](Self::publish) with the time it was evaluated, so a test
     /// can hand the HTTP layer a verdict of a known age without waiting.
     pub fn publish_at(&self, verdict: Verdict, at: Instant) {
-        self.shared
-            .published
-            .store(Arc::new(Published { verdict, at }));
+        self.store_published(Published { verdict, at }, false);
+    }
+
+    /// The one place a verdict is published: swap it in, then bump the
+    /// generation if an answer may differ from the previous one's (or
+    /// `candidate_changed`), so that a held request is woken after the new
+    /// verdict is readable.
+    fn store_published(&self, next: Published, candidate_changed: bool) {
+        let sh = &*self.shared;
+        let prev = sh.published.swap(Arc::new(next));
+        let cur = sh.published.load();
+        // A publication after a stale one changes every answer (they said
+        // "stale"), whatever the verdicts themselves say.
+        let was_stale = cur.at.saturating_duration_since(prev.at) > sh.timing.verdict_stale_after();
+        if candidate_changed || was_stale || answers_may_differ(&prev.verdict, &cur.verdict) {
+            sh.changes.send_modify(|g| *g = g.wrapping_add(1));
+        }
+    }
+
+    /// The verdict generation, for a request that waits for a change
+    /// (`/readyz?wait=`): subscribe *before* reading the verdict it
+    /// compares against, and `changed()` resolves at the next publication
+    /// that may answer differently.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.changes.subscribe()
     }
 
     /// How long ago the latest verdict was published.
@@ -377,6 +404,7 @@ impl EngineHandle {
         sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
         sh.history.observe(&verdict, &st.readings, now, wall);
         // The candidate: the same readings, the same instant, nothing decided.
+        let mut candidate_changed = false;
         if let Some(c) = &mut st.candidate {
             c.evaluator.evaluate(&st.readings, now);
             let cv = if verdict.reason.is_some() && verdict.checks.is_empty() {
@@ -395,17 +423,40 @@ impl EngineHandle {
                 m.update(&cv, added);
             }
             sh.candidate_history.observe(&cv, &[], now, wall);
-            sh.candidate_published
-                .store(Some(Arc::new(CandidatePublished {
+            let prev = sh
+                .candidate_published
+                .swap(Some(Arc::new(CandidatePublished {
                     verdict: cv,
                     at: now,
                     live_ready: verdict.ready,
                     disagreement: c.totals(),
                     disagreeing_since: c.since(),
                 })));
+            let cur = sh.candidate_published.load();
+            candidate_changed = match (prev.as_deref(), cur.as_deref()) {
+                (Some(p), Some(c)) => answers_may_differ(&p.verdict, &c.verdict),
+                _ => true,
+            };
         }
-        sh.published.store(Arc::new(Published { verdict, at: now }));
+        // Published under the evaluation lock, as before: two evaluations
+        // (the loop, a reload) never publish out of order.
+        self.store_published(Published { verdict, at: now }, candidate_changed);
     }
+}
+
+/// Whether some `/readyz` answer (the whole verdict, one check, with any
+/// `exclude`) may have another status for `next` than for `prev`: a
+/// reason came or went, a check was added, removed or renamed, or one
+/// changed kind or state. Explanations and ages alone change no status.
+pub fn answers_may_differ(prev: &Verdict, next: &Verdict) -> bool {
+    prev.ready != next.ready
+        || prev.reason.is_some() != next.reason.is_some()
+        || prev.checks.len() != next.checks.len()
+        || prev
+            .checks
+            .iter()
+            .zip(&next.checks)
+            .any(|(p, n)| p.name != n.name || p.kind != n.kind || p.state != n.state)
 }
 
 /// The lane of the readiness line in [`loglimit::TransitionLog`] (no check
@@ -651,6 +702,64 @@ mod tests {
             .map(|(l, _, _)| l.name().to_string())
             .collect();
         assert_eq!(lanes, ["readiness", "not_leader"]);
+    }
+
+    /// The change generation moves only when an answer may change: a new
+    /// explanation or age alone wakes no held request.
+    #[test]
+    fn the_change_generation_moves_when_an_answer_may_change_and_only_then() {
+        let (h, _) = engine("check leader: leader\n");
+        let mut rx = h.changes();
+        let check = |state: CheckState, why: &str| crate::verdict::CheckReport {
+            name: "leader".into(),
+            kind: CheckKind::Check,
+            state,
+            in_state_for: Duration::ZERO,
+            since: SystemTime::UNIX_EPOCH,
+            held: false,
+            hold_left: None,
+            recovering: false,
+            recover_left: None,
+            true_for: None,
+            expr: "leader".into(),
+            explanation: why.into(),
+            signals: Vec::new(),
+        };
+        let verdict = |state: CheckState, why: &str| {
+            let checks = vec![check(state, why)];
+            Verdict {
+                ready: Verdict::ready_from(&checks),
+                reason: None,
+                evaluated_at: SystemTime::UNIX_EPOCH,
+                checks,
+            }
+        };
+        // From `starting` (a reason) to a verdict: a change.
+        h.publish(verdict(CheckState::Pass, ""));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Pass, "another explanation"));
+        assert!(!rx.has_changed().unwrap(), "same states, same answers");
+        h.publish(verdict(CheckState::Unknown, "qget_ms unknown"));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Fail, "qget_ms = 1200"));
+        assert!(
+            rx.has_changed().unwrap(),
+            "unknown -> fail: /readyz/NAME text differs"
+        );
+        rx.mark_unchanged();
+        // After a stale verdict every answer changes, even to the same verdict.
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(60))
+            .expect("uptime");
+        h.publish_at(verdict(CheckState::Fail, ""), long_ago);
+        rx.mark_unchanged();
+        h.publish(verdict(CheckState::Fail, ""));
+        assert!(
+            rx.has_changed().unwrap(),
+            "a fresh verdict after a stale one"
+        );
     }
 
     /// The cost of one evaluation of the default policy (all its signals

@@ -82,6 +82,8 @@ pub fn render(i: &LivezInput, verbose: bool) -> Rendered {
         status,
         json: false,
         body,
+        // Never held: /livez ignores `?wait=`.
+        ready: None,
     }
 }
 

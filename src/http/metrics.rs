@@ -1,7 +1,8 @@
 //! The HTTP layer's metric families: requests and their latency per handler
 //! ([`HttpMetrics`]), and the server's connection families
 //! ([`ConnectionMetrics`]: open, cap, accepted, evicted, rejected, timed out,
-//! accept errors, failed TLS handshakes). Registered with [`HttpMetrics::register`].
+//! accept errors, failed TLS handshakes), and the long polls'
+//! (`longpoll::LongPollMetrics`). Registered with [`HttpMetrics::register`].
 
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ pub struct HttpMetrics {
     requests: Family<HandlerCodeLabels, Counter>,
     duration: Family<HandlerLabels, Histogram>,
     connections: ConnectionMetrics,
+    long_polls: super::longpoll::LongPollMetrics,
 }
 
 impl HttpMetrics {
@@ -52,11 +54,18 @@ impl HttpMetrics {
             duration.clone(),
         );
         let connections = ConnectionMetrics::register(registry);
+        let long_polls = super::longpoll::LongPollMetrics::register(registry);
         HttpMetrics {
             requests,
             duration,
             connections,
+            long_polls,
         }
+    }
+
+    /// The long-poll families, for each listener's `longpoll::Holds`.
+    pub fn long_polls(&self) -> super::longpoll::LongPollMetrics {
+        self.long_polls.clone()
     }
 
     /// The connection families, for the server's accept loop.

@@ -6,7 +6,9 @@
 //! a [`Lifecycle`] extension that enables it); [`probe_app`] the plain probe
 //! listener's, with `/readyz`, `/readyz/<check>` and `/livez` only.
 
+pub mod listen;
 pub mod livez;
+pub mod longpoll;
 pub mod metrics;
 pub mod page;
 pub mod readyz;
@@ -17,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Extension, MatchedPath, Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, Extension, MatchedPath, Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -48,6 +50,8 @@ pub struct AppState {
     pub reloadables: crate::reload::Reloadables,
     /// The candidate policy's file, with `--policy.candidate` (`/policy`).
     pub candidate_path: Option<std::path::PathBuf>,
+    /// This listener's long polls (`/readyz?wait=`): each listener has its own.
+    pub holds: Arc<longpoll::Holds>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -303,24 +307,147 @@ fn stale(engine: &EngineHandle) -> Option<Duration> {
     (age > engine.timing().verdict_stale_after()).then_some(age)
 }
 
+/// The client's address, as the server put it in the request (absent in
+/// tests that call the router directly).
+type Peer = Option<Extension<ConnectInfo<std::net::SocketAddr>>>;
+
 async fn readyz_all(
     State(s): State<AppState>,
-    RawQuery(q): RawQuery,
+    peer: Peer,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
+    readyz_answer(&s, Target::All, &uri, peer, &headers).await
+}
+
+async fn readyz_one(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    peer: Peer,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    readyz_answer(&s, Target::One(&name), &uri, peer, &headers).await
+}
+
+/// Which `/readyz` answer a request asks for.
+#[derive(Clone, Copy, Debug)]
+enum Target<'a> {
+    All,
+    One(&'a str),
+}
+
+/// `/readyz` and `/readyz/NAME`: at once, or with `?wait=` held until the
+/// answer changes (`longpoll`).
+async fn readyz_answer(
+    s: &AppState,
+    target: Target<'_>,
+    uri: &Uri,
+    peer: Peer,
+    headers: &HeaderMap,
+) -> Response {
+    let q = ReadyzQuery::parse(uri.query(), wants_json(headers));
+    let wait = match &q.wait {
+        None => Duration::ZERO,
+        Some(Ok(wait)) => *wait,
+        Some(Err(e)) => return rendered(readyz::render_bad_wait(e, q.json)),
+    };
+    if wait.is_zero() {
+        return rendered(render_readyz(s, target, &q));
+    }
+    let peer = peer.map(|Extension(ConnectInfo(a))| a.ip());
+    let key = s
+        .holds
+        .key(peer, uri.path(), uri.query().unwrap_or(""), q.json);
+    rendered(hold(s, target, &q, wait, key).await)
+}
+
+/// The answer of a request with `?wait=`: at once unless its client already
+/// has it ([`longpoll::Holds::admit`]); else held until it changes, the wait
+/// runs out or the shutdown signal, whichever comes first.
+async fn hold(
+    s: &AppState,
+    target: Target<'_>,
+    q: &ReadyzQuery,
+    wait: Duration,
+    key: longpoll::RequestKey,
+) -> Rendered {
+    use longpoll::Ended;
+    // Subscribed before the first render: a publication after it wakes us.
+    let mut changes = s.engine.changes();
+    let start = Instant::now();
+    let first = render_readyz(s, target, q);
+    let Some(ready) = first.ready else {
+        return first;
+    };
+    let held = match s.holds.admit(key, ready, wait, start) {
+        Ok(held) => held,
+        Err(_) => {
+            s.holds.answered(key, ready);
+            return first;
+        }
+    };
+    let deadline = tokio::time::Instant::from_std(start + wait);
+    let stale_after = s.engine.timing().verdict_stale_after();
+    let mut open = true;
+    let (how, answer) = loop {
+        // A wedged engine publishes nothing: wake when the verdict would
+        // turn stale, which changes the answer.
+        let stale_at = s
+            .engine
+            .verdict()
+            .at
+            .checked_add(stale_after + Duration::from_millis(1))
+            .filter(|t| *t > Instant::now());
+        let stale_armed = stale_at.is_some();
+        let stale_at = stale_at.unwrap_or(start);
+        tokio::select! {
+            biased;
+            _ = s.holds.shutdown().cancelled() => break (Ended::Shutdown, render_readyz(s, target, q)),
+            _ = tokio::time::sleep_until(deadline) => break (Ended::Waited, render_readyz(s, target, q)),
+            r = changes.changed(), if open => open = r.is_ok(),
+            _ = tokio::time::sleep_until(stale_at.into()), if stale_armed => {}
+        }
+        let now = render_readyz(s, target, q);
+        if now.ready != Some(ready) {
+            break (Ended::Changed, now);
+        }
+    };
+    held.end(how);
+    if let Some(ready) = answer.ready {
+        s.holds.answered(key, ready);
+    }
+    answer
+}
+
+/// The answer to `target` now, from what the engine published.
+fn render_readyz(s: &AppState, target: Target<'_>, q: &ReadyzQuery) -> Rendered {
+    let one = match target {
+        Target::All => None,
+        Target::One(name) => Some(name),
+    };
     match &q.policy {
         PolicyChoice::Live => {}
-        PolicyChoice::Candidate => return candidate_readyz(&s, None, &q),
-        PolicyChoice::Unknown(p) => return rendered(readyz::render_unknown_policy(p, q.json)),
+        PolicyChoice::Candidate => return candidate_readyz(s, one, q),
+        PolicyChoice::Unknown(p) => return readyz::render_unknown_policy(p, q.json),
     }
     let published = s.engine.verdict();
-    rendered(readyz::render_all(&published.verdict, stale(&s.engine), &q))
+    let Some(name) = one else {
+        return readyz::render_all(&published.verdict, stale(&s.engine), q);
+    };
+    let status = s.engine.policy_status();
+    let names: Vec<&str> = status
+        .policy
+        .checks()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    readyz::render_one(&published.verdict, stale(&s.engine), name, &names, q)
 }
 
 /// `?policy=candidate`: the candidate's verdict of the latest evaluation,
 /// never with the live answer's status (see [`readyz::CANDIDATE_STATUS`]).
-fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Response {
+fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Rendered {
     let status = s.engine.candidate_status();
     let (Some(published), Some(policy)) = (
         s.engine.candidate_verdict(),
@@ -333,7 +460,7 @@ fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Respons
             Some(_) => Some(error.unwrap_or("not loaded yet")),
             None => None,
         };
-        return rendered(readyz::render_no_candidate(error, q.json));
+        return readyz::render_no_candidate(error, q.json);
     };
     let names: Vec<&str> = policy.checks().iter().map(|c| c.name.as_str()).collect();
     let d = published.disagreement;
@@ -345,42 +472,13 @@ fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Respons
             .disagreeing_since
             .map(|(dir, since)| (dir.as_str(), crate::verdict::unix_seconds(since))),
     };
-    rendered(readyz::render_candidate(
+    readyz::render_candidate(
         &published.verdict,
         stale(&s.engine),
         one.map(|n| (n, names.as_slice())),
         &ctx,
         q,
-    ))
-}
-
-async fn readyz_one(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    let q = ReadyzQuery::parse(q.as_deref(), wants_json(&headers));
-    match &q.policy {
-        PolicyChoice::Live => {}
-        PolicyChoice::Candidate => return candidate_readyz(&s, Some(&name), &q),
-        PolicyChoice::Unknown(p) => return rendered(readyz::render_unknown_policy(p, q.json)),
-    }
-    let published = s.engine.verdict();
-    let status = s.engine.policy_status();
-    let names: Vec<&str> = status
-        .policy
-        .checks()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    rendered(readyz::render_one(
-        &published.verdict,
-        stale(&s.engine),
-        &name,
-        &names,
-        &q,
-    ))
+    )
 }
 
 /// The exporter's own loops are alive ([`livez::render`]).

@@ -9,6 +9,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 
+use super::longpoll::MAX_WAIT;
+use crate::duration::{self, DurationError};
 use crate::policy::diag::did_you_mean;
 use crate::text::cut;
 use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
@@ -23,13 +25,16 @@ pub const MAX_ECHO: usize = 200;
 const MAX_ECHOED_EXCLUDES: usize = 10;
 
 /// What a `/readyz` request asked for.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadyzQuery {
     pub verbose: bool,
     pub json: bool,
     pub exclude: Vec<String>,
     /// `policy=live` (the default) or `policy=candidate`.
     pub policy: PolicyChoice,
+    /// `wait=DURATION`: how long the answer may be held until it changes
+    /// (`http::longpoll`), at most `longpoll::MAX_WAIT`; `None` without it.
+    pub wait: Option<Result<Duration, DurationError>>,
 }
 
 /// Which policy's verdict a request asks for.
@@ -68,6 +73,7 @@ impl ReadyzQuery {
                 "verbose" => q.verbose = v.is_empty() || v != "false" && v != "0",
                 "exclude" if !v.is_empty() => q.exclude.push(v.into_owned()),
                 "format" => q.json = v == "json",
+                "wait" => q.wait = Some(duration::parse(&v, MAX_WAIT)),
                 "policy" => {
                     q.policy = match v.as_ref() {
                         "live" => PolicyChoice::Live,
@@ -88,6 +94,10 @@ pub struct Rendered {
     pub status: StatusCode,
     pub json: bool,
     pub body: String,
+    /// The readiness the answer reports (the live verdict's, or with
+    /// `?policy=candidate` the candidate's), what a held request compares;
+    /// `None` for an error (404, 400), which is never held.
+    pub ready: Option<bool>,
 }
 
 /// Why the verdict itself cannot be trusted (starting, wedged evaluator).
@@ -212,6 +222,7 @@ pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -
             status,
             json: true,
             body: bounded_json(body),
+            ready: Some(!failing),
         };
     }
     text(status, failing, !q.verbose, lines)
@@ -234,6 +245,7 @@ fn text(status: StatusCode, failing: bool, terse: bool, lines: Vec<String>) -> R
         status,
         json: false,
         body,
+        ready: Some(!failing),
     }
 }
 
@@ -267,6 +279,7 @@ pub fn render_one(
             status: StatusCode::NOT_FOUND,
             json: q.json,
             body,
+            ready: None,
         };
     }
     let problem = verdict_problem(verdict, stale);
@@ -292,6 +305,7 @@ pub fn render_one(
             status,
             json: true,
             body: bounded_json(body),
+            ready: Some(!failing),
         };
     }
     let terse = !q.verbose && line == format!("[+]{name} ok");
@@ -305,6 +319,7 @@ pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
     let msg = format!("unknown policy {name:?}: use policy=live (the default) or policy=candidate");
     Rendered {
         status: StatusCode::BAD_REQUEST,
+        ready: None,
         json,
         body: if json {
             json!({ "error": msg }).to_string()
@@ -326,6 +341,7 @@ pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
     };
     Rendered {
         status: StatusCode::NOT_FOUND,
+        ready: None,
         json,
         body: if json {
             json!({ "policy": "candidate", "error": msg }).to_string()
@@ -368,6 +384,7 @@ pub fn render_candidate(
         None => render_all(verdict, stale, &verbose),
     };
     let would = |ready: bool| if ready { "ready" } else { "not ready" };
+    let candidate_ready = inner.ready;
     let body = if inner.json {
         let mut v: serde_json::Value =
             serde_json::from_str(&inner.body).unwrap_or(serde_json::Value::Null);
@@ -393,10 +410,9 @@ pub fn render_candidate(
         }
         bounded_json(v)
     } else {
-        let candidate_ready = inner.status == StatusCode::OK;
         let head = format!(
             "candidate policy: it would answer {} (it decides nothing; the member's readiness, {}, is /readyz)",
-            would(candidate_ready),
+            would(inner.status == StatusCode::OK),
             would(ctx.live_ready),
         );
         let tail = format!(
@@ -427,6 +443,26 @@ pub fn render_candidate(
         },
         json: inner.json,
         body,
+        ready: candidate_ready,
+    }
+}
+
+/// `?wait=` that is not a duration of at most `longpoll::MAX_WAIT`.
+pub fn render_bad_wait(e: &DurationError, json: bool) -> Rendered {
+    let msg = format!(
+        "bad wait: {}; wait=DURATION holds the answer until it changes, at most {} (e.g. wait=5s)",
+        e,
+        crate::text::fmt_duration(MAX_WAIT.as_secs_f64())
+    );
+    Rendered {
+        status: StatusCode::BAD_REQUEST,
+        ready: None,
+        json,
+        body: if json {
+            json!({ "error": msg }).to_string()
+        } else {
+            msg + "\n"
+        },
     }
 }
 
@@ -513,6 +549,7 @@ mod tests {
                 json: true,
                 exclude: vec!["leader".into(), "non_learner".into()],
                 policy: PolicyChoice::Live,
+                wait: None,
             }
         );
         assert_eq!(

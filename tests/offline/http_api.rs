@@ -13,12 +13,14 @@ use etcd_readiness_exporter::config::DEFAULT_POLICY;
 use etcd_readiness_exporter::engine::EngineMetrics;
 use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::http::HttpMetrics;
+use etcd_readiness_exporter::http::longpoll::Holds;
 use etcd_readiness_exporter::http::{AppState, app};
 use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
 use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
 
 fn at(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
@@ -123,7 +125,14 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         engine_metrics,
         timing,
     );
+    let holds = Holds::new(
+        "main",
+        4,
+        CancellationToken::new(),
+        http_metrics.long_polls(),
+    );
     let st = AppState {
+        holds,
         engine: engine.clone(),
         catalogue,
         store,
@@ -546,4 +555,157 @@ async fn readyz_says_where_a_recovery_hold_stands_in_text_and_json() {
     assert_eq!(lag["explanation"], "recovering: true for 12s of 30s");
     assert_eq!(v["checks"][0]["recovering"], false);
     assert!(v["checks"][0].get("recover_left").is_none());
+}
+
+/// [`failing_verdict`] with every check passing (the warning still fails).
+fn passing_verdict() -> Verdict {
+    let mut v = failing_verdict();
+    for c in v.checks.iter_mut().filter(|c| c.kind == CheckKind::Check) {
+        c.state = CheckState::Pass;
+        c.explanation.clear();
+    }
+    v.ready = true;
+    v
+}
+
+/// A request `get` in a task of its own, answered within 10 s (a held
+/// request's release is what the test waits for; the wait asked is longer).
+fn spawn_get(
+    st: &AppState,
+    uri: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, String, String)> {
+    let st = st.clone();
+    tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(10), get(&st, uri, None))
+            .await
+            .unwrap_or_else(|_| panic!("{uri} was not answered within 10s"))
+    })
+}
+
+async fn wait_held(st: &AppState, n: usize) {
+    let holds = st.holds.clone();
+    let held = etcd_readiness_testkit::wait::poll(
+        Duration::from_secs(5),
+        Duration::from_millis(5),
+        || {
+            let holds = holds.clone();
+            async move {
+                if holds.held() == n {
+                    Ok(())
+                } else {
+                    Err(holds.held())
+                }
+            }
+        },
+    )
+    .await;
+    assert_eq!(held, Ok(()), "requests held");
+}
+
+/// `?wait=`: held only when the same request last got the answer it would
+/// get now, released the moment a publication changes that answer (both
+/// directions, whole verdict and one check), and a change published before
+/// the request arrives is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_is_held_until_its_answer_changes_and_a_change_it_missed_is_answered_at_once() {
+    let (st, engine) = state();
+    engine.publish(passing_verdict());
+    for uri in [
+        "/readyz?wait=30s",
+        "/readyz/linearizable_read?wait=30s&verbose",
+    ] {
+        // The first: nothing remembered, at once.
+        assert_eq!(get(&st, uri, None).await.0, StatusCode::OK);
+        // The second has the answer: held until it changes.
+        let held = spawn_get(&st, uri);
+        wait_held(&st, 1).await;
+        engine.publish(failing_verdict());
+        let (code, _, body) = held.await.unwrap();
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(body.contains("linearizable_read failed"), "{body}");
+        // And back, while held.
+        let held = spawn_get(&st, uri);
+        wait_held(&st, 1).await;
+        engine.publish(passing_verdict());
+        assert_eq!(held.await.unwrap().0, StatusCode::OK);
+        // A change published before the request arrives: answered at once.
+        engine.publish(failing_verdict());
+        let (code, _, _) = get(&st, uri, None).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(st.holds.held(), 0);
+        engine.publish(passing_verdict());
+        assert_eq!(get(&st, uri, None).await.0, StatusCode::OK);
+    }
+    let (_, _, metrics) = get(&st, "/metrics", None).await;
+    for line in [
+        "etcd_readiness_http_long_polls_total{listener=\"main\",ended=\"changed\"} 4",
+        "etcd_readiness_http_long_polls_total{listener=\"main\",ended=\"unseen\"} 6",
+        "etcd_readiness_http_held_requests{listener=\"main\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+}
+
+/// A held request is answered when the verdict turns stale (a wedged engine
+/// publishes nothing), and at once on the shutdown signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_long_poll_ends_when_the_verdict_turns_stale_and_at_the_shutdown_signal() {
+    // Stale after 2 s (3 * 500ms + 500ms).
+    let (st, engine) = state_with(Timing {
+        sample_interval: Duration::from_millis(500),
+        sample_timeout: Duration::from_millis(500),
+    });
+    let ago = Instant::now()
+        .checked_sub(Duration::from_millis(1_000))
+        .unwrap();
+    engine.publish_at(passing_verdict(), ago);
+    assert_eq!(get(&st, "/readyz?wait=30s", None).await.0, StatusCode::OK);
+    let held = spawn_get(&st, "/readyz?wait=30s");
+    let (code, _, body) = held.await.unwrap();
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.contains("verdict is stale"), "{body}");
+
+    engine.publish(passing_verdict());
+    assert_eq!(get(&st, "/readyz?wait=30s", None).await.0, StatusCode::OK);
+    let held = spawn_get(&st, "/readyz?wait=30s");
+    wait_held(&st, 1).await;
+    st.holds.shutdown().cancel();
+    let (code, _, _) = held.await.unwrap();
+    assert_eq!(code, StatusCode::OK, "the verdict in force, at once");
+}
+
+/// `wait=` outside the duration grammar or over the maximum is a 400 that
+/// says why; `/livez` is never held.
+#[tokio::test]
+async fn absurd_waits_are_a_400_and_livez_is_never_held() {
+    let (st, engine) = state();
+    engine.publish(passing_verdict());
+    for (uri, says) in [
+        ("/readyz?wait=1h", "longer than the limit of 30s"),
+        ("/readyz/leader?wait=-1s", "is not a duration"),
+        ("/readyz?wait=5", "is not a duration"),
+        (
+            "/readyz?wait=99999999999999999999999h",
+            "longer than the limit",
+        ),
+    ] {
+        let (code, _, body) = get(&st, uri, None).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert!(body.starts_with("bad wait: "), "{uri}: {body}");
+        assert!(body.contains(says), "{uri}: {body}");
+    }
+    assert_eq!(
+        get(&st, "/readyz?wait=1h", None).await.2,
+        "bad wait: `1h` is longer than the limit of 30s; wait=DURATION holds the answer until it changes, at most 30s (e.g. wait=5s)\n"
+    );
+    for _ in 0..2 {
+        let livez = get(&st, "/livez?wait=30s", None);
+        let (code, _, body) = tokio::time::timeout(Duration::from_secs(5), livez)
+            .await
+            .expect("/livez ignores wait=");
+        assert_ne!(code, StatusCode::BAD_REQUEST, "{body}");
+    }
+    // wait=0s is no wait.
+    assert_eq!(get(&st, "/readyz?wait=0s", None).await.0, StatusCode::OK);
+    assert_eq!(get(&st, "/readyz?wait=0s", None).await.0, StatusCode::OK);
 }

@@ -17,7 +17,9 @@
 
 mod candidate_policy;
 mod cpu_quota;
+mod dual_stack;
 mod http_hardening;
+mod longpoll;
 mod policy_reload_limits;
 mod promtool;
 mod replay;

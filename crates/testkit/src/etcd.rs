@@ -110,9 +110,13 @@ pub struct Etcd {
 
 impl Etcd {
     pub async fn start() -> Etcd {
+        Etcd::start_with(|b| b).await
+    }
+
+    /// [`Etcd::start`] with the builder changed by `f` (e.g. `Builder::ipv6`).
+    pub async fn start_with(f: impl FnOnce(Builder) -> Builder) -> Etcd {
         let slot = heavy::slot();
-        let cluster = LocalCluster::builder(1)
-            .metrics()
+        let cluster = f(LocalCluster::builder(1).metrics())
             .start()
             .expect("etcd (apt-get install etcd-server)");
         let etcd = Etcd {
