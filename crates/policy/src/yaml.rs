@@ -17,16 +17,24 @@ pub struct YamlError {
 
 /// Deserialize `text`, naming `path` in any error.
 pub fn from_str<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, YamlError> {
-    serde_saphyr::from_str(text).map_err(|e| {
-        let rendered =
-            e.render_with_options(serde_saphyr::render_options! { source_name: Some(path) });
-        YamlError {
-            message: format!(
-                "{path}: {}",
-                rendered.trim_start_matches("error: ").trim_end()
-            ),
-        }
-    })
+    serde_saphyr::from_str(text).map_err(|e| error(path, &e))
+}
+
+fn error(path: &str, e: &serde_saphyr::Error) -> YamlError {
+    let rendered = e.render_with_options(serde_saphyr::render_options! { source_name: Some(path) });
+    YamlError {
+        message: format!(
+            "{path}: {}",
+            rendered.trim_start_matches("error: ").trim_end()
+        ),
+    }
+}
+
+/// Every document of a multi-document stream (`---` separated, as
+/// `kubectl kustomize` prints), each deserialized alone; the budgets hold
+/// for the whole stream.
+pub fn documents<T: DeserializeOwned>(path: &str, text: &str) -> Result<Vec<T>, YamlError> {
+    serde_saphyr::from_multiple(text).map_err(|e| error(path, &e))
 }
 
 #[cfg(test)]
