@@ -210,7 +210,8 @@ fn pod(doc: &Value, _template: &Value, spec: &Value, out: &mut Vec<Finding>) {
     }
 }
 
-/// Port names used twice in one pod (the API server refuses the pod).
+/// Port names used twice in one pod (refused within a container, warned
+/// across containers; name lookups take the first).
 fn duplicate_ports(spec: &Value, out: &mut dyn FnMut(String, String)) {
     let mut seen: Vec<(&str, String)> = Vec::new();
     for (where_, c) in containers(spec) {
@@ -222,11 +223,9 @@ fn duplicate_ports(spec: &Value, out: &mut dyn FnMut(String, String)) {
             match seen.iter().find(|(n, _)| *n == name) {
                 Some((_, first)) => out(
                     format!(
-                        "port name `{name}` is used by {first} and by {here}: port names must be unique in a pod"
+                        "port name `{name}` is used by {first} and by {here}: the API server refuses it within one container and warns across containers, and a Service targetPort, probe or PodMonitor naming the port gets the first"
                     ),
-                    format!(
-                        "rename one of them (the exporter's are `ere-metrics` and `ere-probe`; a Service's targetPort or a PodMonitor naming the port must follow)"
-                    ),
+                    "rename one of them (the exporter's are `ere-metrics` and `ere-probe`; a Service's targetPort or a PodMonitor naming the port must follow)".to_string(),
                 ),
                 None => seen.push((name, here)),
             }

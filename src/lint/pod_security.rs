@@ -87,7 +87,7 @@ pub fn violations(spec: &Value) -> Vec<String> {
         }
     }
     v.extend(common(psc).into_iter().map(|x| format!("pod {x}")));
-    if psc["runAsUser"] == Value::from(0) {
+    if psc["runAsUser"].as_i64() == Some(0) {
         v.push("pod securityContext.runAsUser: 0 (restricted)".to_string());
     }
     let pod_nonroot = psc["runAsNonRoot"] == Value::Bool(true);
@@ -148,7 +148,7 @@ fn container(c: &Value, pod_nonroot: bool, pod_seccomp: bool) -> Vec<String> {
     if *nonroot == Value::Bool(false) || !(pod_nonroot || *nonroot == Value::Bool(true)) {
         v.push("runAsNonRoot is not true, in the container or the pod (restricted)".to_string());
     }
-    if sc["runAsUser"] == Value::from(0) {
+    if sc["runAsUser"].as_i64() == Some(0) {
         v.push("runAsUser: 0 (restricted)".to_string());
     }
     match sc["seccompProfile"]["type"].as_str() {
