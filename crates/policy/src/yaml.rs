@@ -57,6 +57,16 @@ mod tests {
     }
 
     #[test]
+    fn documents_reads_each_document_of_a_stream() {
+        let docs: Vec<serde_json::Value> =
+            documents("m.yaml", "kind: A\n---\nkind: B\n...\n---\nkind: C\n").unwrap();
+        let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["A", "B", "C"]);
+        let e = documents::<serde_json::Value>("m.yaml", "kind: A\n---\nkind: [\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.yaml:"), "{e}");
+    }
+
+    #[test]
     fn alias_bombs_are_refused() {
         let mut doc = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for (i, prev) in ["b", "c", "d", "e", "f", "g", "h"]
