@@ -113,8 +113,8 @@ pub fn lint(path: &str, text: &str) -> Result<Report, YamlError> {
         findings: Vec::new(),
     };
     for doc in &docs {
-        if let Some((template, spec)) = pod_template(doc) {
-            pod(doc, template, spec, &mut report.findings);
+        if let Some((meta, spec)) = pod_template(doc) {
+            pod(doc, meta, spec, &mut report.findings);
         }
     }
     report.findings.extend(pdb::findings(&docs));
@@ -161,7 +161,7 @@ const ROOT_IMAGES: &[&str] = &[
 ];
 
 /// Every rule that looks at one pod.
-fn pod(doc: &Value, _template: &Value, spec: &Value, out: &mut Vec<Finding>) {
+fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
     let obj = object(doc);
     let finding = |rule, problem: String, fix: String| Finding {
         object: obj.clone(),
@@ -195,7 +195,7 @@ fn pod(doc: &Value, _template: &Value, spec: &Value, out: &mut Vec<Finding>) {
     duplicate_ports(spec, &mut |p, f| {
         out.push(finding(Rule::DuplicatePortName, p, f))
     });
-    for violation in pod_security::violations(spec) {
+    for violation in pod_security::violations(meta, spec) {
         out.push(finding(
             Rule::PodSecurity,
             format!("Pod Security \"restricted\": {violation}"),

@@ -54,9 +54,19 @@ pub fn containers(spec: &Value) -> impl Iterator<Item = (String, &Value)> {
         })
 }
 
-/// The violations of "restricted" in one pod spec.
-pub fn violations(spec: &Value) -> Vec<String> {
+/// The violations of "restricted" in one pod (its metadata and spec).
+pub fn violations(meta: &Value, spec: &Value) -> Vec<String> {
     let mut v = Vec::new();
+    if let Some(annotations) = meta["annotations"].as_object() {
+        for (k, val) in annotations {
+            let val = text(val);
+            if k.starts_with("container.apparmor.security.beta.kubernetes.io/")
+                && !(val == "runtime/default" || val.starts_with("localhost/"))
+            {
+                v.push(format!("annotation {k}={val} (baseline: AppArmor)"));
+            }
+        }
+    }
     let psc = &spec["securityContext"];
     for f in ["hostNetwork", "hostPID", "hostIPC"] {
         if spec[f] == Value::Bool(true) {

@@ -78,3 +78,112 @@ fn a_pdb_keeps_a_quorum_by_integer_percent_or_max_unavailable() {
     assert!(!quorum_kept(5, "maxUnavailable: 3"));
     assert!(!quorum_kept(5, "maxUnavailable: 50%"));
 }
+
+/// The known-bad pods of `.ci/pod-security --self-test`, each refused for
+/// its rule; the compliant pod passes.
+#[test]
+fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
+    use serde_json::json;
+    let good = json!({
+        "metadata": {},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80}],
+                "securityContext": {"allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}],
+            "volumes": [{"name": "v", "configMap": {"name": "x"}}, {"name": "d", "emptyDir": {}}],
+        }
+    });
+    let check = |p: &serde_json::Value| pod_security::violations(&p["metadata"], &p["spec"]);
+    assert_eq!(check(&good), Vec::<String>::new());
+    type Mutation = fn(&mut serde_json::Value);
+    let bad: &[(&str, Mutation)] = &[
+        ("hostNetwork", |p| p["spec"]["hostNetwork"] = json!(true)),
+        ("hostPID", |p| p["spec"]["hostPID"] = json!(true)),
+        ("hostIPC", |p| p["spec"]["hostIPC"] = json!(true)),
+        ("privileged", |p| {
+            p["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true)
+        }),
+        ("hostPath", |p| {
+            p["spec"]["volumes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "h", "hostPath": {"path": "/"}}))
+        }),
+        ("nfs", |p| {
+            p["spec"]["volumes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
+        }),
+        ("hostPort", |p| {
+            p["spec"]["containers"][0]["ports"][0]["hostPort"] = json!(80)
+        }),
+        ("SYS_ADMIN", |p| {
+            p["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] =
+                json!(["SYS_ADMIN"])
+        }),
+        ("drop ALL", |p| {
+            p["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] =
+                json!(["NET_RAW"])
+        }),
+        ("allowPrivilegeEscalation", |p| {
+            p["spec"]["containers"][0]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("allowPrivilegeEscalation");
+        }),
+        ("runAsNonRoot", |p| {
+            p["spec"]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("runAsNonRoot");
+        }),
+        ("container runAsNonRoot false", |p| {
+            p["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = json!(false)
+        }),
+        ("runAsUser 0", |p| {
+            p["spec"]["containers"][0]["securityContext"]["runAsUser"] = json!(0)
+        }),
+        ("seccomp unset", |p| {
+            p["spec"]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("seccompProfile");
+        }),
+        ("seccomp Unconfined", |p| {
+            p["spec"]["containers"][0]["securityContext"]["seccompProfile"] =
+                json!({"type": "Unconfined"})
+        }),
+        ("sysctl", |p| {
+            p["spec"]["securityContext"]["sysctls"] =
+                json!([{"name": "kernel.msgmax", "value": "1"}])
+        }),
+        ("procMount", |p| {
+            p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked")
+        }),
+        ("SELinux user", |p| {
+            p["spec"]["containers"][0]["securityContext"]["seLinuxOptions"] =
+                json!({"user": "system_u"})
+        }),
+        (
+            "AppArmor",
+            |p| {
+                p["metadata"]["annotations"] =
+                    json!({"container.apparmor.security.beta.kubernetes.io/c": "unconfined"})
+            },
+        ),
+        ("hostProcess", |p| {
+            p["spec"]["containers"][0]["securityContext"]["windowsOptions"] =
+                json!({"hostProcess": true})
+        }),
+        ("init container", |p| {
+            p["spec"]["initContainers"] = json!([{"name": "i", "image": "x"}])
+        }),
+    ];
+    for (name, mutate) in bad {
+        let mut p = good.clone();
+        mutate(&mut p);
+        assert!(!check(&p).is_empty(), "not refused: {name}");
+    }
+}
