@@ -80,7 +80,8 @@ fn a_pdb_keeps_a_quorum_by_integer_percent_or_max_unavailable() {
 }
 
 /// The known-bad pods of `.ci/pod-security --self-test`, each refused for
-/// its rule; the compliant pod passes.
+/// its rule; the compliant pod passes. Long because the table is one
+/// mutation per rule, read side by side with that self-test.
 #[test]
 fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
     use serde_json::json;
