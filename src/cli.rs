@@ -65,7 +65,8 @@ pub enum Command {
     /// `kubectl kustomize . | etcd-readiness-exporter lint`. Reports a patch
     /// keyed on a container that is not there, duplicate port names, a
     /// quorum-gated probe under OrderedReady, a probe timeout within its
-    /// `?wait=`, probe thresholds that hide the verdict, Pod Security
+    /// `?wait=`, probe thresholds that hide the verdict, a probe naming the
+    /// exporter's port on another container, Pod Security
     /// "restricted" violations, a root-default image under runAsNonRoot,
     /// and a PodDisruptionBudget that does not keep a quorum. Exit 0: no
     /// finding; 1: findings; 2: an input unreadable, not YAML, or without

@@ -40,6 +40,9 @@ pub enum Rule {
     ProbeTimeout,
     /// Our probe's period or thresholds delay the verdict.
     ProbeThresholds,
+    /// A probe naming a port of another container: the kubelet looks a
+    /// named port up among the probed container's own ports.
+    ProbePort,
     /// A Pod Security "restricted" (or "baseline") violation.
     PodSecurity,
     /// An image that runs as root by default, under `runAsNonRoot` and no user.
@@ -57,6 +60,7 @@ impl Rule {
             Rule::OrderedReady => "ordered-ready",
             Rule::ProbeTimeout => "probe-timeout",
             Rule::ProbeThresholds => "probe-thresholds",
+            Rule::ProbePort => "probe-port",
             Rule::PodSecurity => "pod-security",
             Rule::RootImage => "root-image",
             Rule::PdbQuorum => "pdb-quorum",

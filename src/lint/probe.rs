@@ -63,6 +63,7 @@ pub(super) fn findings(
         if std::ptr::eq(c, exporter) {
             continue;
         }
+        named_port(c, exporter, out);
         let probe = &c["readinessProbe"];
         let get = &probe["httpGet"];
         let path = text(&get["path"]);
@@ -83,6 +84,37 @@ pub(super) fn findings(
     }
     if let Some(first) = gated.first() {
         ordered_ready(doc, first, out);
+    }
+}
+
+/// A probe of `c` naming one of the exporter's ports (`ere-probe`): the
+/// kubelet resolves a named port in the probed container only, so the
+/// probe fails with "port not found" however the exporter decides.
+fn named_port(c: &Value, exporter: &Value, out: &mut dyn FnMut(Rule, String, String)) {
+    let own = |n: &str| list(&c["ports"]).iter().any(|p| text(&p["name"]) == n);
+    let theirs = |n: &str| {
+        list(&exporter["ports"])
+            .iter()
+            .find(|p| text(&p["name"]) == n)
+            .map(|p| p["containerPort"].clone())
+    };
+    for kind in ["readinessProbe", "livenessProbe", "startupProbe"] {
+        let probe = &c[kind];
+        for action in ["httpGet", "tcpSocket"] {
+            let Some(name) = probe[action]["port"].as_str() else {
+                continue;
+            };
+            if let Some(number) = theirs(name).filter(|_| !own(name)) {
+                out(
+                    Rule::ProbePort,
+                    format!(
+                        "container `{}`: {kind} {action} port `{name}` is the exporter's, and a named port is looked up among the probed container's own ports: the probe can never connect",
+                        text(&c["name"])
+                    ),
+                    format!("port: {number} (the number)"),
+                );
+            }
+        }
     }
 }
 
