@@ -3,18 +3,23 @@
 //! version and target — as `ERE_BUILD_*` environment variables for
 //! `src/build_info.rs`.
 //!
-//! - Revision: `git rev-parse --short=12 HEAD`, with `-dirty` appended when
-//!   tracked files differ from it (`git status --porcelain
-//!   --untracked-files=no`), as `.ci/image-build` always did for its label.
-//! - Branch: `git rev-parse --abbrev-ref HEAD` (`HEAD` when detached, as in
-//!   Prometheus' release builds).
+//! - Revision: the first 12 hex digits of the commit `HEAD` names, read
+//!   from the files of `.git` (`build/git_dir.rs`: HEAD, the loose ref,
+//!   packed-refs; worktrees too), so no git binary is needed; with
+//!   `-dirty` appended when git is installed and tracked files differ from
+//!   it (`git status --porcelain --untracked-files=no`), as
+//!   `.ci/image-build` always did for its label. Without git the dirty
+//!   flag cannot be told and is left off.
+//! - Branch: the short name of the ref `HEAD` names (`HEAD` when
+//!   detached, as `git rev-parse --abbrev-ref HEAD` says and Prometheus'
+//!   release builds show).
 //! - Build date: `SOURCE_DATE_EPOCH` when set (reproducible builds; the image
 //!   build sets it to the commit time), else the time of this build; RFC 3339
 //!   in UTC.
 //!
-//! Without git, without `.git`, or when the enclosing git repository is not
-//! this crate's (a source tarball unpacked inside someone else's checkout),
-//! revision and branch are `unknown`: the build never fails for want of git.
+//! Without this crate's own `.git` (a source tarball, also one unpacked
+//! inside someone else's checkout), revision and branch are `unknown`: the
+//! build never fails for want of git.
 //! A builder without the checkout (the Containerfile, whose context has no
 //! `.git`) can say them instead: `ERE_BUILD_REVISION` and `ERE_BUILD_BRANCH`
 //! in the environment take precedence over git.
@@ -24,6 +29,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build/git_dir.rs"]
+mod git_dir;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
@@ -52,6 +60,7 @@ fn main() {
     println!("cargo:rustc-env=ERE_BUILD_DATE={date}");
     println!("cargo:rustc-env=ERE_BUILD_TARGET={target}");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/git_dir.rs");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     // What is compiled into the binary: an edit there may change the dirty flag.
     for p in ["src", "crates/policy/src", "Cargo.toml", "Cargo.lock"] {
@@ -61,23 +70,13 @@ fn main() {
     }
 }
 
-/// `(revision, branch)`, or `("unknown", "unknown")` outside this crate's checkout.
+/// `(revision, branch)`, or `("unknown", "unknown")` without this crate's
+/// own `.git`.
 fn git_identity(dir: &Path) -> (String, String) {
-    let unknown = || ("unknown".to_string(), "unknown".to_string());
-    let Some(top) = output("git", &["rev-parse", "--show-toplevel"], dir) else {
-        return unknown();
+    let Some(head) = git_dir::head(dir) else {
+        return ("unknown".to_string(), "unknown".to_string());
     };
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if !same(Path::new(top.trim()), dir) {
-        return unknown();
-    }
-    let Some(rev) = output("git", &["rev-parse", "--short=12", "HEAD"], dir) else {
-        return unknown();
-    };
-    let mut revision = rev.trim().to_string();
+    let mut revision = head.commit[..12].to_string();
     // --no-optional-locks: do not refresh (rewrite) the index, which this
     // script watches; a rewrite would make every build re-run it.
     let status = [
@@ -86,33 +85,16 @@ fn git_identity(dir: &Path) -> (String, String) {
         "--porcelain",
         "--untracked-files=no",
     ];
-    match output("git", &status, dir) {
-        Some(s) if !s.trim().is_empty() => revision.push_str("-dirty"),
-        Some(_) => {}
-        None => return unknown(),
+    if let Some(s) = output("git", &status, dir)
+        && !s.trim().is_empty()
+    {
+        revision.push_str("-dirty");
     }
-    let branch = output("git", &["rev-parse", "--abbrev-ref", "HEAD"], dir)
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_string());
-    // Re-run on a commit, a checkout or a staged change. In a worktree the
-    // git dir (HEAD, index) differs from the common dir (refs).
-    let git_path = |args: &[&str]| output("git", args, dir).map(|s| dir.join(s.trim()));
-    let mut watched = Vec::new();
-    if let Some(g) = git_path(&["rev-parse", "--git-dir"]) {
-        watched.push(g.join("HEAD"));
-        watched.push(g.join("index"));
-    }
-    if let Some(c) = git_path(&["rev-parse", "--git-common-dir"]) {
-        watched.push(c.join("packed-refs"));
-        if let Some(r) = output("git", &["symbolic-ref", "-q", "HEAD"], dir) {
-            watched.push(c.join(r.trim()));
-        }
-    }
-    for w in watched.iter().filter(|w| w.exists()) {
+    // Re-run on a commit, a checkout or a staged change.
+    for w in head.watched.iter().filter(|w| w.exists()) {
         println!("cargo:rerun-if-changed={}", w.display());
     }
-    (revision, branch)
+    (revision, head.branch)
 }
 
 /// Standard output of a successful command, or None (not found, failed, not UTF-8).

@@ -35,9 +35,15 @@ pub fn long_version() -> &'static str {
     )
 }
 
+/// `build.rs`'s reader of `.git`, compiled here too for its tests.
+#[cfg(test)]
+#[path = "../build/git_dir.rs"]
+mod git_dir;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn long_version_names_every_field() {
@@ -71,5 +77,61 @@ mod tests {
             r == "unknown" || (r.len() == 12 && r.bytes().all(|b| b.is_ascii_hexdigit())),
             "{REVISION}"
         );
+    }
+
+    const A: &str = "0123456789abcdef0123456789abcdef01234567";
+    const B: &str = "fedcba9876543210fedcba9876543210fedcba98";
+
+    #[test]
+    fn the_revision_is_read_from_git_files_without_a_git_binary() {
+        let top = tempfile::tempdir().unwrap();
+        let g = top.path().join(".git");
+        fs::create_dir_all(g.join("refs/heads")).unwrap();
+        // A loose ref.
+        fs::write(g.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(g.join("refs/heads/main"), format!("{A}\n")).unwrap();
+        let h = git_dir::head(top.path()).unwrap();
+        assert_eq!((h.commit.as_str(), h.branch.as_str()), (A, "main"));
+        assert!(h.watched.contains(&g.join("refs/heads/main")), "{h:?}");
+        // Only in packed-refs (after `git gc`), with a peeled tag line.
+        fs::remove_file(g.join("refs/heads/main")).unwrap();
+        let packed = format!(
+            "# pack-refs with: peeled fully-peeled sorted\n{B} refs/heads/main\n{A} refs/tags/v1\n^{B}\n"
+        );
+        fs::write(g.join("packed-refs"), packed).unwrap();
+        let h = git_dir::head(top.path()).unwrap();
+        assert_eq!((h.commit.as_str(), h.branch.as_str()), (B, "main"));
+        // Detached.
+        fs::write(g.join("HEAD"), format!("{A}\n")).unwrap();
+        let h = git_dir::head(top.path()).unwrap();
+        assert_eq!((h.commit.as_str(), h.branch.as_str()), (A, "HEAD"));
+        // A branch that is in neither, or garbage: unknown, not a panic.
+        fs::write(g.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
+        assert_eq!(git_dir::head(top.path()), None);
+        fs::write(g.join("HEAD"), "ref: refs/../../etc/passwd\n").unwrap();
+        assert_eq!(git_dir::head(top.path()), None);
+        fs::write(g.join("HEAD"), "not a commit\n").unwrap();
+        assert_eq!(git_dir::head(top.path()), None);
+        assert_eq!(git_dir::head(&top.path().join("no-checkout")), None);
+    }
+
+    #[test]
+    fn a_worktrees_head_is_its_own_and_its_refs_the_common_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let common = root.path().join("main/.git");
+        let wt_git = common.join("worktrees/wt");
+        fs::create_dir_all(common.join("refs/heads")).unwrap();
+        fs::create_dir_all(&wt_git).unwrap();
+        fs::write(common.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(common.join("refs/heads/main"), format!("{A}\n")).unwrap();
+        fs::write(common.join("refs/heads/topic"), format!("{B}\n")).unwrap();
+        fs::write(wt_git.join("HEAD"), "ref: refs/heads/topic\n").unwrap();
+        fs::write(wt_git.join("commondir"), "../..\n").unwrap();
+        let top = root.path().join("wt");
+        fs::create_dir_all(&top).unwrap();
+        fs::write(top.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
+        let h = git_dir::head(&top).unwrap();
+        assert_eq!((h.commit.as_str(), h.branch.as_str()), (B, "topic"));
+        assert!(h.watched.contains(&wt_git.join("HEAD")), "{h:?}");
     }
 }

@@ -58,6 +58,23 @@ pub enum Command {
         #[arg(long, value_name = "FILE", env = "ERE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Check rendered Kubernetes manifests of etcd with the exporter (exit 1
+    /// naming each problem and its fix).
+    ///
+    /// Reads the files, or standard input for `-` or none, e.g.
+    /// `kubectl kustomize . | etcd-readiness-exporter lint`. Reports a patch
+    /// keyed on a container that is not there, duplicate port names, a
+    /// quorum-gated probe under OrderedReady, a probe timeout within its
+    /// `?wait=`, probe thresholds that hide the verdict, a probe naming the
+    /// exporter's port on another container, Pod Security
+    /// "restricted" violations, a root-default image under runAsNonRoot,
+    /// and a PodDisruptionBudget that does not keep a quorum. Exit 0: no
+    /// finding; 1: findings; 2: an input unreadable, not YAML, or without
+    /// any object.
+    Lint {
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
     /// Sample one etcd member, evaluate the policy, serve /readyz and /metrics (the default).
     Serve(Box<crate::config::ServeArgs>),
     /// Start a local 3-member etcd cluster and walk through failures, showing /readyz.
@@ -113,6 +130,7 @@ pub fn run() -> ExitCode {
             }
             Err(code) => code,
         },
+        Some(Command::Lint { files }) => lint_files(&files),
         Some(Command::Serve(args)) => crate::serve::run(*args),
         Some(Command::Demo(args)) => crate::demo::run(args),
         Some(Command::Replay(args)) => crate::replay::run(*args),
@@ -141,6 +159,71 @@ fn catalogue_for(config: Option<&std::path::Path>) -> Result<Catalogue, ExitCode
         eprintln!("error: {e:#}");
         ExitCode::FAILURE
     })
+}
+
+/// The largest manifest file `lint` reads (a rendered kustomization is
+/// kilobytes).
+const LINT_MAX_BYTES: u64 = 16 << 20;
+
+/// `lint [FILE...|-]`: each input's findings on stdout; exit 1 with any, 2
+/// when an input cannot be read.
+pub fn lint_files(files: &[PathBuf]) -> ExitCode {
+    let stdin = [PathBuf::from("-")];
+    let files = if files.is_empty() { &stdin[..] } else { files };
+    let (mut findings, mut broken) = (false, false);
+    for path in files {
+        let (shown, read) = if path.as_os_str() == "-" {
+            let mut buf = Vec::new();
+            use std::io::Read;
+            let r = std::io::stdin()
+                .take(LINT_MAX_BYTES + 1)
+                .read_to_end(&mut buf)
+                .map_err(|e| e.to_string())
+                .and_then(|n| match n as u64 > LINT_MAX_BYTES {
+                    true => Err(format!(
+                        "it is larger than the limit of {LINT_MAX_BYTES} bytes"
+                    )),
+                    false => Ok(buf),
+                });
+            ("<stdin>".to_string(), r)
+        } else {
+            let r =
+                crate::bounded_read::read_bounded(path, LINT_MAX_BYTES).map_err(|e| e.to_string());
+            (path.display().to_string(), r)
+        };
+        let text = match read.map(String::from_utf8) {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) => {
+                eprintln!("error: {shown} is not UTF-8 text");
+                broken = true;
+                continue;
+            }
+            Err(e) => {
+                eprintln!("error: cannot read {shown}: {e}");
+                broken = true;
+                continue;
+            }
+        };
+        match crate::lint::lint(&shown, &text) {
+            Err(e) => {
+                eprintln!("error: {e}");
+                broken = true;
+            }
+            Ok(r) if r.objects == 0 => {
+                eprintln!("error: {shown}: no Kubernetes object (a document with a `kind`)");
+                broken = true;
+            }
+            Ok(r) => {
+                findings |= !r.findings.is_empty();
+                print!("{}", crate::lint::render(&shown, &r));
+            }
+        }
+    }
+    match (broken, findings) {
+        (true, _) => ExitCode::from(2),
+        (false, true) => ExitCode::FAILURE,
+        (false, false) => ExitCode::SUCCESS,
+    }
 }
 
 /// `check FILE...`: like `promtool check rules`.

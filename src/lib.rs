@@ -20,6 +20,7 @@ pub mod demo;
 pub mod engine;
 pub mod filewatch;
 pub mod http;
+pub mod lint;
 pub mod localcluster;
 pub mod logging;
 pub mod metrics;

@@ -3,7 +3,7 @@
 // selected by job and endpoint, another cluster label, other thresholds and
 // holds, an absolute runbook base URL, and no absent() alert.
 {
-  exporterSelector: 'job="etcd-readiness", endpoint="metrics"',
+  exporterSelector: 'job="etcd-readiness", endpoint="ere-metrics"',
   exporterAbsentAlert: false,
   clusterLabel: 'k8s_cluster',
   revLagThreshold: 1000,

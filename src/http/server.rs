@@ -534,13 +534,20 @@ impl Server {
             });
             let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(conn);
-            let mut draining = graceful.is_cancelled();
-            if draining {
-                conn.as_mut().graceful_shutdown();
-            }
+            let mut draining = false;
             loop {
                 let deadline = conns.at(state.deadline(&limits));
+                // `biased`, the connection first: the graceful shutdown must
+                // find the connection already polled. Until hyper-util's
+                // auto builder has read the first bytes it is still telling
+                // HTTP/1 from h2c, and a graceful shutdown then ends it at
+                // once, dropping a request that had arrived before the stop
+                // (and a half-sent head is closed without waiting for the
+                // shutdown deadline). Polled first, what the socket holds
+                // is read: a whole request is answered, a partial head
+                // waits, only a connection that sent nothing closes at once.
                 tokio::select! {
+                    biased;
                     res = conn.as_mut() => {
                         if let Err(e) = res {
                             tracing::debug!(error = %e, "connection ended with an error");
@@ -783,6 +790,51 @@ mod tests {
         assert!(
             c.evict_one().is_none(),
             "a connection answering a request is never evicted"
+        );
+    }
+
+    /// A connection whose task first runs after the stop, with `sent`
+    /// already in its socket: what the client reads until the server
+    /// closes, or None when the server still holds it after a second.
+    async fn after_the_stop(sent: &[u8]) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = Server::new(
+            Limits::default(),
+            ConnectionMetrics::register(&mut prometheus_client::registry::Registry::default()),
+        );
+        let router = Router::new().route("/livez", axum::routing::get(|| async { "ok" }));
+        let (mut client, io) = tokio::io::duplex(4096);
+        client.write_all(sent).await.unwrap();
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let conn = tokio::spawn(server.serve_io(io, None, router, stop));
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(1), client.read_to_end(&mut got)).await;
+        conn.abort();
+        read.ok()
+            .map(|_| String::from_utf8_lossy(&got).into_owned())
+    }
+
+    #[tokio::test]
+    async fn regression_a_request_read_after_the_stop_is_answered_and_a_half_sent_head_waits() {
+        // Before the connection was polled first, the graceful shutdown
+        // caught hyper-util still telling HTTP/1 from h2c and ended the
+        // connection at once: the whole request went unanswered, and the
+        // half-sent head of http_hardening's SIGTERM test was closed before
+        // the shutdown deadline (its log then lacked that line).
+        let whole = after_the_stop(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let whole = whole.expect("the server closes after answering");
+        assert!(whole.starts_with("HTTP/1.1 200 OK\r\n"), "{whole:?}");
+        assert!(whole.ends_with("ok"), "{whole:?}");
+        assert_eq!(
+            after_the_stop(b"GET /livez HTTP/1.1\r\nHost: x\r\n").await,
+            None,
+            "a half-sent head is held for the shutdown deadline, not closed"
+        );
+        assert_eq!(
+            after_the_stop(b"").await.as_deref(),
+            Some(""),
+            "nothing sent: closed at once"
         );
     }
 

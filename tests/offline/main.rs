@@ -2,7 +2,8 @@
 //! conventions, the policy diagnostics (snapshots in `tests/snapshots/`,
 //! named as when each file was its own binary), the HTTP layer without a
 //! socket, hot reload on real files, and `replay` against a hostile
-//! stand-in Prometheus. Each module was its own binary `tests/NAME.rs`;
+//! stand-in Prometheus, and the docs' command samples against what the binary
+//! prints. Each module was its own binary `tests/NAME.rs`;
 //! test paths stay `NAME::test` (e.g. `cargo test --test offline reload::`).
 //! `reload::sighup_triggers_a_reload` sends this process SIGHUP: nothing
 //! else here listens for it (no in-process exporter runs in this binary).
@@ -12,3 +13,4 @@ mod diagnostics;
 mod http_api;
 mod reload;
 mod replay_hostile;
+mod samples;

@@ -17,16 +17,24 @@ pub struct YamlError {
 
 /// Deserialize `text`, naming `path` in any error.
 pub fn from_str<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, YamlError> {
-    serde_saphyr::from_str(text).map_err(|e| {
-        let rendered =
-            e.render_with_options(serde_saphyr::render_options! { source_name: Some(path) });
-        YamlError {
-            message: format!(
-                "{path}: {}",
-                rendered.trim_start_matches("error: ").trim_end()
-            ),
-        }
-    })
+    serde_saphyr::from_str(text).map_err(|e| error(path, &e))
+}
+
+fn error(path: &str, e: &serde_saphyr::Error) -> YamlError {
+    let rendered = e.render_with_options(serde_saphyr::render_options! { source_name: Some(path) });
+    YamlError {
+        message: format!(
+            "{path}: {}",
+            rendered.trim_start_matches("error: ").trim_end()
+        ),
+    }
+}
+
+/// Every document of a multi-document stream (`---` separated, as
+/// `kubectl kustomize` prints), each deserialized alone; the budgets hold
+/// for the whole stream.
+pub fn documents<T: DeserializeOwned>(path: &str, text: &str) -> Result<Vec<T>, YamlError> {
+    serde_saphyr::from_multiple(text).map_err(|e| error(path, &e))
 }
 
 #[cfg(test)]
@@ -46,6 +54,16 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("x.yaml:2:1"), "{text}");
         assert!(text.contains("unknown field `nmae`"), "{text}");
+    }
+
+    #[test]
+    fn documents_reads_each_document_of_a_stream() {
+        let docs: Vec<serde_json::Value> =
+            documents("m.yaml", "kind: A\n---\nkind: B\n...\n---\nkind: C\n").unwrap();
+        let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["A", "B", "C"]);
+        let e = documents::<serde_json::Value>("m.yaml", "kind: A\n---\nkind: [\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.yaml:"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,202 @@
+//! The rules about *our* readinessProbe: one on another container of the
+//! exporter's pod that asks `/readyz` on a port of the exporter (its probe
+//! listener, or the main one). Such a probe is gated on a quorum (the
+//! default policy's linearizable read), is answered from a cached verdict
+//! within milliseconds, or after at most `?wait=` when it long-polls.
+
+use serde_json::Value;
+
+use super::Rule;
+use super::pod_security::{list, text};
+
+/// The exporter's listening ports: `--web.probe-listen-address` and
+/// `--web.listen-address` (flags or their `ERE_*` variables; 9379 by default).
+fn exporter_ports(exporter: &Value) -> Vec<u16> {
+    let args: Vec<&str> = list(&exporter["args"])
+        .iter()
+        .chain(list(&exporter["command"]))
+        .map(text)
+        .collect();
+    let env = |name: &str| {
+        list(&exporter["env"])
+            .iter()
+            .find(|e| text(&e["name"]) == name)
+            .map(|e| text(&e["value"]))
+    };
+    let flag = |name: &str| {
+        let eq = format!("--{name}=");
+        args.iter()
+            .enumerate()
+            .find_map(|(i, a)| match a.strip_prefix(&eq) {
+                Some(v) => Some(v),
+                None if *a == format!("--{name}") => args.get(i + 1).copied(),
+                None => None,
+            })
+    };
+    let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
+    let main = flag("web.listen-address")
+        .or(env("ERE_WEB_LISTEN_ADDRESS"))
+        .unwrap_or(":9379");
+    let probe = flag("web.probe-listen-address").or(env("ERE_WEB_PROBE_LISTEN_ADDRESS"));
+    [Some(main), probe]
+        .into_iter()
+        .flatten()
+        .filter_map(port)
+        .collect()
+}
+
+/// A probe field, or the kubelet's default for it.
+fn seconds(probe: &Value, field: &str, default: i64) -> i64 {
+    probe[field].as_i64().unwrap_or(default)
+}
+
+/// Findings about every container whose readinessProbe asks the exporter.
+pub(super) fn findings(
+    doc: &Value,
+    spec: &Value,
+    exporter: &Value,
+    out: &mut dyn FnMut(Rule, String, String),
+) {
+    let ports = exporter_ports(exporter);
+    let mut gated = Vec::new();
+    for c in list(&spec["containers"]) {
+        if std::ptr::eq(c, exporter) {
+            continue;
+        }
+        named_port(c, exporter, out);
+        let probe = &c["readinessProbe"];
+        let get = &probe["httpGet"];
+        let path = text(&get["path"]);
+        let port = match &get["port"] {
+            Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        };
+        let ours = port.is_some_and(|p| ports.contains(&p))
+            && (path == "/readyz" || path.starts_with("/readyz?"));
+        if !ours {
+            continue;
+        }
+        let name = text(&c["name"]);
+        gated.push(name);
+        thresholds(name, probe, out);
+        wait(name, probe, path, out);
+    }
+    if let Some(first) = gated.first() {
+        ordered_ready(doc, first, out);
+    }
+}
+
+/// A probe of `c` naming one of the exporter's ports (`ere-probe`): the
+/// kubelet resolves a named port in the probed container only, so the
+/// probe fails with "port not found" however the exporter decides.
+fn named_port(c: &Value, exporter: &Value, out: &mut dyn FnMut(Rule, String, String)) {
+    let own = |n: &str| list(&c["ports"]).iter().any(|p| text(&p["name"]) == n);
+    let theirs = |n: &str| {
+        list(&exporter["ports"])
+            .iter()
+            .find(|p| text(&p["name"]) == n)
+            .map(|p| p["containerPort"].clone())
+    };
+    for kind in ["readinessProbe", "livenessProbe", "startupProbe"] {
+        let probe = &c[kind];
+        for action in ["httpGet", "tcpSocket"] {
+            let Some(name) = probe[action]["port"].as_str() else {
+                continue;
+            };
+            if let Some(number) = theirs(name).filter(|_| !own(name)) {
+                out(
+                    Rule::ProbePort,
+                    format!(
+                        "container `{}`: {kind} {action} port `{name}` is the exporter's, and a named port is looked up among the probed container's own ports: the probe can never connect",
+                        text(&c["name"])
+                    ),
+                    format!("port: {number} (the number)"),
+                );
+            }
+        }
+    }
+}
+
+/// Period and thresholds that delay what the exporter decided: the
+/// verdict is evaluated every 250 ms and long-polled, so the kubelet should
+/// act on each answer.
+fn thresholds(name: &str, probe: &Value, out: &mut dyn FnMut(Rule, String, String)) {
+    let period = seconds(probe, "periodSeconds", 10);
+    let failure = seconds(probe, "failureThreshold", 3);
+    let success = seconds(probe, "successThreshold", 1);
+    if period > 1 || failure > 1 || success > 1 {
+        out(
+            Rule::ProbeThresholds,
+            format!(
+                "container `{name}`: readinessProbe periodSeconds {period}, failureThreshold {failure}, successThreshold {success} (unset fields count as the kubelet's defaults 10, 3, 1): a not-ready verdict reaches the Service up to {}s late, a ready one up to {}s, hiding what the exporter decided",
+                period * failure,
+                period * success
+            ),
+            "periodSeconds: 1, failureThreshold: 1, successThreshold: 1, as the stanza in README.md (\"The probe stanza\"); a hold-down belongs in the policy (`for`, `recover`), where it is explained".to_string(),
+        );
+    }
+}
+
+/// A long poll (`?wait=`) the kubelet gives up on before it can answer.
+fn wait(name: &str, probe: &Value, path: &str, out: &mut dyn FnMut(Rule, String, String)) {
+    let Some(query) = path.split_once('?').map(|(_, q)| q) else {
+        return;
+    };
+    let Some(w) = query.split('&').find_map(|kv| kv.strip_prefix("wait=")) else {
+        return;
+    };
+    let timeout = seconds(probe, "timeoutSeconds", 1);
+    let week = std::time::Duration::from_secs(7 * 86_400);
+    match crate::duration::parse(w, week) {
+        Err(e) => out(
+            Rule::ProbeTimeout,
+            format!(
+                "container `{name}`: readinessProbe path {path}: wait={w} is not a duration ({e})"
+            ),
+            "a duration such as `wait=2s`, shorter than timeoutSeconds".to_string(),
+        ),
+        Ok(d) if (timeout as f64) <= d.as_secs_f64() => out(
+            Rule::ProbeTimeout,
+            format!(
+                "container `{name}`: readinessProbe timeoutSeconds {timeout} does not exceed its ?wait={w}: the kubelet gives up before the exporter answers a poll that waits, and counts it as a failure"
+            ),
+            format!(
+                "timeoutSeconds: {} or more (the wait plus a second), or a shorter wait",
+                d.as_secs_f64().floor() as i64 + 1
+            ),
+        ),
+        Ok(_) => {}
+    }
+}
+
+/// A quorum-gated probe in a StatefulSet that creates its pods one at a
+/// time, each only once the one before is ready: the first member waits for
+/// a quorum that the others, never created, cannot give.
+fn ordered_ready(doc: &Value, name: &str, out: &mut dyn FnMut(Rule, String, String)) {
+    if doc["kind"] != "StatefulSet" {
+        return;
+    }
+    let policy = doc["spec"]["podManagementPolicy"]
+        .as_str()
+        .unwrap_or("OrderedReady");
+    let replicas = doc["spec"]["replicas"].as_i64().unwrap_or(1);
+    if policy != "OrderedReady" || replicas <= 1 {
+        return;
+    }
+    let sts = text(&doc["metadata"]["name"]);
+    out(
+        Rule::OrderedReady,
+        format!(
+            "podManagementPolicy {policy}{} with {replicas} replicas and a quorum-gated readinessProbe on container `{name}`: on a cold start (a new cluster, or every pod gone at once) {sts}-0 waits for a quorum and {sts}-1 is never created, so the cluster never starts",
+            if doc["spec"]["podManagementPolicy"].is_null() {
+                " (the default)"
+            } else {
+                ""
+            }
+        ),
+        format!(
+            "podManagementPolicy: Parallel (the sidecar component sets it; it changes how pods are created and deleted, not rolling updates). The field is immutable: on an existing StatefulSet, `kubectl delete statefulset {sts} --cascade=orphan` (the pods and their volumes keep running), then apply again; the new StatefulSet adopts the running pods"
+        ),
+    );
+}

@@ -1,0 +1,190 @@
+//! The findings for each fixture of tests/kustomize/lint/ (one defect
+//! each, `clean.yaml` none), as `lint` prints them: snapshots.
+
+use super::*;
+
+fn lint_fixture(path: &std::path::Path) -> (String, Report) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let name = format!(
+        "tests/kustomize/lint/{}",
+        path.file_name().unwrap().to_string_lossy()
+    );
+    let report = lint(&name, &text).unwrap();
+    (render(&name, &report), report)
+}
+
+#[test]
+fn each_fixture_reports_its_defect_and_only_it() {
+    insta::glob!("../../tests/kustomize/lint", "*.yaml", |path| {
+        let (text, report) = lint_fixture(path);
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let rules: Vec<&str> = report.findings.iter().map(|f| f.rule.id()).collect();
+        if stem == "clean" {
+            assert!(rules.is_empty(), "{text}");
+        } else {
+            assert!(!rules.is_empty(), "{stem}: no finding\n{text}");
+            assert!(
+                rules.iter().all(|r| *r == stem),
+                "{stem}: {rules:?}\n{text}"
+            );
+        }
+        insta::assert_snapshot!("lint__fixtures", text);
+    });
+}
+
+#[test]
+fn invalid_yaml_is_an_error_naming_the_file_and_line() {
+    let e = lint("x.yaml", "kind: Pod\nspec: [\n").unwrap_err();
+    assert!(e.to_string().starts_with("x.yaml:"), "{e}");
+}
+
+#[test]
+fn lists_and_empty_documents_are_read() {
+    let text = "---\n---\napiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      containers: [{name: c}]\n";
+    let r = lint("x.yaml", text).unwrap();
+    assert_eq!(r.objects, 1);
+    assert!(r.findings.iter().any(|f| f.rule == Rule::NoImage), "{r:?}");
+}
+
+#[test]
+fn a_pdb_keeps_a_quorum_by_integer_percent_or_max_unavailable() {
+    let sts = |n: i64| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: e}}\nspec:\n  replicas: {n}\n  podManagementPolicy: Parallel\n  template:\n    metadata: {{labels: {{app: e}}}}\n    spec:\n      containers: [{{name: etcd-readiness-exporter, image: x}}]\n"
+        )
+    };
+    let pdb = |field: &str| {
+        format!(
+            "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: b}}\nspec:\n  {field}\n  selector: {{matchExpressions: [{{key: app, operator: In, values: [e]}}]}}\n"
+        )
+    };
+    let quorum_kept = |n: i64, field: &str| {
+        let r = lint("x", &(sts(n) + &pdb(field))).unwrap();
+        !r.findings.iter().any(|f| f.rule == Rule::PdbQuorum)
+    };
+    for n in [1, 3, 5, 7, 49] {
+        assert!(quorum_kept(n, "minAvailable: 51%"), "{n}");
+        assert!(
+            quorum_kept(n, &format!("minAvailable: {}", n / 2 + 1)),
+            "{n}"
+        );
+        assert!(
+            quorum_kept(n, &format!("maxUnavailable: {}", (n - 1) / 2)),
+            "{n}"
+        );
+    }
+    assert!(!quorum_kept(3, "minAvailable: 1"));
+    assert!(!quorum_kept(4, "minAvailable: 50%"));
+    assert!(!quorum_kept(5, "maxUnavailable: 3"));
+    assert!(!quorum_kept(5, "maxUnavailable: 50%"));
+}
+
+/// The known-bad pods of `.ci/pod-security --self-test`, each refused for
+/// its rule; the compliant pod passes. Long because the table is one
+/// mutation per rule, read side by side with that self-test.
+#[test]
+fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
+    use serde_json::json;
+    let good = json!({
+        "metadata": {},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80}],
+                "securityContext": {"allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}],
+            "volumes": [{"name": "v", "configMap": {"name": "x"}}, {"name": "d", "emptyDir": {}}],
+        }
+    });
+    let check = |p: &serde_json::Value| pod_security::violations(&p["metadata"], &p["spec"]);
+    assert_eq!(check(&good), Vec::<String>::new());
+    type Mutation = fn(&mut serde_json::Value);
+    let bad: &[(&str, Mutation)] = &[
+        ("hostNetwork", |p| p["spec"]["hostNetwork"] = json!(true)),
+        ("hostPID", |p| p["spec"]["hostPID"] = json!(true)),
+        ("hostIPC", |p| p["spec"]["hostIPC"] = json!(true)),
+        ("privileged", |p| {
+            p["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true)
+        }),
+        ("hostPath", |p| {
+            p["spec"]["volumes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "h", "hostPath": {"path": "/"}}))
+        }),
+        ("nfs", |p| {
+            p["spec"]["volumes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
+        }),
+        ("hostPort", |p| {
+            p["spec"]["containers"][0]["ports"][0]["hostPort"] = json!(80)
+        }),
+        ("SYS_ADMIN", |p| {
+            p["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] =
+                json!(["SYS_ADMIN"])
+        }),
+        ("drop ALL", |p| {
+            p["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] =
+                json!(["NET_RAW"])
+        }),
+        ("allowPrivilegeEscalation", |p| {
+            p["spec"]["containers"][0]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("allowPrivilegeEscalation");
+        }),
+        ("runAsNonRoot", |p| {
+            p["spec"]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("runAsNonRoot");
+        }),
+        ("container runAsNonRoot false", |p| {
+            p["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = json!(false)
+        }),
+        ("runAsUser 0", |p| {
+            p["spec"]["containers"][0]["securityContext"]["runAsUser"] = json!(0)
+        }),
+        ("seccomp unset", |p| {
+            p["spec"]["securityContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("seccompProfile");
+        }),
+        ("seccomp Unconfined", |p| {
+            p["spec"]["containers"][0]["securityContext"]["seccompProfile"] =
+                json!({"type": "Unconfined"})
+        }),
+        ("sysctl", |p| {
+            p["spec"]["securityContext"]["sysctls"] =
+                json!([{"name": "kernel.msgmax", "value": "1"}])
+        }),
+        ("procMount", |p| {
+            p["spec"]["containers"][0]["securityContext"]["procMount"] = json!("Unmasked")
+        }),
+        ("SELinux user", |p| {
+            p["spec"]["containers"][0]["securityContext"]["seLinuxOptions"] =
+                json!({"user": "system_u"})
+        }),
+        (
+            "AppArmor",
+            |p| {
+                p["metadata"]["annotations"] =
+                    json!({"container.apparmor.security.beta.kubernetes.io/c": "unconfined"})
+            },
+        ),
+        ("hostProcess", |p| {
+            p["spec"]["containers"][0]["securityContext"]["windowsOptions"] =
+                json!({"hostProcess": true})
+        }),
+        ("init container", |p| {
+            p["spec"]["initContainers"] = json!([{"name": "i", "image": "x"}])
+        }),
+    ];
+    for (name, mutate) in bad {
+        let mut p = good.clone();
+        mutate(&mut p);
+        assert!(!check(&p).is_empty(), "not refused: {name}");
+    }
+}
