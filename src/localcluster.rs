@@ -75,14 +75,27 @@ pub fn etcd_member_command(
     peer: &str,
     initial: &str,
 ) -> Command {
+    member_command(etcd, name, data_dir, client, (peer, peer), initial)
+}
+
+/// [`etcd_member_command`] listening for peers on `peer.0` and telling them
+/// to dial `peer.1` (a relay in front of it, [`Builder::advertise_peers`]).
+fn member_command(
+    etcd: &Path,
+    name: &str,
+    data_dir: &Path,
+    client: &str,
+    peer: (&str, &str),
+    initial: &str,
+) -> Command {
     let mut cmd = Command::new(etcd);
     cmd.args(["--name", name])
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--listen-client-urls", client])
         .args(["--advertise-client-urls", client])
-        .args(["--listen-peer-urls", peer])
-        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--listen-peer-urls", peer.0])
+        .args(["--initial-advertise-peer-urls", peer.1])
         .args(["--initial-cluster", initial]);
     cmd
 }
@@ -128,6 +141,9 @@ pub struct Member {
     pub name: String,
     pub client_port: u16,
     pub peer_port: u16,
+    /// The port its peers dial: `peer_port`, or a relay's in front of it
+    /// ([`Builder::advertise_peers`]).
+    pub advertised_peer_port: u16,
     /// `--listen-metrics-urls` port, when the cluster was built with metrics.
     pub metrics_port: Option<u16>,
     pub data_dir: PathBuf,
@@ -166,9 +182,18 @@ pub struct Builder {
     tls: Option<ServerTls>,
     quota: Option<u64>,
     metrics: bool,
+    advertised_peer_ports: Option<Vec<u16>>,
 }
 
 impl Builder {
+    /// Member `i` tells its peers to dial `ports[i]` instead of its own peer
+    /// port: where the caller runs a relay to it (e.g. one that delays the
+    /// traffic, to stretch the cluster over a slow link).
+    pub fn advertise_peers(mut self, ports: Vec<u16>) -> Self {
+        self.advertised_peer_ports = Some(ports);
+        self
+    }
+
     /// The `etcd` binary to run (default: [`default_etcd`]).
     pub fn etcd(mut self, etcd: impl Into<PathBuf>) -> Self {
         self.etcd = etcd.into();
@@ -215,6 +240,11 @@ impl Builder {
                 name: format!("m{i}"),
                 client_port: ports[3 * i - 3],
                 peer_port: ports[3 * i - 2],
+                advertised_peer_port: self
+                    .advertised_peer_ports
+                    .as_ref()
+                    .and_then(|a| a.get(i - 1).copied())
+                    .unwrap_or(ports[3 * i - 2]),
                 metrics_port: self.metrics.then_some(ports[3 * i - 1]),
                 data_dir: dir.join(format!("m{i}.etcd")),
                 log: dir.join(format!("m{i}.log")),
@@ -272,6 +302,7 @@ impl LocalCluster {
             tls: None,
             quota: None,
             metrics: false,
+            advertised_peer_ports: None,
         }
     }
 
@@ -308,7 +339,7 @@ impl LocalCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.advertised_peer_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -332,12 +363,13 @@ impl LocalCluster {
             .map_err(log_err)?;
         let log2 = log.try_clone().map_err(log_err)?;
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let mut cmd = etcd_member_command(
+        let advertised = format!("http://127.0.0.1:{}", m.advertised_peer_port);
+        let mut cmd = member_command(
             &self.cfg.etcd,
             &m.name,
             &m.data_dir,
             &client,
-            &peer,
+            (&peer, &advertised),
             &initial,
         );
         cmd.args(["--initial-cluster-state", "new"])

@@ -23,16 +23,15 @@ async fn ready_exporters(cluster: &EtcdCluster) -> Vec<Exporter> {
 }
 
 /// One exporter per member of `cluster`, each ready; with `metrics`, each
-/// also reads its member's own metrics (`--etcd.metrics-url`: etcd serves
-/// them on the client port too).
+/// also reads its member's own metrics (the default: `--etcd.metrics-url`
+/// is the client port's `/metrics`), without, the flag is empty.
 async fn ready_exporters_with(cluster: &EtcdCluster, metrics: bool) -> Vec<Exporter> {
     let mut exporters = Vec::new();
     for endpoint in cluster.endpoints() {
-        let url = format!("{endpoint}/metrics");
         exporters.push(
             Exporter::start(&endpoint, |a| {
-                if metrics {
-                    a.etcd_metrics_url = Some(url);
+                if !metrics {
+                    a.etcd_metrics_url = Some(String::new());
                 }
             })
             .await,
@@ -189,9 +188,9 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
     };
     let survivor = (leader + 1) % 3;
     let endpoint = cluster.endpoint(survivor);
-    let url = format!("{endpoint}/metrics");
-    let plain = Exporter::start(&endpoint, |_| {}).await;
-    let read = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url)).await;
+    let plain = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(String::new())).await;
+    // The default: the member's own /metrics on its client port.
+    let read = Exporter::start(&endpoint, |_| {}).await;
     for e in [&plain, &read] {
         assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
     }

@@ -32,9 +32,12 @@ impl Shared {
         }
         let endpoint = cfg.endpoint.clone();
         let client = self
-            .bounded("connect", async move {
-                Client::connect([endpoint], Some(opts)).await
-            })
+            // Boxed: tonic's connect future is large, and every future that
+            // may connect (all of them) would carry it inline.
+            .bounded(
+                "connect",
+                Box::pin(async move { Client::connect([endpoint], Some(opts)).await }),
+            )
             .await?;
         // Keep the client even after errors: tonic reconnects by itself, and
         // a fresh client would not help a member that does not answer.
