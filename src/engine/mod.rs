@@ -514,6 +514,13 @@ mod tests {
     use crate::signals::Value;
 
     fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
+        engine_with(src, Clock::node())
+    }
+
+    fn engine_with(
+        src: &str,
+        clock: Clock,
+    ) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
         let catalogue = Arc::new(Catalogue::builtin());
         let policy = Policy::compile("p", src, &catalogue).unwrap();
         let store = Arc::new(SignalStore::new(&catalogue));
@@ -530,9 +537,41 @@ mod tests {
                 sample_interval: Duration::from_secs(1),
                 sample_timeout: Duration::from_millis(500),
             },
-            Clock::node(),
+            clock,
         );
         (h, registry)
+    }
+
+    /// The loop's timing rule on tokio's paused clock: an evaluation at
+    /// once when woken, every TICK otherwise, every PENDING_TICK while a
+    /// call is in flight, each published at the clock's instant.
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_evaluates_when_woken_every_tick_and_faster_while_a_call_is_pending() {
+        let clock = Clock::manual(SystemTime::UNIX_EPOCH, None);
+        let (h, _) = engine_with("check leader: leader\n", clock.clone());
+        let t0 = clock.now();
+        let ms = Duration::from_millis;
+        let after = |h: &EngineHandle| h.verdict().at - t0;
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1), t0);
+        let _task = h.spawn();
+        // Woken by the round: evaluated at once.
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(after(&h), ms(0));
+        // Nothing happens: the next evaluation a TICK later.
+        tokio::time::sleep(TICK).await;
+        assert_eq!(after(&h), TICK);
+        // A call in flight: after the next tick, every PENDING_TICK.
+        let leader = h.catalogue().id("leader");
+        h.store()
+            .record_pending(leader, clock.now(), None, Duration::from_secs(5), "Status");
+        tokio::time::sleep_until((t0 + 2 * TICK + PENDING_TICK + ms(1)).into()).await;
+        assert_eq!(after(&h), 2 * TICK + PENDING_TICK);
+        // Woken: at once, not at the next tick.
+        tokio::time::sleep(ms(5)).await;
+        h.notifier().wake();
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(after(&h), 2 * TICK + PENDING_TICK + ms(6));
     }
 
     fn compile(h: &EngineHandle, src: &str) -> Arc<Policy> {

@@ -2,14 +2,15 @@
 //! a loopback relay that holds each chunk for a delay one way
 //! (`testkit::slowlink`), so linearizable reads take hundreds of
 //! milliseconds while every member serves. Each member's exporter (default
-//! flags) must stay ready as the kubelet sees it through the shipped
+//! flags: `--sample.interval 1s --sample.timeout 500ms`, the member's
+//! metrics read) must stay ready as the kubelet sees it through the shipped
 //! stanza's period: a probe every second, each on a new connection, one not
 //! answered within its 1 s timeout a failure — and, stricter, with no
 //! readiness transition at all in its `/history` (a held probe would see
 //! every blink).
 //!
 //! The window is 30 s here (`ERE_SLOW_LINK_SECONDS` sets it: the 5-minute
-//! run of docs/BENCHMARKS.md), the delay 80 ms one way
+//! run of docs/BENCHMARKS.md), the delay 100 ms one way
 //! (`ERE_SLOW_LINK_DELAY_MS`), which makes reads take up to about half the
 //! default policy's `qget_ms < 1000`.
 
@@ -40,12 +41,19 @@ struct Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_member_of_a_cluster_over_a_slow_link_stays_ready_through_the_probe() {
-    let delay = Duration::from_millis(env_u64("ERE_SLOW_LINK_DELAY_MS", 80));
+    let delay = Duration::from_millis(env_u64("ERE_SLOW_LINK_DELAY_MS", 100));
     let window = env_u64("ERE_SLOW_LINK_SECONDS", 30);
     let (cluster, _links) = slow_cluster(3, delay).await;
     let mut exporters = Vec::new();
     for endpoint in cluster.endpoints() {
-        exporters.push(Exporter::start(&endpoint, |_| {}).await);
+        // The defaults adopters run, not the testkit's faster test timing.
+        exporters.push(
+            Exporter::start(&endpoint, |a| {
+                a.sample_interval = Duration::from_secs(1);
+                a.sample_timeout = Duration::from_millis(500);
+            })
+            .await,
+        );
     }
     for (i, e) in exporters.iter().enumerate() {
         let r = e.wait_for("/readyz", 200, READY).await;

@@ -407,6 +407,12 @@ mod tests {
         panic!("the machine did not settle: {trace:?}");
     }
 
+    fn check(table: Vec<(&str, Member, Trace)>) {
+        for (what, member, want) in table {
+            assert_eq!(drive(&member), want, "{what}");
+        }
+    }
+
     const FOLLOWER: Facts = Facts {
         served: true,
         status_answers: true,
@@ -432,9 +438,8 @@ mod tests {
     }
 
     #[test]
-    fn the_credit_of_each_kind_of_member_on_virtual_time() {
-        use Refusal::*;
-        // (what, the member, expected trace)
+    fn elections_keep_or_win_the_credit() {
+        // (what, the member, expected trace), on virtual time
         let table: Vec<(&str, Member, Trace)> = vec![
             (
                 // An election: the follower's read is credited just before its
@@ -475,39 +480,45 @@ mod tests {
                 },
             ),
             (
-                // The leader's read that waits cannot reach a quorum: judged
-                // when its trust runs out, the engine woken then.
-                "the leader",
+                // An election where the count is read: one peer left, credited.
+                "an election with the peer count",
                 Member {
-                    facts: |_| Facts {
-                        role: Role::Leader,
-                        ..FOLLOWER
+                    facts: |t| {
+                        with_peers(if t < 60 {
+                            counted(2.0, false)
+                        } else {
+                            counted(1.0, true)
+                        })
                     },
                     contended: none,
-                    answers_at: None,
+                    answers_at: Some(800),
                 },
                 Trace {
-                    judged: Some((110, Some(LeaderOrRoleUnknown))),
-                    wakes: vec![110],
+                    asks: vec![50, 190, 290, 390, 490, 590, 690, 790],
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
                     ..Trace::default()
                 },
             ),
             (
-                "a learner",
+                // A quick answer: nothing happens.
+                "a healthy read",
                 Member {
-                    facts: |_| Facts {
-                        learner: Some(true),
-                        ..FOLLOWER
-                    },
+                    facts: |_| FOLLOWER,
                     contended: none,
-                    answers_at: None,
+                    answers_at: Some(3),
                 },
-                Trace {
-                    judged: Some((110, Some(Learner))),
-                    wakes: vec![110],
-                    ..Trace::default()
-                },
+                Trace::default(),
             ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_lost_quorum_gets_none_where_its_peers_are_counted_and_one_election_without() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
             (
                 // A lost quorum where the peer count is read: asked for
                 // half-way, 0 peers counted at 70 ms, judged at the trust's end.
@@ -554,27 +565,6 @@ mod tests {
                 },
             ),
             (
-                // An election where the count is read: one peer left, credited.
-                "an election with the peer count",
-                Member {
-                    facts: |t| {
-                        with_peers(if t < 60 {
-                            counted(2.0, false)
-                        } else {
-                            counted(1.0, true)
-                        })
-                    },
-                    contended: none,
-                    answers_at: Some(800),
-                },
-                Trace {
-                    asks: vec![50, 190, 290, 390, 490, 590, 690, 790],
-                    credited: Some(90),
-                    trusts: vec![(90, 1000)],
-                    ..Trace::default()
-                },
-            ),
-            (
                 // Without the count a lost quorum's survivor looks like an
                 // election: credited, withdrawn when an election would be over.
                 "a lost quorum without the peer count",
@@ -591,6 +581,75 @@ mod tests {
                     ..Trace::default()
                 },
             ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn the_leader_a_learner_and_a_member_whose_last_read_failed_get_none() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // The leader's read that waits cannot reach a quorum: judged
+                // when its trust runs out, the engine woken then.
+                "the leader",
+                Member {
+                    facts: |_| Facts {
+                        role: Role::Leader,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(LeaderOrRoleUnknown))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                "a learner",
+                Member {
+                    facts: |_| Facts {
+                        learner: Some(true),
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(Learner))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A member whose last read failed gets none (once per outage).
+                "a member whose last read failed",
+                Member {
+                    facts: |_| Facts {
+                        served: false,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(LastReadFailed))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_frozen_member_gets_none_or_loses_it_and_contention_only_delays_the_verdict() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
             (
                 // A frozen member: its Status is outdated too, no credit.
                 "a frozen member",
@@ -647,37 +706,8 @@ mod tests {
                     ..Trace::default()
                 },
             ),
-            (
-                // A member whose last read failed gets none (once per outage).
-                "a member whose last read failed",
-                Member {
-                    facts: |_| Facts {
-                        served: false,
-                        ..FOLLOWER
-                    },
-                    contended: none,
-                    answers_at: None,
-                },
-                Trace {
-                    judged: Some((110, Some(LastReadFailed))),
-                    wakes: vec![110],
-                    ..Trace::default()
-                },
-            ),
-            (
-                // A quick answer: nothing happens.
-                "a healthy read",
-                Member {
-                    facts: |_| FOLLOWER,
-                    contended: none,
-                    answers_at: Some(3),
-                },
-                Trace::default(),
-            ),
         ];
-        for (what, member, want) in table {
-            assert_eq!(drive(&member), want, "{what}");
-        }
+        check(table);
     }
 
     #[test]
