@@ -13,6 +13,7 @@ pub mod bounded_read;
 pub mod build_info;
 pub mod checked;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod contention;
 pub mod cpuquota;

@@ -75,14 +75,27 @@ pub fn etcd_member_command(
     peer: &str,
     initial: &str,
 ) -> Command {
+    member_command(etcd, name, data_dir, client, (peer, peer), initial)
+}
+
+/// [`etcd_member_command`] listening for peers on `peer.0` and telling them
+/// to dial `peer.1` (a relay in front of it, [`Builder::advertise_peers`]).
+fn member_command(
+    etcd: &Path,
+    name: &str,
+    data_dir: &Path,
+    client: &str,
+    peer: (&str, &str),
+    initial: &str,
+) -> Command {
     let mut cmd = Command::new(etcd);
     cmd.args(["--name", name])
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--listen-client-urls", client])
         .args(["--advertise-client-urls", client])
-        .args(["--listen-peer-urls", peer])
-        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--listen-peer-urls", peer.0])
+        .args(["--initial-advertise-peer-urls", peer.1])
         .args(["--initial-cluster", initial]);
     cmd
 }
@@ -128,6 +141,9 @@ pub struct Member {
     pub name: String,
     pub client_port: u16,
     pub peer_port: u16,
+    /// The port its peers dial: `peer_port`, or a relay's in front of it
+    /// ([`Builder::advertise_peers`]).
+    pub advertised_peer_port: u16,
     /// `--listen-metrics-urls` port, when the cluster was built with metrics.
     pub metrics_port: Option<u16>,
     pub data_dir: PathBuf,
@@ -168,12 +184,21 @@ pub struct Builder {
     metrics: bool,
     /// The loopback address every URL of the members uses.
     loopback: std::net::IpAddr,
+    advertised_peer_ports: Option<Vec<u16>>,
 }
 
 impl Builder {
     /// Listen (client, peer, metrics) on `[::1]` instead of 127.0.0.1.
     pub fn ipv6(mut self) -> Self {
         self.loopback = std::net::Ipv6Addr::LOCALHOST.into();
+        self
+    }
+
+    /// Member `i` tells its peers to dial `ports[i]` instead of its own peer
+    /// port: where the caller runs a relay to it (e.g. one that delays the
+    /// traffic, to stretch the cluster over a slow link).
+    pub fn advertise_peers(mut self, ports: Vec<u16>) -> Self {
+        self.advertised_peer_ports = Some(ports);
         self
     }
 
@@ -223,6 +248,11 @@ impl Builder {
                 name: format!("m{i}"),
                 client_port: ports[3 * i - 3],
                 peer_port: ports[3 * i - 2],
+                advertised_peer_port: self
+                    .advertised_peer_ports
+                    .as_ref()
+                    .and_then(|a| a.get(i - 1).copied())
+                    .unwrap_or(ports[3 * i - 2]),
                 metrics_port: self.metrics.then_some(ports[3 * i - 1]),
                 data_dir: dir.join(format!("m{i}.etcd")),
                 log: dir.join(format!("m{i}.log")),
@@ -281,6 +311,7 @@ impl LocalCluster {
             quota: None,
             metrics: false,
             loopback: std::net::Ipv4Addr::LOCALHOST.into(),
+            advertised_peer_ports: None,
         }
     }
 
@@ -319,7 +350,7 @@ impl LocalCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}={}", m.name, self.url("http", m.peer_port)))
+            .map(|m| format!("{}={}", m.name, self.url("http", m.advertised_peer_port)))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -333,6 +364,7 @@ impl LocalCluster {
         let client = self.endpoint(i);
         let peer = self.url("http", self.members[i].peer_port);
         let metrics = self.metrics_url(i);
+        let advertised = self.url("http", self.members[i].advertised_peer_port);
         let m = &mut self.members[i];
         let log_err = |source| ClusterError::Log {
             path: m.log.clone(),
@@ -344,12 +376,12 @@ impl LocalCluster {
             .open(&m.log)
             .map_err(log_err)?;
         let log2 = log.try_clone().map_err(log_err)?;
-        let mut cmd = etcd_member_command(
+        let mut cmd = member_command(
             &self.cfg.etcd,
             &m.name,
             &m.data_dir,
             &client,
-            &peer,
+            (&peer, &advertised),
             &initial,
         );
         cmd.args(["--initial-cluster-state", "new"])

@@ -5,6 +5,7 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
+use crate::clock::Clock;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -271,12 +272,15 @@ pub async fn start_with(
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     let store = Arc::new(SignalStore::new(&catalogue));
+    // The one clock, read here and nowhere below (crate::clock).
+    let clock = Clock::node();
     let notifier = RoundNotifier::new();
     let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
     let sampling = Sampling {
         store: store.clone(),
         notifier: notifier.clone(),
         metrics: metrics.sources.clone(),
+        clock: clock.clone(),
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
@@ -291,6 +295,7 @@ pub async fn start_with(
             sample_interval: config.sample_interval,
             sample_timeout: config.sample_timeout,
         },
+        clock.clone(),
     );
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
@@ -299,12 +304,13 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its spec.
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd),
+        etcd_config_for_this_process(&config.etcd, &clock),
         &catalogue,
         store.clone(),
         notifier.clone(),
         metrics.sources.clone(),
         Some(metrics.member_info),
+        clock.clone(),
     ));
     tasks.extend(prepared.into_iter().map(|p| p.spawn(&sampling)));
 
@@ -557,9 +563,9 @@ pub async fn shutdown_signal() {
 /// `etcd` with what this process's own CPU limit implies: under a CFS quota
 /// the exporter can be frozen for up to one period, which must not outdate a
 /// healthy answer (see [`crate::cpuquota`]).
-fn etcd_config_for_this_process(etcd: &EtcdConfig) -> EtcdConfig {
+fn etcd_config_for_this_process(etcd: &EtcdConfig, clock: &Clock) -> EtcdConfig {
     let mut etcd = etcd.clone();
-    if let Some(q) = crate::cpuquota::current() {
+    if let Some(q) = clock.cpu_quota() {
         etcd.freeze = q.longest_freeze();
         tracing::info!(
             limit_millicores = %q.millicores(),
@@ -570,7 +576,7 @@ fn etcd_config_for_this_process(etcd: &EtcdConfig) -> EtcdConfig {
              outdates the last answer only after that period and a margin"
         );
     }
-    if crate::contention::available() {
+    if clock.has_cpu_pressure() {
         tracing::debug!(
             "CPU pressure (PSI) available: time the node's CPU is contended while an etcd call \
              is pending extends its trust, up to {:?}",

@@ -51,8 +51,9 @@ pub struct ServeArgs {
     /// This member's own metrics endpoint: etcd's --listen-metrics-urls
     /// (e.g. http://127.0.0.1:2381; /metrics is added to a URL without a
     /// path), or the client port's https://…/metrics with the --etcd.cacert,
-    /// --etcd.cert and --etcd.key of the etcd source. Enables defrag_inflight,
-    /// db_quota_ratio and active_peers. Off by default.
+    /// --etcd.cert and --etcd.key of the etcd source. Gives defrag_inflight,
+    /// db_quota_ratio and active_peers. Default: --etcd.endpoint's own
+    /// /metrics; an empty value turns it off.
     #[arg(
         long = "etcd.metrics-url",
         env = "ERE_ETCD_METRICS_URL",

@@ -110,7 +110,8 @@ pub struct ServeConfig {
     pub sample_timeout: Duration,
     /// The backup sidecar source, when `--backup.url` is given.
     pub backup: Option<BackupConfig>,
-    /// This member's metrics endpoint, when `--etcd.metrics-url` is given.
+    /// This member's metrics endpoint: `--etcd.metrics-url`, by default the
+    /// endpoint's own `/metrics`; `None` when the flag is empty.
     pub etcd_metrics: Option<EtcdMetricsConfig>,
     /// The DNS owner check, when `--owner.name` and `--owner.id` are given.
     pub owner: Option<OwnerConfig>,
@@ -343,11 +344,18 @@ fn backup_config(a: &ServeArgs) -> Option<BackupConfig> {
 }
 
 /// `--etcd.metrics-url` and `--etcd.metrics-interval`: the member's own
-/// metrics endpoint. An https:// URL is the client port's `/metrics`, which
-/// takes the etcd source's TLS files; http:// takes none.
+/// metrics endpoint, by default the `/metrics` of `--etcd.endpoint` (etcd
+/// serves it on its client port), off with an empty value. An https:// URL
+/// is the client port's `/metrics`, which takes the etcd source's TLS files;
+/// http:// takes none. An etcd that refuses `/metrics` there fails no check:
+/// every term that needs these signals is optional (`??`) in the shipped
+/// policies, and the election credit is decided without a peer count that
+/// was never read.
 fn etcd_metrics_config(a: &ServeArgs) -> Result<Option<EtcdMetricsConfig>, ConfigError> {
-    let Some(flag) = &a.etcd_metrics_url else {
-        return Ok(None);
+    let flag = match &a.etcd_metrics_url {
+        Some(flag) if flag.trim().is_empty() => return Ok(None),
+        Some(flag) => flag.as_str(),
+        None => a.etcd_endpoint.trim(),
     };
     let url = crate::sources::etcd_metrics::metrics_url(flag)
         .map_err(|e| ConfigError::EtcdMetrics(e.to_string()))?;
@@ -532,6 +540,21 @@ mod tests {
             e.starts_with("--source.max-body-bytes 10 is out of range"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_members_metrics_are_read_from_its_endpoint_by_default_and_an_empty_flag_turns_them_off()
+    {
+        let a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        let m = ServeConfig::from_args(&a).unwrap().etcd_metrics.unwrap();
+        assert_eq!(m.url, "http://127.0.0.1:2379/metrics");
+        assert!(m.tls.ca.is_none());
+        let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
+        a.etcd_metrics_url = Some(String::new());
+        assert!(ServeConfig::from_args(&a).unwrap().etcd_metrics.is_none());
+        a.etcd_metrics_url = Some("http://127.0.0.1:2381".into());
+        let m = ServeConfig::from_args(&a).unwrap().etcd_metrics.unwrap();
+        assert_eq!(m.url, "http://127.0.0.1:2381/metrics");
     }
 
     #[test]

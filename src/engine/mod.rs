@@ -7,6 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::clock::{Clock, NodeTime};
+
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::task::JoinHandle;
 
@@ -72,6 +74,8 @@ struct EvalState {
 }
 
 struct Shared {
+    /// The one clock: the engine reads no other, and no `/proc`.
+    clock: Clock,
     catalogue: Arc<Catalogue>,
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
@@ -117,19 +121,20 @@ impl EngineHandle {
         notifier: RoundNotifier,
         metrics: EngineMetrics,
         timing: Timing,
+        clock: Clock,
     ) -> Self {
-        let now = Instant::now();
+        let NodeTime { now, wall, .. } = clock.read();
         // The verdict is `starting` until etcd's first round (see
         // `evaluate`); `/livez` fails if that round never comes.
         notifier.expect(&Source::Etcd, timing.sample_interval, timing.sample_timeout);
         let shared = Shared {
             published: ArcSwap::from_pointee(Published {
-                verdict: Verdict::starting(SystemTime::now()),
+                verdict: Verdict::starting(wall),
                 at: now,
             }),
             policy: ArcSwap::from_pointee(PolicyStatus {
                 policy: policy.clone(),
-                loaded_at: SystemTime::now(),
+                loaded_at: wall,
                 last_reload_error: None,
             }),
             eval: Mutex::new(EvalState {
@@ -140,15 +145,16 @@ impl EngineHandle {
                 transition_log: loglimit::TransitionLog::default(),
                 candidate: None,
             }),
+            clock,
             catalogue,
             store,
             notifier,
             metrics,
             timing,
-            history: history::History::new(now, SystemTime::now()),
+            history: history::History::new(now, wall),
             candidate_status: ArcSwapOption::empty(),
             candidate_published: ArcSwapOption::empty(),
-            candidate_history: history::History::new(now, SystemTime::now()),
+            candidate_history: history::History::new(now, wall),
             candidate_metrics: std::sync::OnceLock::new(),
             changes: tokio::sync::watch::Sender::new(0),
         };
@@ -192,7 +198,7 @@ impl EngineHandle {
     /// Publish `verdict` as if the loop had produced it now. For tests of the
     /// HTTP layer and tools; a running loop replaces it at its next evaluation.
     pub fn publish(&self, verdict: Verdict) {
-        self.publish_at(verdict, Instant::now());
+        self.publish_at(verdict, self.shared.clock.now());
     }
 
     /// [`publish`](Self::publish) with the time it was evaluated, so a test
@@ -227,7 +233,10 @@ impl EngineHandle {
 
     /// How long ago the latest verdict was published.
     pub fn verdict_age(&self) -> Duration {
-        self.shared.published.load().at.elapsed()
+        self.shared
+            .clock
+            .now()
+            .saturating_duration_since(self.shared.published.load().at)
     }
 
     pub fn timing(&self) -> Timing {
@@ -263,7 +272,9 @@ impl EngineHandle {
     pub fn set_policy(&self, policy: Arc<Policy>) {
         {
             let mut st = self.lock_eval();
-            let kept = st.evaluator.replace_policy(policy.clone(), Instant::now());
+            let kept = st
+                .evaluator
+                .replace_policy(policy.clone(), self.shared.clock.now());
             tracing::info!(
                 path = policy.path(),
                 sha256 = policy.sha256(),
@@ -274,7 +285,7 @@ impl EngineHandle {
         }
         self.shared.policy.store(Arc::new(PolicyStatus {
             policy,
-            loaded_at: SystemTime::now(),
+            loaded_at: self.shared.clock.wall(),
             last_reload_error: None,
         }));
         self.evaluate_now();
@@ -302,7 +313,8 @@ impl EngineHandle {
     /// checks whose name and expression are unchanged keep their state.
     /// Clears the candidate's reload error and re-evaluates at once.
     pub fn set_candidate(&self, policy: Arc<Policy>) {
-        let (now, wall) = (Instant::now(), SystemTime::now());
+        let node = self.shared.clock.read();
+        let (now, wall) = (node.now, node.wall);
         {
             let mut st = self.lock_eval();
             match &mut st.candidate {
@@ -334,7 +346,7 @@ impl EngineHandle {
                 loaded_at: Some(wall),
                 last_reload_error: None,
             })));
-        self.evaluate_at(now, wall);
+        self.evaluate_with(&node);
     }
 
     /// Record (or clear) why the last reload of the candidate file failed;
@@ -369,19 +381,26 @@ impl EngineHandle {
     /// Evaluate once and publish. Until the etcd source finished its first
     /// round the verdict stays `starting`.
     pub fn evaluate_now(&self) {
-        self.evaluate_at(Instant::now(), SystemTime::now());
+        self.evaluate_with(&self.shared.clock.read());
     }
 
     /// [`evaluate_now`](Self::evaluate_now) as if the clocks read `now` and
-    /// `wall`: the engine's one clock input, so tests can step time exactly
+    /// `wall`, with no CPU pressure known: so tests can step time exactly
     /// instead of sleeping.
     pub fn evaluate_at(&self, now: Instant, wall: SystemTime) {
+        self.evaluate_with(&NodeTime::at(now, wall));
+    }
+
+    /// Evaluate at the node time `node`, read by the caller from the one
+    /// clock: nothing here reads another.
+    pub fn evaluate_with(&self, node: &NodeTime) {
+        let (now, wall) = (node.now, node.wall);
         let sh = &*self.shared;
         let mut guard = self.lock_eval();
         let st = &mut *guard;
         // The node's contended CPU time now: a call pending through a
         // moment of contention is trusted longer (crate::contention).
-        if let Some(stalled) = crate::contention::cpu_stalled() {
+        if let Some(stalled) = node.cpu_stalled {
             sh.store.set_cpu_stalled(stalled);
         }
         sh.store.set_wall_clock(now, wall);
@@ -543,6 +562,13 @@ mod tests {
     use crate::signals::Value;
 
     fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
+        engine_with(src, Clock::node())
+    }
+
+    fn engine_with(
+        src: &str,
+        clock: Clock,
+    ) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
         let catalogue = Arc::new(Catalogue::builtin());
         let policy = Policy::compile("p", src, &catalogue).unwrap();
         let store = Arc::new(SignalStore::new(&catalogue));
@@ -559,8 +585,41 @@ mod tests {
                 sample_interval: Duration::from_secs(1),
                 sample_timeout: Duration::from_millis(500),
             },
+            clock,
         );
         (h, registry)
+    }
+
+    /// The loop's timing rule on tokio's paused clock: an evaluation at
+    /// once when woken, every TICK otherwise, every PENDING_TICK while a
+    /// call is in flight, each published at the clock's instant.
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_evaluates_when_woken_every_tick_and_faster_while_a_call_is_pending() {
+        let clock = Clock::manual(SystemTime::UNIX_EPOCH, None);
+        let (h, _) = engine_with("check leader: leader\n", clock.clone());
+        let t0 = clock.now();
+        let ms = Duration::from_millis;
+        let after = |h: &EngineHandle| h.verdict().at - t0;
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1), t0);
+        let _task = h.spawn();
+        // Woken by the round: evaluated at once.
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(after(&h), ms(0));
+        // Nothing happens: the next evaluation a TICK later.
+        tokio::time::sleep(TICK).await;
+        assert_eq!(after(&h), TICK);
+        // A call in flight: after the next tick, every PENDING_TICK.
+        let leader = h.catalogue().id("leader");
+        h.store()
+            .record_pending(leader, clock.now(), None, Duration::from_secs(5), "Status");
+        tokio::time::sleep_until((t0 + 2 * TICK + PENDING_TICK + ms(1)).into()).await;
+        assert_eq!(after(&h), 2 * TICK + PENDING_TICK);
+        // Woken: at once, not at the next tick.
+        tokio::time::sleep(ms(5)).await;
+        h.notifier().wake();
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(after(&h), 2 * TICK + PENDING_TICK + ms(6));
     }
 
     fn compile(h: &EngineHandle, src: &str) -> Arc<Policy> {
@@ -578,7 +637,7 @@ mod tests {
         h.evaluate_now();
         assert!(h.verdict().verdict.reason.is_some());
         h.notifier()
-            .round_finished(&Source::Etcd, Duration::from_secs(1));
+            .round_finished(&Source::Etcd, Duration::from_secs(1), Instant::now());
         h.evaluate_now();
         let v = &h.verdict().verdict;
         assert!(v.ready && v.reason.is_none(), "{v:?}");
@@ -602,7 +661,7 @@ mod tests {
         };
         record(t0);
         h.notifier()
-            .round_finished(&Source::Etcd, Duration::from_secs(1));
+            .round_finished(&Source::Etcd, Duration::from_secs(1), Instant::now());
         h.evaluate_at(t0, w0);
         let since = h.verdict().verdict.checks[0].since;
         assert_eq!(since, w0);
@@ -652,7 +711,7 @@ mod tests {
                 .record_ok(h.catalogue().id("leader"), Value::Bool(is), at)
         };
         h.notifier()
-            .round_finished(&Source::Etcd, Duration::from_secs(1));
+            .round_finished(&Source::Etcd, Duration::from_secs(1), Instant::now());
         leader(true, Instant::now());
         // The candidate would fail while the member is a leader, and pass otherwise.
         h.set_candidate(compile(&h, "check not_leader: !leader\n"));
@@ -778,7 +837,7 @@ mod tests {
             let mut registry = Arc::try_unwrap(registry).expect("one owner");
             h.set_candidate_metrics(CandidateMetrics::register(&mut registry));
             h.notifier()
-                .round_finished(&Source::Etcd, Duration::from_secs(1));
+                .round_finished(&Source::Etcd, Duration::from_secs(1), Instant::now());
             if candidate {
                 h.set_candidate(compile(&h, policy));
             }

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
 use super::{Reason, SampleError, Sampler};
+use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
@@ -158,10 +159,10 @@ impl Sampler for BackupSampler {
         ]
     }
 
-    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+    async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
         let ids = self.ids;
         let (snaps, health) = tokio::join!(self.snapshots(), self.healthz());
-        let at = Instant::now();
+        let at = clock.now();
         let mut first_err = None;
         match &health {
             Ok(h) => store.record_ok(ids.healthy, Value::Bool(*h), at),
@@ -192,7 +193,7 @@ impl Sampler for BackupSampler {
                 return Err(e);
             }
         };
-        record_snapshots(ids, store, snaps, at);
+        record_snapshots(ids, store, snaps, at, clock.wall());
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -203,8 +204,13 @@ impl Sampler for BackupSampler {
 /// Record what the sidecar's answer says of the snapshots: revisions, ages
 /// (a snapshot "taken" in the future is an error) and `rev_lag` against
 /// this member's revision as the store has it.
-fn record_snapshots(ids: Ids, store: &SignalStore, snaps: Snapshots, at: Instant) {
-    let now_wall = SystemTime::now();
+fn record_snapshots(
+    ids: Ids,
+    store: &SignalStore,
+    snaps: Snapshots,
+    at: Instant,
+    now_wall: SystemTime,
+) {
     // A snapshot "taken" in the future (beyond the clock-skew allowance)
     // is an error, not age 0: an age check must not pass on it.
     let record_age = |id: SignalId, kind: &str, f: SnapshotFact| {

@@ -17,13 +17,14 @@
 //! 0 or 1) makes its signal unknown with the value, never a panic.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::client::{self, SourceError, TlsFiles};
 use super::config::{Aggregate, SignalSpec};
 use super::promtext::{self, Sample};
 use super::scrape::extract;
 use super::{Reason, SampleError, Sampler};
+use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Validated settings of the etcd metrics source.
@@ -264,7 +265,7 @@ impl Sampler for EtcdMetricsSampler {
         vec![self.ids.defrag, self.ids.quota_ratio, self.ids.active_peers]
     }
 
-    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+    async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
         let ids = self.ids;
         let url = &self.cfg.url;
         let fetched = client::get_ok(&self.client, url, self.cfg.timeout, self.cfg.max_body_bytes)
@@ -275,7 +276,7 @@ impl Sampler for EtcdMetricsSampler {
                     message: client::redact_credentials(&format!("{url}: {e}")).into_owned(),
                 })
             });
-        let at = Instant::now();
+        let at = clock.now();
         let samples = match fetched {
             Ok(s) => s,
             Err(e) => {

@@ -154,13 +154,13 @@ impl MemberInfo {
 
     /// Whether MemberList is due for `ids` now: new IDs, a learner just
     /// promoted, or [`RELIST_EVERY`] since the last call.
-    fn due(&self, ids: (u64, u64), learner: bool) -> bool {
+    fn due(&self, ids: (u64, u64), learner: bool, now: std::time::Instant) -> bool {
         let asked = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
         match asked {
             None => true,
             Some(a) if a.ids != ids => true,
             Some(a) if a.learner && !learner => true,
-            Some(a) => a.at.elapsed() >= RELIST_EVERY,
+            Some(a) => now.saturating_duration_since(a.at) >= RELIST_EVERY,
         }
     }
 
@@ -177,18 +177,19 @@ impl MemberInfo {
         learner: bool,
         timeout: Duration,
         metrics: &super::SourceMetrics,
+        now: std::time::Instant,
     ) {
         let Some(h) = header else { return };
         let ids = (h.cluster_id(), h.member_id());
         let (cluster_id, member_id) = ids;
-        if cluster_id == 0 || member_id == 0 || !self.due(ids, learner) {
+        if cluster_id == 0 || member_id == 0 || !self.due(ids, learner, now) {
             return;
         }
         let first_refusal = {
             let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
             let was = asked.filter(|a| a.ids == ids && a.learner);
             *asked = Some(Asked {
-                at: std::time::Instant::now(),
+                at: now,
                 ids,
                 learner,
             });
@@ -357,21 +358,19 @@ mod tests {
     fn member_list_is_due_at_most_every_30s_whatever_it_answered() {
         let m = MemberInfo::default();
         let ids = (CLUSTER, MEMBER);
-        assert!(m.due(ids, true), "never asked");
+        let now = std::time::Instant::now();
+        assert!(m.due(ids, true, now), "never asked");
         let asked = |at: std::time::Instant, learner| {
             *m.asked.lock().unwrap() = Some(Asked { at, ids, learner });
         };
-        let now = std::time::Instant::now();
         asked(now, true);
-        assert!(!m.due(ids, true), "a learner asked just now");
-        assert!(m.due(ids, false), "promoted: ask at once");
-        assert!(m.due((CLUSTER, 0xabc), true), "another member");
+        assert!(!m.due(ids, true, now), "a learner asked just now");
+        assert!(m.due(ids, false, now), "promoted: ask at once");
+        assert!(m.due((CLUSTER, 0xabc), true, now), "another member");
         asked(now, false);
-        assert!(!m.due(ids, false));
-        if let Some(earlier) = now.checked_sub(RELIST_EVERY) {
-            asked(earlier, true);
-            assert!(m.due(ids, true), "30 s later");
-        }
+        assert!(!m.due(ids, false, now));
+        assert!(!m.due(ids, false, now + RELIST_EVERY / 2));
+        assert!(m.due(ids, false, now + RELIST_EVERY), "30 s later");
     }
 
     #[test]

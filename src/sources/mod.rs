@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use crate::clock::Clock;
 use crate::signals::{SignalId, SignalStore, Source};
 use crate::supervise::Supervisor;
 
@@ -138,9 +139,11 @@ pub trait Sampler: Send + 'static {
     fn signals(&self) -> Vec<SignalId>;
     /// One round: write every signal of this source into the store (record_ok or record_err for
     /// each, with the round's Instant). Must bound its own time (timeouts on every network call).
+    /// `clock` is the one clock: a sampler reads no other.
     fn sample(
         &mut self,
         store: &SignalStore,
+        clock: &Clock,
     ) -> impl std::future::Future<Output = Result<(), SampleError>> + Send;
 }
 
@@ -313,11 +316,11 @@ impl RoundNotifier {
         });
     }
 
-    /// Record that `source` finished a round now and wake the engine. A
-    /// source not [`expect`](Self::expect)ed is taken to need up to its
-    /// interval for a round, the longest timeout the flags allow.
-    pub fn round_finished(&self, source: &Source, interval: Duration) {
-        let now = Instant::now();
+    /// Record that `source` finished a round at `now` (the source's clock)
+    /// and wake the engine. A source not [`expect`](Self::expect)ed is taken
+    /// to need up to its interval for a round, the longest timeout the flags
+    /// allow.
+    pub fn round_finished(&self, source: &Source, interval: Duration, now: Instant) {
         self.lock()
             .entry(source.label())
             .and_modify(|r| {
@@ -398,6 +401,7 @@ pub struct Sampling {
     pub store: Arc<SignalStore>,
     pub notifier: RoundNotifier,
     pub metrics: SourceMetrics,
+    pub clock: Clock,
 }
 
 /// A sampler built from its spec and not yet running. [`prepare`] builds
@@ -416,13 +420,7 @@ where
 {
     let first = spec()?;
     Ok(Prepared(Box::new(move |s: &Sampling| {
-        spawn(
-            first,
-            spec,
-            s.store.clone(),
-            s.notifier.clone(),
-            s.metrics.clone(),
-        )
+        spawn(first, spec, s.clone())
     })))
 }
 
@@ -438,34 +436,25 @@ impl Prepared {
 /// per round, a notification to the engine after each round. If a round
 /// panics, the supervisor logs and counts it and, after a backoff, runs a
 /// fresh sampler from `remake`. The task runs until the handle is aborted.
-pub fn spawn<S, F>(
-    first: S,
-    mut remake: F,
-    store: Arc<SignalStore>,
-    notifier: RoundNotifier,
-    metrics: SourceMetrics,
-) -> JoinHandle<()>
+pub fn spawn<S, F>(first: S, mut remake: F, sampling: Sampling) -> JoinHandle<()>
 where
     S: Sampler,
     F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
 {
     let label = first.source().label();
-    metrics.start_source(&label);
-    notifier.expect(&first.source(), first.interval(), first.timeout());
+    sampling.metrics.start_source(&label);
+    sampling
+        .notifier
+        .expect(&first.source(), first.interval(), first.timeout());
     let mut first = Some(first);
-    let supervisor = notifier.supervisor().clone();
+    let supervisor = sampling.notifier.supervisor().clone();
     let task = format!("sampler:{label}");
     supervisor.spawn(task, move || {
         let sampler = first.take().map_or_else(&mut remake, Ok);
-        let (store, notifier, metrics, label) = (
-            store.clone(),
-            notifier.clone(),
-            metrics.clone(),
-            label.clone(),
-        );
+        let (sampling, label) = (sampling.clone(), label.clone());
         async move {
             match sampler {
-                Ok(s) => run(s, store, notifier, metrics).await,
+                Ok(s) => run(s, sampling).await,
                 // Returning makes the supervisor retry after its backoff.
                 Err(e) => tracing::error!(source = %label, "cannot set up the sampler again: {e}"),
             }
@@ -473,12 +462,13 @@ where
     })
 }
 
-async fn run<S: Sampler>(
-    mut sampler: S,
-    store: Arc<SignalStore>,
-    notifier: RoundNotifier,
-    metrics: SourceMetrics,
-) {
+async fn run<S: Sampler>(mut sampler: S, sampling: Sampling) {
+    let Sampling {
+        store,
+        notifier,
+        metrics,
+        clock,
+    } = sampling;
     let source = sampler.source();
     let label = source.label();
     let interval = sampler.interval();
@@ -500,17 +490,17 @@ async fn run<S: Sampler>(
                 if let Some(at) = last_requested {
                     tokio::time::sleep_until((at + MIN_REQUESTED_GAP).into()).await;
                 }
-                last_requested = Some(Instant::now());
+                last_requested = Some(clock.now());
                 ticker.reset();
             }
         }
-        let started = Instant::now();
-        let result = sampler.sample(&store).await;
-        let took = started.elapsed();
+        let started = clock.now();
+        let result = sampler.sample(&store, &clock).await;
+        let took = clock.now().saturating_duration_since(started);
         metrics.observe(&label, took, result.as_ref().err());
         if let Err(e) = &result {
             tracing::debug!(source = %label, reason = e.reason.as_str(), "sample round failed: {}", e.message);
         }
-        notifier.round_finished(&source, interval);
+        notifier.round_finished(&source, interval, clock.now());
     }
 }

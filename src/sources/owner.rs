@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts};
@@ -20,6 +20,7 @@ use hickory_resolver::proto::rr::{Name, RData};
 
 use super::client::SourceError;
 use super::{Reason, SampleError, Sampler};
+use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Default `--owner.interval`.
@@ -182,10 +183,10 @@ impl Sampler for OwnerSampler {
         vec![self.ok, self.latency]
     }
 
-    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
-        let started = Instant::now();
+    async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
+        let started = clock.now();
         let res = self.lookup().await;
-        let at = Instant::now();
+        let at = clock.now();
         let ms = at.duration_since(started).as_secs_f64() * 1000.0;
         match res {
             Ok(txt) => {

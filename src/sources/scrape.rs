@@ -3,12 +3,13 @@
 //! labels match exactly, folded with single/sum/max/min into one number.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::client::{self, SourceError};
 use super::config::{Aggregate, ScrapeConfig, SignalSpec, selector};
 use super::promtext::{self, Sample};
 use super::{Reason, SampleError, Sampler};
+use crate::clock::Clock;
 use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Samples one scrape source.
@@ -112,7 +113,7 @@ impl Sampler for ScrapeSampler {
         self.signals.iter().map(|(id, _)| *id).collect()
     }
 
-    async fn sample(&mut self, store: &SignalStore) -> Result<(), SampleError> {
+    async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
         let fetched = client::get_ok(
             &self.client,
             &self.cfg.url,
@@ -126,7 +127,7 @@ impl Sampler for ScrapeSampler {
                 message: client::redact_credentials(&format!("{}: {e}", self.cfg.url)).into_owned(),
             })
         });
-        let at = Instant::now();
+        let at = clock.now();
         let samples = match fetched {
             Ok(s) => s,
             Err(e) => {

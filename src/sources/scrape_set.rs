@@ -157,9 +157,7 @@ impl ScrapeSet {
             let task = super::spawn(
                 sampler,
                 move || ScrapeSampler::new(cfg.clone(), &cat),
-                self.sampling.store.clone(),
-                self.sampling.notifier.clone(),
-                self.sampling.metrics.clone(),
+                self.sampling.clone(),
             );
             if let Some(old) = running.insert(config.name.clone(), Running { config, task }) {
                 old.task.abort();

@@ -23,16 +23,15 @@ async fn ready_exporters(cluster: &EtcdCluster) -> Vec<Exporter> {
 }
 
 /// One exporter per member of `cluster`, each ready; with `metrics`, each
-/// also reads its member's own metrics (`--etcd.metrics-url`: etcd serves
-/// them on the client port too).
+/// also reads its member's own metrics (the default: `--etcd.metrics-url`
+/// is the client port's `/metrics`), without, the flag is empty.
 async fn ready_exporters_with(cluster: &EtcdCluster, metrics: bool) -> Vec<Exporter> {
     let mut exporters = Vec::new();
     for endpoint in cluster.endpoints() {
-        let url = format!("{endpoint}/metrics");
         exporters.push(
             Exporter::start(&endpoint, |a| {
-                if metrics {
-                    a.etcd_metrics_url = Some(url);
+                if !metrics {
+                    a.etcd_metrics_url = Some(String::new());
                 }
             })
             .await,
@@ -115,6 +114,23 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
     let mut cluster = EtcdCluster::builder(3).timings(25, 250).start();
     let plain = ready_exporters(&cluster).await;
     let with_metrics = ready_exporters_with(&cluster, true).await;
+    // A member whose metrics URL is refused (etcd answers 404 for a path it
+    // does not serve): no check fails, and the credit is decided without
+    // the peer count it never read.
+    let mut refused = Vec::new();
+    for endpoint in cluster.endpoints() {
+        let url = format!("{endpoint}/refused/metrics");
+        let e = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url)).await;
+        let r = e.wait_for("/readyz", 200, READY).await;
+        assert_eq!(
+            r.status, 200,
+            "{endpoint} with /metrics refused: {}",
+            r.body
+        );
+        let peers = e.signal("active_peers").await;
+        assert!(peers["value"].is_null(), "a refused /metrics gave {peers}");
+        refused.push(e);
+    }
     let leader = cluster.leader().await.expect("a leader");
     let killed_at = etcd_readiness_testkit::clock::now_unix();
     cluster.kill(leader);
@@ -122,6 +138,7 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
         let tag = |kind: &'static str| move |(i, e)| (format!("{i} ({kind})"), i, e);
         (plain.iter().enumerate().map(tag("without metrics")))
             .chain(with_metrics.iter().enumerate().map(tag("with metrics")))
+            .chain(refused.iter().enumerate().map(tag("metrics refused")))
             .filter(|(_, i, _)| *i != leader)
     };
     // A new leader, seen by every survivor's exporters.
@@ -189,9 +206,9 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
     };
     let survivor = (leader + 1) % 3;
     let endpoint = cluster.endpoint(survivor);
-    let url = format!("{endpoint}/metrics");
-    let plain = Exporter::start(&endpoint, |_| {}).await;
-    let read = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url)).await;
+    let plain = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(String::new())).await;
+    // The default: the member's own /metrics on its client port.
+    let read = Exporter::start(&endpoint, |_| {}).await;
     for e in [&plain, &read] {
         assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
     }

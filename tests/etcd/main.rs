@@ -13,4 +13,5 @@ mod etcd_cluster;
 mod etcd_events;
 mod etcd_mismatch;
 mod member_info;
+mod slow_link;
 mod status_page;

@@ -124,6 +124,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         RoundNotifier::new(),
         engine_metrics,
         timing,
+        etcd_readiness_exporter::clock::Clock::node(),
     );
     let holds = Holds::new(
         "main",
@@ -360,9 +361,11 @@ async fn the_status_page_renders_what_the_engine_published_not_the_store() {
     engine
         .store()
         .record_ok(learner, Value::Bool(false), Instant::now());
-    engine
-        .notifier()
-        .round_finished(&Source::Etcd, Duration::from_secs(1));
+    engine.notifier().round_finished(
+        &Source::Etcd,
+        Duration::from_secs(1),
+        std::time::Instant::now(),
+    );
     engine.evaluate_now();
     engine
         .store()

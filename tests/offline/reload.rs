@@ -134,7 +134,11 @@ fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHan
         store.record_ok(catalogue.id(name), value, now);
     }
     let notifier = RoundNotifier::new();
-    notifier.round_finished(&Source::Etcd, Duration::from_secs(1));
+    notifier.round_finished(
+        &Source::Etcd,
+        Duration::from_secs(1),
+        std::time::Instant::now(),
+    );
     let engine = EngineHandle::new(
         policy.clone(),
         catalogue.clone(),
@@ -145,6 +149,7 @@ fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHan
             sample_interval: Duration::from_secs(1),
             sample_timeout: Duration::from_millis(500),
         },
+        etcd_readiness_exporter::clock::Clock::node(),
     );
     engine.evaluate_now();
     engine

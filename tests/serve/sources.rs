@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use etcd_readiness_exporter::clock::Clock;
 use etcd_readiness_exporter::policy::{Evaluator, Policy};
 use etcd_readiness_exporter::signals::{Builtin, Catalogue, SignalStore, Source, Unknown, Value};
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
@@ -106,6 +107,7 @@ async fn sample_etcd(
         RoundNotifier::new(),
         SourceMetrics::register(&mut Registry::default()),
         None,
+        Clock::node(),
     );
     let source = EtcdSource(task);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -169,7 +171,7 @@ async fn sample_owner(dns: &Dnsmasq, cat: &Catalogue, store: &SignalStore) {
         cat,
     )
     .unwrap()
-    .sample(store)
+    .sample(store, &Clock::node())
     .await
     .unwrap();
 }
@@ -195,7 +197,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
     };
     let mut backup = BackupSampler::new(cfg.clone(), &cat).unwrap();
-    backup.sample(&store).await.unwrap();
+    backup.sample(&store, &Clock::node()).await.unwrap();
     assert!(boolean(&cat, &store, "backup_up"));
     assert!(boolean(&cat, &store, "backup_healthy"));
     for name in [
@@ -224,7 +226,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     sample_owner(&dns, &cat, &store).await;
     assert!(boolean(&cat, &store, "owner_ok"));
 
-    backup.sample(&store).await.unwrap();
+    backup.sample(&store, &Clock::node()).await.unwrap();
     // With the member's own metrics too, every built-in source has sampled
     // this store: each of its signals has a value or a reason.
     EtcdMetricsSampler::new(
@@ -238,7 +240,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         &cat,
     )
     .unwrap()
-    .sample(&store)
+    .sample(&store, &Clock::node())
     .await
     .unwrap();
     let sources = [
@@ -278,7 +280,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         s.incr_revision = incr;
         s.incr_timestamp = now_unix() - 5.0;
     });
-    backup.sample(&store).await.unwrap();
+    backup.sample(&store, &Clock::node()).await.unwrap();
     assert_eq!(num(&cat, &store, "snapshot_revision"), incr as f64);
     assert_eq!(num(&cat, &store, "full_snapshot_revision"), served as f64);
     assert_eq!(num(&cat, &store, "rev_lag"), 10.0);
@@ -299,7 +301,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         &cat,
     )
     .unwrap();
-    latest.sample(&store2).await.unwrap();
+    latest.sample(&store2, &Clock::node()).await.unwrap();
     assert!(boolean(&cat, &store2, "backup_up"));
     assert_eq!(num(&cat, &store2, "snapshot_revision"), incr as f64);
     assert_eq!(num(&cat, &store2, "full_snapshot_revision"), served as f64);
@@ -309,7 +311,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 
     // Without this member's revision, rev_lag is unknown and says why.
     let store3 = SignalStore::new(&cat);
-    latest.sample(&store3).await.unwrap();
+    latest.sample(&store3, &Clock::node()).await.unwrap();
     assert_eq!(num(&cat, &store3, "snapshot_revision"), incr as f64);
     let why = unknown_error(&cat, &store3, "rev_lag");
     assert!(
@@ -319,13 +321,13 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 
     // /healthz 503: answered, and the answer is "not healthy".
     sidecar.set(|s| s.healthz = 503);
-    backup.sample(&store).await.unwrap();
+    backup.sample(&store, &Clock::node()).await.unwrap();
     assert!(!boolean(&cat, &store, "backup_healthy"));
     assert!(boolean(&cat, &store, "backup_up"));
 
     // The sidecar goes away: backup_up false, the rest unknown, card not ready.
     sidecar.stop().await;
-    let e = backup.sample(&store).await.unwrap_err();
+    let e = backup.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Connect, "{e:?}");
     assert!(!boolean(&cat, &store, "backup_up"));
     for name in [
@@ -361,7 +363,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
     let store = SignalStore::new(&cat);
     let e = BackupSampler::new(cfg(&silent.url), &cat)
         .unwrap()
-        .sample(&store)
+        .sample(&store, &Clock::node())
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::Timeout, "{e:?}");
@@ -374,7 +376,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
     let store = SignalStore::new(&cat);
     let e = BackupSampler::new(cfg(&sidecar.url), &cat)
         .unwrap()
-        .sample(&store)
+        .sample(&store, &Clock::node())
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::Parse, "{e:?}");
@@ -405,14 +407,14 @@ async fn owner_check_against_a_real_dnsmasq() {
 
     // The record names this cluster.
     let mut ours = owner("owner.example.test", "cluster-a");
-    ours.sample(&store).await.unwrap();
+    ours.sample(&store, &Clock::node()).await.unwrap();
     assert!(boolean(&cat, &store, "owner_ok"));
     assert!(num(&cat, &store, "owner_lookup_ms") >= 0.0);
 
     // The record names another cluster: a confirmed "no".
     let other_store = SignalStore::new(&cat);
     owner("owner.example.test", "cluster-b")
-        .sample(&other_store)
+        .sample(&other_store, &Clock::node())
         .await
         .unwrap();
     assert!(!boolean(&cat, &other_store, "owner_ok"));
@@ -420,7 +422,7 @@ async fn owner_check_against_a_real_dnsmasq() {
     // No such name: unknown, with the reason.
     let nx_store = SignalStore::new(&cat);
     let e = owner("missing.example.test", "cluster-a")
-        .sample(&nx_store)
+        .sample(&nx_store, &Clock::node())
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::Nxdomain, "{e:?}");
@@ -433,7 +435,7 @@ async fn owner_check_against_a_real_dnsmasq() {
     // DNS goes away: unknown, and a lenient policy keeps passing.
     let port = dns.addr.port();
     dns.guard.kill();
-    let e = ours.sample(&store).await.unwrap_err();
+    let e = ours.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Timeout, "{e:?}");
     let why = unknown_error(&cat, &store, "owner_ok");
     assert!(why.contains("owner.example.test"), "{why}");
@@ -445,7 +447,7 @@ async fn owner_check_against_a_real_dnsmasq() {
 
     // DNS comes back with the record moved to another cluster: the next round sees it.
     let _dns2 = Dnsmasq::start_on(port, &[("owner.example.test", "cluster-b")]).await;
-    ours.sample(&store).await.unwrap();
+    ours.sample(&store, &Clock::node()).await.unwrap();
     assert!(!boolean(&cat, &store, "owner_ok"));
     let (ready, reports) = evaluate(&mut ev, &store);
     assert!(!ready);
@@ -481,7 +483,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     assert_eq!(scrape.source().label(), "scrape:etcd_metrics");
 
     // `single` over a histogram's many buckets is an error for that signal only.
-    let e = scrape.sample(&store).await.unwrap_err();
+    let e = scrape.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Mismatch, "{e:?}");
     let why = unknown_error(&cat, &store, "fsync_buckets");
     assert!(
@@ -508,7 +510,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
 
     // etcd goes away: the scraped signals turn unknown and the policy fails closed.
     etcd.kill();
-    let e = scrape.sample(&store).await.unwrap_err();
+    let e = scrape.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Connect, "{e:?}");
     let why = unknown_error(&cat, &store, "fsync_count");
     assert!(why.contains(&etcd.metrics_url), "{why}");
@@ -601,7 +603,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     // The --backup.cacert/--backup.cert/--backup.key material: it works.
     let store = SignalStore::new(&cat);
     let mut good = BackupSampler::new(config("ca.pem", true), &cat).unwrap();
-    good.sample(&store).await.unwrap();
+    good.sample(&store, &Clock::node()).await.unwrap();
     assert!(boolean(&cat, &store, "backup_up"));
     assert!(boolean(&cat, &store, "backup_healthy"));
     assert_eq!(num(&cat, &store, "snapshot_revision"), 12.0);
@@ -610,7 +612,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     // sidecar's signals are not known.
     let store = SignalStore::new(&cat);
     let mut wrong_ca = BackupSampler::new(config("other-ca.pem", true), &cat).unwrap();
-    let e = wrong_ca.sample(&store).await.unwrap_err();
+    let e = wrong_ca.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Tls, "{e}");
     assert!(!boolean(&cat, &store, "backup_up"));
     let why = unknown_error(&cat, &store, "snapshot_revision");
@@ -622,7 +624,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     // Over TLS 1.3 the refusal comes after the client's handshake: either
     // the alert is read or the connection is gone before the request is
     // sent. Both are the same refusal and must read as one.
-    let e = anonymous.sample(&store).await.unwrap_err();
+    let e = anonymous.sample(&store, &Clock::node()).await.unwrap_err();
     assert_eq!(e.reason, Reason::Tls, "{e}");
     assert!(e.message.to_lowercase().contains("certificate"), "{e}");
     assert!(!boolean(&cat, &store, "backup_up"), "{e}");

@@ -24,7 +24,16 @@ async fn a_panicking_task_is_restarted_counted_and_shown_on_livez() {
     let supervisor = e.running.engine.notifier().supervisor().clone();
     let mut names: Vec<String> = supervisor.tasks().into_iter().map(|t| t.name).collect();
     names.sort();
-    assert_eq!(names, ["engine", "http:main", "sampler:etcd"]);
+    // The member's own metrics are read by default (its client port's /metrics).
+    assert_eq!(
+        names,
+        [
+            "engine",
+            "http:main",
+            "sampler:etcd",
+            "sampler:etcd_metrics"
+        ]
+    );
 
     // Panics on its first two runs, then keeps running.
     let runs = Arc::new(AtomicU32::new(0));

@@ -35,6 +35,12 @@ impl EtcdClusterBuilder {
         EtcdClusterBuilder(self.0.quota(bytes))
     }
 
+    /// Peers dial `ports[i]` for member `i` (a relay in front of its peer
+    /// port, e.g. [`crate::slowlink`]).
+    pub fn advertise_peers(self, ports: Vec<u16>) -> Self {
+        EtcdClusterBuilder(self.0.advertise_peers(ports))
+    }
+
     /// Start the members, once this test holds a heavy-test slot
     /// ([`crate::heavy`]: how many clusters run at once).
     pub fn start(self) -> EtcdCluster {

@@ -8,7 +8,8 @@
 //! One mechanism each: ports from [`ports`], waits with a deadline from
 //! [`wait`], the wall clock from [`clock`], children killed on drop by
 //! [`process::ChildGuard`], fetched binaries from [`binaries`],
-//! which Prometheus and promtool from [`prometheus`].
+//! which Prometheus and promtool from [`prometheus`], a delaying relay on
+//! loopback (a slow link between members) from [`slowlink`].
 
 #![forbid(unsafe_code)]
 
@@ -25,4 +26,5 @@ pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod prometheus;
+pub mod slowlink;
 pub mod wait;

@@ -1,0 +1,741 @@
+//! The election credit, as a pure state machine: what the member's own
+//! signals say (the [`Facts`]) and the time, in; a [`Phase`] and its
+//! [`Effects`] out. No IO and no clock read: the read loop
+//! (`loops.rs`) gathers the facts from the store, passes the time, and
+//! applies the effects.
+//!
+//! Why a credit: a follower whose leader died or is cut off holds its
+//! linearizable read until a new leader is elected (etcd's default election
+//! timeout is 1 s), and every read it holds is answered the moment one is:
+//! etcd's own `/readyz` and `/health` answer them then too. So a follower
+//! that was serving and keeps answering Status has its pending read
+//! trusted, and given, up to [`ELECTION_TRUST`] — the default check's own
+//! bound, where a pending read proves `qget_ms < 1000` false anyway —
+//! instead of the short trust that catches a frozen or cut-off member.
+//!
+//! A read's life: [`Phase::Waiting`] while its last answer is trusted
+//! anyway (where the member's peer count is what the credit would lack, it
+//! is asked for half-way through that trust, so that a count read after the
+//! read started is there when the credit is decided);
+//! [`Phase::Deciding`] from just before that trust runs out, every
+//! [`CREDIT_CHECK`] until the credit is earned or the read is outdated (a
+//! Status late for a moment does not cost the credit; while only the peer
+//! count is missing, [`PEERS_READ_WAIT`] more trust); [`Phase::Credited`]
+//! while the member still earns it, re-asking for the peer count every
+//! [`PEERS_ASK_GAP`] (a quorum lost during an election ends it), until
+//! [`ELECTION_TRUST`]; [`Phase::Judged`] once refused or withdrawn: the
+//! normal trust again, the engine woken.
+
+use std::time::{Duration, Instant};
+
+use crate::signals::Trust;
+
+/// How long a credited read is trusted, and how long it is given.
+pub(super) const ELECTION_TRUST: Duration = Duration::from_secs(1);
+/// How much longer a pending linearizable read is trusted while the peer
+/// count that decides its credit is being read (one GET of etcd's
+/// `/metrics` on loopback; a few ms, more on a busy node): the price a lost
+/// quorum pays in the worst case for an election's read being judged right.
+pub(super) const PEERS_READ_WAIT: Duration = Duration::from_millis(100);
+/// How often a read being decided, or credited, is looked at again.
+pub(super) const CREDIT_CHECK: Duration = Duration::from_millis(10);
+/// How often a credited read asks for the peer count again.
+pub(super) const PEERS_ASK_GAP: Duration = crate::sources::MIN_REQUESTED_GAP;
+
+/// The member's role, from its last trusted Status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    Leader,
+    /// A follower or a candidate.
+    Follower,
+    Unknown,
+}
+
+/// The member's own peer count, as the credit sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Peers {
+    /// No count to wait for: the member's metrics are not read, or their
+    /// endpoint never answered (an etcd whose client port refuses
+    /// `/metrics`): the credit is decided without it.
+    NotRead,
+    /// A count the metrics source read `read_after_start` or before the
+    /// pending read started.
+    Counted { peers: f64, read_after_start: bool },
+    /// The endpoint answered before, but there is no count now.
+    Unknown,
+}
+
+/// What the store says of the member at one instant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Facts {
+    /// The last linearizable read was answered (not failed, no loss since):
+    /// only a member that was serving earns the credit, so a credit is
+    /// given at most once per outage.
+    pub served: bool,
+    /// Its Status answers (etcd_up true and still trusted).
+    pub status_answers: bool,
+    pub role: Role,
+    pub learner: Option<bool>,
+    pub peers: Peers,
+    /// The pending read's last answer is still trusted (by the trust in
+    /// force, contention included).
+    pub read_trusted: bool,
+}
+
+/// Why a read gets no credit, or loses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refusal {
+    #[error("its last linearizable read failed")]
+    LastReadFailed,
+    #[error("its Status is not answered in time")]
+    StatusNotAnswered,
+    /// A leader whose read waits cannot reach a quorum; no election will
+    /// answer it.
+    #[error("it is the leader, or its role is not known")]
+    LeaderOrRoleUnknown,
+    #[error("it is a learner, or that is not known")]
+    Learner,
+    /// A lost quorum's survivor sees its peers' connections close at once.
+    #[error("its metrics show no active peer")]
+    NoActivePeer,
+    #[error("its peer count was not read since the read started")]
+    PeersNotRead,
+    #[error("its read has waited as long as an election takes")]
+    ElectionOver,
+}
+
+/// Whether the member earns the credit by `f`. A credit already given is
+/// `kept` under the same conditions but the role: a follower that wins the
+/// election while its read waits is the leader now, and answers that read
+/// once its term's first entry commits.
+pub(super) fn earns(f: &Facts, kept: bool) -> Result<(), Refusal> {
+    if !f.served {
+        Err(Refusal::LastReadFailed)
+    } else if !f.status_answers {
+        Err(Refusal::StatusNotAnswered)
+    } else if !kept && f.role != Role::Follower {
+        Err(Refusal::LeaderOrRoleUnknown)
+    } else if f.learner != Some(false) {
+        Err(Refusal::Learner)
+    } else {
+        match f.peers {
+            Peers::NotRead => Ok(()),
+            Peers::Counted {
+                peers,
+                read_after_start: true,
+            } if peers >= 1.0 => Ok(()),
+            Peers::Counted {
+                read_after_start: true,
+                ..
+            } => Err(Refusal::NoActivePeer),
+            _ => Err(Refusal::PeersNotRead),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    Waiting,
+    Deciding,
+    Credited,
+    Judged,
+}
+
+/// What the driver does after a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Effects {
+    /// The pending read's trust from now on (the store's
+    /// `set_pending_trust`).
+    pub trust: Option<Trust>,
+    /// Ask the member's metrics source for a round now.
+    pub ask_peers: bool,
+    /// Wake the engine: the read's signal changed (it turned outdated).
+    pub wake: bool,
+    /// The credit was refused or withdrawn, and why (a debug log line).
+    pub refused: Option<Refusal>,
+}
+
+/// The outcome of a step: effects, and when to step again (`None`: only
+/// the read's answer or its deadline is left).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Step {
+    pub effects: Effects,
+    pub next: Option<Instant>,
+}
+
+/// One pending linearizable read's credit.
+#[derive(Clone, Debug)]
+pub(super) struct Credit {
+    started: Instant,
+    trust: Trust,
+    phase: Phase,
+    /// The peer count was asked for since the read started.
+    asked: Option<Instant>,
+    /// [`PEERS_READ_WAIT`] is given (once per read).
+    peers_wait_given: bool,
+    peers_wait_on: bool,
+    /// The engine was woken at the trust's end (or the read was judged after it).
+    expiry_woken: bool,
+}
+
+impl Credit {
+    /// A read started at `started`, its last answer trusted by `trust`.
+    pub(super) fn new(started: Instant, trust: Trust) -> Credit {
+        Credit {
+            started,
+            trust,
+            phase: Phase::Waiting,
+            asked: None,
+            peers_wait_given: false,
+            peers_wait_on: false,
+            expiry_woken: false,
+        }
+    }
+
+    #[cfg(test)]
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The trust of a credited read.
+    fn credited_trust(&self) -> Trust {
+        Trust {
+            base: ELECTION_TRUST.max(self.trust.base),
+            contended_max: ELECTION_TRUST.max(self.trust.contended_max),
+        }
+    }
+
+    /// A millisecond past the trust: the store calls a read outdated once it
+    /// has waited longer than that.
+    fn expiry(&self) -> Instant {
+        self.started + self.trust.base + Duration::from_millis(1)
+    }
+
+    fn ask(&mut self, now: Instant, fx: &mut Effects) {
+        self.asked = Some(now);
+        fx.ask_peers = true;
+    }
+
+    /// The member's facts at `now`: the next phase and its effects.
+    pub(super) fn step(&mut self, now: Instant, f: &Facts) -> Step {
+        let mut fx = Effects::default();
+        let next = match self.phase {
+            Phase::Waiting => self.waiting(now, f, &mut fx),
+            Phase::Deciding => self.deciding(now, f, &mut fx),
+            Phase::Credited => self.credited(now, f, &mut fx),
+            Phase::Judged => self.judged(now, &mut fx),
+        };
+        Step { effects: fx, next }
+    }
+
+    fn waiting(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
+        let half = self.started + self.trust.base / 2;
+        let decide = self.started + self.trust.base.saturating_sub(CREDIT_CHECK);
+        // The count is asked for once, and only where it is all the credit
+        // lacks (not for a leader, nor in an outage: no GET for nothing).
+        if now >= half && self.asked.is_none() && earns(f, false) == Err(Refusal::PeersNotRead) {
+            self.ask(now, fx);
+        }
+        if now < decide {
+            let wants_count = f.peers != Peers::NotRead && self.asked.is_none();
+            return Some(if now < half && wants_count {
+                half
+            } else {
+                decide
+            });
+        }
+        self.phase = Phase::Deciding;
+        self.deciding(now, f, fx)
+    }
+
+    fn deciding(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
+        let earned = earns(f, false);
+        match earned {
+            Ok(()) => {
+                // The count is asked for again a gap after the credit.
+                self.phase = Phase::Credited;
+                self.asked = Some(now);
+                fx.trust = Some(self.credited_trust());
+                return Some(now + CREDIT_CHECK);
+            }
+            Err(Refusal::PeersNotRead) => {
+                if self.asked.is_none() {
+                    self.ask(now, fx);
+                }
+                if !self.peers_wait_given {
+                    (self.peers_wait_given, self.peers_wait_on) = (true, true);
+                    fx.trust = Some(Trust {
+                        base: self.trust.base + PEERS_READ_WAIT,
+                        contended_max: self.trust.contended_max + PEERS_READ_WAIT,
+                    });
+                }
+            }
+            Err(_) if self.peers_wait_on => {
+                // Decided against: the extra wait is taken back at once,
+                // and the read judged again by the trust it had.
+                self.peers_wait_on = false;
+                fx.trust = Some(self.trust);
+                return Some(now);
+            }
+            Err(_) => {}
+        }
+        if fx.trust.is_none() && !f.read_trusted {
+            self.judge(now, earned.err(), fx);
+            return self.judged(now, fx);
+        }
+        Some(now + CREDIT_CHECK)
+    }
+
+    fn credited(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
+        let why = if now.saturating_duration_since(self.started) > ELECTION_TRUST {
+            Err(Refusal::ElectionOver)
+        } else {
+            earns(f, true)
+        };
+        if let Err(why) = why {
+            fx.trust = Some(self.trust);
+            self.judge(now, Some(why), fx);
+            return self.judged(now, fx);
+        }
+        let due = self
+            .asked
+            .is_none_or(|at| now.saturating_duration_since(at) >= PEERS_ASK_GAP);
+        if f.peers != Peers::NotRead && due {
+            self.ask(now, fx);
+        }
+        Some(now + CREDIT_CHECK)
+    }
+
+    fn judge(&mut self, now: Instant, why: Option<Refusal>, fx: &mut Effects) {
+        self.phase = Phase::Judged;
+        fx.wake = true;
+        fx.refused = why;
+        self.expiry_woken = now >= self.expiry();
+    }
+
+    fn judged(&mut self, now: Instant, fx: &mut Effects) -> Option<Instant> {
+        if self.expiry_woken {
+            return None;
+        }
+        if now >= self.expiry() {
+            self.expiry_woken = true;
+            fx.wake = true;
+            return None;
+        }
+        Some(self.expiry())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// The member as a script: its facts at each instant (ms after the read
+    /// started), but `read_trusted`, which the drive derives from the trust
+    /// in force as the store does (plus the node's contended time).
+    struct Member {
+        facts: fn(u64) -> Facts,
+        /// Contended CPU ms by then, counted into the trust up to 1 s.
+        contended: fn(u64) -> u64,
+        /// When the read answers (ms), if before its deadline.
+        answers_at: Option<u64>,
+    }
+
+    /// What the drive saw: when each thing happened, in ms after the start.
+    #[derive(Debug, Default, PartialEq)]
+    struct Trace {
+        credited: Option<u64>,
+        judged: Option<(u64, Option<Refusal>)>,
+        asks: Vec<u64>,
+        /// (when, the trust's base from then on)
+        trusts: Vec<(u64, u64)>,
+        wakes: Vec<u64>,
+    }
+
+    /// The read's deadline (`--sample.timeout 2s`: past the credit, so that
+    /// its end is seen; with the default, the 1 s deadline ends it too).
+    const DEADLINE: u64 = 2000;
+
+    /// Drive the machine as the read loop does: step, apply, sleep until
+    /// the next step, the answer or the deadline (virtual time).
+    fn drive(m: &Member) -> Trace {
+        let t0 = Instant::now();
+        let base = Trust {
+            base: ms(100),
+            contended_max: ms(1000),
+        };
+        let mut credit = Credit::new(t0, base);
+        let mut trust = base;
+        let mut trace = Trace::default();
+        let mut t = 0u64;
+        for _ in 0..10_000 {
+            let mut f = (m.facts)(t);
+            let (ok, _) = trust.with_contention(ms((m.contended)(t)));
+            f.read_trusted = ms(t) <= ok;
+            let step = credit.step(t0 + ms(t), &f);
+            let fx = step.effects;
+            if let Some(tr) = fx.trust {
+                trust = tr;
+                trace.trusts.push((t, tr.base.as_millis() as u64));
+            }
+            if fx.ask_peers {
+                trace.asks.push(t);
+            }
+            if fx.wake {
+                trace.wakes.push(t);
+            }
+            if credit.phase() == Phase::Credited && trace.credited.is_none() {
+                trace.credited = Some(t);
+            }
+            if credit.phase() == Phase::Judged && trace.judged.is_none() {
+                trace.judged = Some((t, fx.refused));
+            }
+            let next = step
+                .next
+                .map_or(DEADLINE, |n| (n - t0).as_millis() as u64)
+                .min(DEADLINE);
+            let end = m.answers_at.unwrap_or(DEADLINE);
+            if next >= end {
+                return trace;
+            }
+            t = next;
+        }
+        panic!("the machine did not settle: {trace:?}");
+    }
+
+    fn check(table: Vec<(&str, Member, Trace)>) {
+        for (what, member, want) in table {
+            assert_eq!(drive(&member), want, "{what}");
+        }
+    }
+
+    const FOLLOWER: Facts = Facts {
+        served: true,
+        status_answers: true,
+        role: Role::Follower,
+        learner: Some(false),
+        peers: Peers::NotRead,
+        read_trusted: true,
+    };
+
+    fn none(_: u64) -> u64 {
+        0
+    }
+
+    fn counted(peers: f64, read_after_start: bool) -> Peers {
+        Peers::Counted {
+            peers,
+            read_after_start,
+        }
+    }
+
+    fn with_peers(peers: Peers) -> Facts {
+        Facts { peers, ..FOLLOWER }
+    }
+
+    #[test]
+    fn elections_keep_or_win_the_credit() {
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // An election: the follower's read is credited just before its
+                // trust runs out and answered by the new leader at 600 ms.
+                "an election",
+                Member {
+                    facts: |_| FOLLOWER,
+                    contended: none,
+                    answers_at: Some(600),
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A follower that wins: the leader now, its credit is kept.
+                "a follower that wins the election",
+                Member {
+                    facts: |t| {
+                        if t < 300 {
+                            FOLLOWER
+                        } else {
+                            Facts {
+                                role: Role::Leader,
+                                ..FOLLOWER
+                            }
+                        }
+                    },
+                    contended: none,
+                    answers_at: Some(700),
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // An election where the count is read: one peer left, credited.
+                "an election with the peer count",
+                Member {
+                    facts: |t| {
+                        with_peers(if t < 60 {
+                            counted(2.0, false)
+                        } else {
+                            counted(1.0, true)
+                        })
+                    },
+                    contended: none,
+                    answers_at: Some(800),
+                },
+                Trace {
+                    asks: vec![50, 190, 290, 390, 490, 590, 690, 790],
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A quick answer: nothing happens.
+                "a healthy read",
+                Member {
+                    facts: |_| FOLLOWER,
+                    contended: none,
+                    answers_at: Some(3),
+                },
+                Trace::default(),
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_lost_quorum_gets_none_where_its_peers_are_counted_and_one_election_without() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // A lost quorum where the peer count is read: asked for
+                // half-way, 0 peers counted at 70 ms, judged at the trust's end.
+                "a lost quorum with the peer count",
+                Member {
+                    facts: |t| {
+                        with_peers(if t < 70 {
+                            counted(2.0, false)
+                        } else {
+                            counted(0.0, true)
+                        })
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    asks: vec![50],
+                    judged: Some((110, Some(NoActivePeer))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // The count comes late: PEERS_READ_WAIT more, taken back the
+                // moment it says 0, the read judged at once (it waited longer).
+                "a lost quorum whose peer count is slow",
+                Member {
+                    facts: |t| {
+                        with_peers(if t < 150 {
+                            counted(2.0, false)
+                        } else {
+                            counted(0.0, true)
+                        })
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    asks: vec![50],
+                    trusts: vec![(90, 200), (150, 100)],
+                    judged: Some((150, Some(NoActivePeer))),
+                    wakes: vec![150],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // Without the count a lost quorum's survivor looks like an
+                // election: credited, withdrawn when an election would be over.
+                "a lost quorum without the peer count",
+                Member {
+                    facts: |_| FOLLOWER,
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000), (1010, 100)],
+                    judged: Some((1010, Some(ElectionOver))),
+                    wakes: vec![1010],
+                    ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn the_leader_a_learner_and_a_member_whose_last_read_failed_get_none() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // The leader's read that waits cannot reach a quorum: judged
+                // when its trust runs out, the engine woken then.
+                "the leader",
+                Member {
+                    facts: |_| Facts {
+                        role: Role::Leader,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(LeaderOrRoleUnknown))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                "a learner",
+                Member {
+                    facts: |_| Facts {
+                        learner: Some(true),
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(Learner))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A member whose last read failed gets none (once per outage).
+                "a member whose last read failed",
+                Member {
+                    facts: |_| Facts {
+                        served: false,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(LastReadFailed))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_frozen_member_gets_none_or_loses_it_and_contention_only_delays_the_verdict() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // A frozen member: its Status is outdated too, no credit.
+                "a frozen member",
+                Member {
+                    facts: |t| Facts {
+                        status_answers: t < 80,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(StatusNotAnswered))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A credited member that freezes: withdrawn at once, and the
+                // read, older than its trust, is outdated at that instant.
+                "a credited member that freezes",
+                Member {
+                    facts: |t| Facts {
+                        status_answers: t < 400,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000), (400, 100)],
+                    judged: Some((400, Some(StatusNotAnswered))),
+                    wakes: vec![400],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // Contention: the leader's read is trusted as much longer as
+                // the node's CPU was contended (the store's rule), so it is
+                // judged later, not given a credit.
+                "the leader on a contended node",
+                Member {
+                    facts: |_| Facts {
+                        role: Role::Leader,
+                        ..FOLLOWER
+                    },
+                    contended: |t| t.saturating_sub(50).min(200),
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((310, Some(LeaderOrRoleUnknown))),
+                    wakes: vec![310],
+                    ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn refusals_are_typed_and_say_why_in_words() {
+        assert_eq!(earns(&FOLLOWER, false), Ok(()));
+        let leader = Facts {
+            role: Role::Leader,
+            ..FOLLOWER
+        };
+        assert_eq!(earns(&leader, false), Err(Refusal::LeaderOrRoleUnknown));
+        assert_eq!(earns(&leader, true), Ok(()), "kept by a follower that won");
+        let unknown_learner = Facts {
+            learner: None,
+            ..FOLLOWER
+        };
+        assert_eq!(earns(&unknown_learner, false), Err(Refusal::Learner));
+        let stale_count = with_peers(Peers::Counted {
+            peers: 2.0,
+            read_after_start: false,
+        });
+        assert_eq!(earns(&stale_count, false), Err(Refusal::PeersNotRead));
+        assert_eq!(
+            earns(&with_peers(Peers::Unknown), false),
+            Err(Refusal::PeersNotRead)
+        );
+        assert_eq!(
+            Refusal::PeersNotRead.to_string(),
+            "its peer count was not read since the read started"
+        );
+    }
+}

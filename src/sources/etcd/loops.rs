@@ -1,0 +1,341 @@
+//! The source's three loops, on one task: the connection (a Watch stream
+//! whose end is the event "connection lost"), Status, and the reads; and
+//! the short async loop that drives a pending linearizable read's election
+//! credit ([`super::credit`]) with the facts of the store and the time of
+//! the clock.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{GetOptions, StatusResponse};
+
+use super::credit::{Credit, Effects, Facts, Peers, Role};
+use super::deadlines::{CONTENDED_TRUST_MAX, Deadline, LatencyWindow, wake_at_expiry, within};
+use super::errors::{classify, explain, leader_changed};
+use super::status::{LeaderChanges, record_status, record_status_err};
+use super::{LABEL, Shared};
+use crate::clock::NodeTime;
+use crate::signals::{SignalId, SignalStore, Source, Trust, Value};
+use crate::sources::SampleError;
+
+/// What the read loop keeps from one round to the next.
+struct Reads {
+    /// The linearizable and the serializable reads' recent latencies.
+    qget: LatencyWindow,
+    sget: LatencyWindow,
+    /// The epoch in which the last linearizable read was answered (`None`
+    /// after a failure): only a member that was serving, with no loss
+    /// since, earns the election credit.
+    served_in: Option<u64>,
+    next_sget: Instant,
+}
+
+impl Shared {
+    /// Keep a Watch stream open; its end is the event "connection lost".
+    pub(super) async fn connection_loop(&self) {
+        let cfg = &self.config;
+        let mut was_lost = false;
+        loop {
+            match self.open_watch().await {
+                Ok(mut stream) => {
+                    if was_lost {
+                        tracing::info!(endpoint = %crate::sources::client::redact_credentials(&cfg.endpoint), "connection to etcd is back");
+                    }
+                    // Sample at once: the member answers again.
+                    self.wake_status.notify_one();
+                    self.wake_reads.notify_one();
+                    let why = loop {
+                        match stream.message().await {
+                            Ok(Some(_)) => continue,
+                            Ok(None) => break "the member closed the watch stream".to_string(),
+                            Err(e) => break classify("watch stream", &e, cfg.timeout).message,
+                        }
+                    };
+                    was_lost = true;
+                    self.lost(&why);
+                }
+                Err(_) => {
+                    // Status and the reads report their own failures; this
+                    // loop only notices when the member answers again.
+                    tokio::time::sleep(cfg.retry()).await;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn status_loop(&self) {
+        let fast = self.config.fast();
+        let mut leader_changes = LeaderChanges::default();
+        let mut latency = LatencyWindow::default();
+        let pending: Vec<SignalId> = self.ids.status_ids().chain([self.ids.etcd_up]).collect();
+        loop {
+            let epoch = self.epoch();
+            let trust = latency.trust(self.config.trust(), CONTENDED_TRUST_MAX);
+            let start = self.clock.read();
+            let started = start.now;
+            self.record_in(epoch, |store| {
+                note_contention(store, &start);
+                for id in &pending {
+                    store.record_pending(*id, started, None, trust, "Status");
+                }
+            });
+            let result = wake_at_expiry(&self.notifier, trust.base, self.status()).await;
+            let took = self.clock.now().saturating_duration_since(started);
+            if result.is_ok() {
+                latency.record(took);
+            }
+            let recorded = self.record_in(epoch, |store| match &result {
+                Ok(st) => record_status(&self.ids, store, st, &mut leader_changes, started),
+                Err(e) => record_status_err(&self.ids, store, e, started),
+            });
+            self.metrics.observe(LABEL, took, result.as_ref().err());
+            if recorded {
+                self.round_finished();
+            }
+            if let (Some(info), Ok(st)) = (&self.member_info, &result)
+                && let Ok(client) = self.client().await
+            {
+                info.observe(
+                    &client,
+                    st.header(),
+                    st.is_learner(),
+                    self.config.timeout,
+                    &self.metrics,
+                    self.clock.now(),
+                )
+                .await;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(fast) => {}
+                _ = self.wake_status.notified() => {}
+            }
+        }
+    }
+
+    async fn status(&self) -> Result<StatusResponse, SampleError> {
+        let mut c = self.client().await?;
+        self.metrics.request(LABEL, "status");
+        self.bounded("Status", async move { c.status().await })
+            .await
+    }
+
+    pub(super) async fn read_loop(&self) {
+        let mut reads = Reads {
+            qget: LatencyWindow::default(),
+            sget: LatencyWindow::default(),
+            served_in: None,
+            next_sget: self.clock.now(),
+        };
+        loop {
+            self.read_round(&mut reads).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.fast()) => {}
+                _ = self.wake_reads.notified() => { reads.next_sget = self.clock.now(); }
+            }
+        }
+    }
+
+    /// Both reads (the serializable one when it is due), each recorded the
+    /// moment it answers.
+    async fn read_round(&self, reads: &mut Reads) {
+        let cfg = &self.config;
+        let fast = cfg.fast();
+        let epoch = self.epoch();
+        let start = self.clock.read();
+        let started = start.now;
+        let with_sget = started >= reads.next_sget;
+        let qtrust = reads.qget.trust(cfg.trust(), CONTENDED_TRUST_MAX);
+        let strust = reads.sget.trust(cfg.trust(), CONTENDED_TRUST_MAX);
+        // In flight from now: the store shows them as pending reads
+        // (unless the connection was lost meanwhile: a loss ends them).
+        let ids = self.ids;
+        self.record_in(epoch, |store| {
+            note_contention(store, &start);
+            store.record_pending(ids.qget_ms, started, Some(1000.0), qtrust, "read");
+            if with_sget {
+                store.record_pending(ids.sget_ms, started, Some(1000.0), strust, "read");
+            }
+        });
+        // Each read's answer is recorded the moment it arrives: a
+        // serializable read answered locally in 1 ms must not wait for a
+        // linearizable one stuck without quorum (it was outdated then, and
+        // the serializable_read check flapped with every round).
+        let record = |id: SignalId, r: &Result<f64, SampleError>| {
+            self.record_in(epoch, |store| match r {
+                Ok(ms) => store.record_ok(id, Value::Num(*ms), started),
+                Err(e) => store.record_err(id, Arc::from(e.message.as_str()), started),
+            })
+        };
+        let served = reads.served_in == Some(epoch);
+        let (q, s) = tokio::join!(
+            async {
+                let q = self.linearizable(&start, qtrust, served).await;
+                (record(ids.qget_ms, &q), q)
+            },
+            async {
+                if with_sget {
+                    let read = within(
+                        &self.clock,
+                        cfg.read_timeout(),
+                        "serializable read",
+                        self.range(true),
+                    );
+                    let s = wake_at_expiry(&self.notifier, strust.base, read).await;
+                    self.notifier.wake();
+                    Some((record(ids.sget_ms, &s), s))
+                } else {
+                    None
+                }
+            }
+        );
+        let took = self.clock.now().saturating_duration_since(started);
+        let (recorded, q) = q;
+        let s = s.map(|(_, s)| s);
+        let err = q
+            .as_ref()
+            .err()
+            .or(s.as_ref().and_then(|s| s.as_ref().err()));
+        self.metrics.observe(LABEL, took, err);
+        if recorded {
+            reads.served_in = q.is_ok().then_some(epoch);
+            self.round_finished();
+        }
+        if let Ok(ms) = &q {
+            reads.qget.record(Duration::from_secs_f64(ms / 1000.0));
+        }
+        if let Some(s) = &s {
+            if let Ok(ms) = s {
+                reads.sget.record(Duration::from_secs_f64(ms / 1000.0));
+            }
+            // The serializable read again in a full interval when it was
+            // good and quick; at the fast pace while it fails or is slow.
+            let good = s.as_ref().is_ok_and(|ms| *ms < fast.as_secs_f64() * 1000.0);
+            reads.next_sget = started + if good { cfg.interval } else { fast };
+        }
+    }
+
+    /// One keys-only, limit-1 Range of the probe key; its latency in ms.
+    /// etcd fails every read that waited through a change of leader with
+    /// "leader changed", a retryable error (its own client retries it): the
+    /// member has a leader again. Asked again at once; its latency counts
+    /// from the first attempt. No deadline here: the caller's.
+    async fn range(&self, serializable: bool) -> Result<f64, SampleError> {
+        let cfg = &self.config;
+        let mut opts = GetOptions::new().with_keys_only().with_limit(1);
+        if serializable {
+            opts = opts.with_serializable();
+        }
+        let what = if serializable {
+            "serializable read"
+        } else {
+            "linearizable read"
+        };
+        let mut c = self.client().await?;
+        let key = cfg.probe_key.clone();
+        self.metrics.request(LABEL, "range");
+        let sent = self.clock.now();
+        let answer = match c.get(key.clone(), Some(opts.clone())).await {
+            Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
+            r => r,
+        };
+        let took = self.clock.now().saturating_duration_since(sent);
+        match answer {
+            Ok(_) => Ok(took.as_secs_f64() * 1000.0),
+            Err(e) => {
+                let left = cfg.read_timeout().saturating_sub(took);
+                Err(explain(what, &e, &cfg.endpoint, cfg.client_timeout(), left).await)
+            }
+        }
+    }
+
+    /// The linearizable read of the round started at `start`, pending in
+    /// the store with `trust`, within its deadline, its election credit
+    /// decided by [`Credit`] from the store's facts at each step.
+    async fn linearizable(
+        &self,
+        start: &NodeTime,
+        trust: Trust,
+        served: bool,
+    ) -> Result<f64, SampleError> {
+        let mut credit = Credit::new(start.now, trust);
+        let mut deadline = Deadline::new(start, self.config.read_timeout());
+        let mut call = std::pin::pin!(self.range(false));
+        loop {
+            let now = self.clock.read();
+            if deadline.expired(&now) {
+                return Err(deadline.timed_out("linearizable read"));
+            }
+            let step = credit.step(now.now, &self.credit_facts(now.now, start.now, served));
+            self.apply(step.effects);
+            let next = step.next.map_or(deadline.at(), |n| n.min(deadline.at()));
+            tokio::select! {
+                r = &mut call => return r,
+                _ = tokio::time::sleep_until(next.into()) => {}
+            }
+        }
+    }
+
+    /// What the store says of the member at `now`, for the credit of a read
+    /// started at `started`.
+    fn credit_facts(&self, now: Instant, started: Instant, served: bool) -> Facts {
+        let store = &self.store;
+        let flag = |id| match store.reading(id, now).value {
+            Some(Value::Bool(b)) => Some(b),
+            _ => None,
+        };
+        let role = match flag(self.ids.is_leader) {
+            Some(true) => Role::Leader,
+            Some(false) => Role::Follower,
+            None => Role::Unknown,
+        };
+        let peers = match self.active_peers {
+            None => Peers::NotRead,
+            Some(id) => {
+                let r = store.reading(id, now);
+                match (r.value, r.last_good_age) {
+                    // Never answered (an etcd that refuses /metrics where it
+                    // is asked by default): decided as without the count.
+                    (_, None) => Peers::NotRead,
+                    (Some(Value::Num(peers)), Some(age)) => Peers::Counted {
+                        peers,
+                        read_after_start: age <= now.saturating_duration_since(started),
+                    },
+                    _ => Peers::Unknown,
+                }
+            }
+        };
+        Facts {
+            served,
+            status_answers: flag(self.ids.etcd_up) == Some(true),
+            role,
+            learner: flag(self.ids.learner),
+            peers,
+            read_trusted: store.reading(self.ids.qget_ms, now).value.is_some(),
+        }
+    }
+
+    fn apply(&self, fx: Effects) {
+        if let Some(trust) = fx.trust {
+            self.store.set_pending_trust(self.ids.qget_ms, trust);
+        }
+        if fx.ask_peers {
+            self.notifier.request_round(&Source::EtcdMetrics);
+        }
+        if let Some(why) = fx.refused {
+            tracing::debug!(
+                "a pending linearizable read gets no election credit, or loses it: {why}"
+            );
+        }
+        if fx.wake {
+            self.notifier.wake();
+        }
+    }
+}
+
+/// Tell the store how long the node's CPU has been contended, so that a call
+/// recorded as pending now is judged from this moment's counter.
+fn note_contention(store: &SignalStore, now: &NodeTime) {
+    if let Some(stalled) = now.cpu_stalled {
+        store.set_cpu_stalled(stalled);
+    }
+}

@@ -1,0 +1,354 @@
+//! The etcd source: one gRPC client for this one member, and three loops on
+//! one supervised task (`sampler:etcd`) that keep its signals current
+//! without writing to etcd (no call costs a raft proposal; alarms are read
+//! from `Status.errors`, not `Maintenance.Alarm`, which goes through raft in
+//! etcd 3.4). One file per idea:
+//!
+//! - `connection.rs`: the client ([`Shared::client`]) and the Watch stream on
+//!   the probe key (served by the member itself, no raft), whose only job is
+//!   to break. When the member's connection drops the stream ends, and every
+//!   etcd signal becomes unknown at once ("connection to etcd lost: …"),
+//!   without waiting for a sampling round.
+//! - `loops.rs`: the loops. **connection**: re-opens the stream every
+//!   [`EtcdConfig::retry`] while it is down; when it opens again, Status and
+//!   the reads run at once. **status**: `Maintenance.Status`, answered
+//!   locally by the member, every [`EtcdConfig::fast`] (a tenth of
+//!   `--sample.interval`). While it is in flight its signals keep their last
+//!   answer for its trust; a Status pending longer makes them unknown ("the
+//!   last answer is outdated"), so a frozen member is seen in about
+//!   `fast/2 + trust`, not after the call's timeout. **reads**: a
+//!   linearizable single-key, keys-only Range every `fast`, and a
+//!   serializable one every `--sample.interval` (every `fast` while it fails
+//!   or is slow), each given at least the policy's latency bound
+//!   ([`EtcdConfig::read_timeout`]). While a read is in flight the store
+//!   carries it as pending ([`SignalStore::record_pending`]): the last answer
+//!   counts for its trust, then the reading is unknown, and a read pending
+//!   for 1 s proves `qget_ms < 1000` false. A read etcd fails with "leader
+//!   changed" is asked again at once. Status also gives `leaderless`, how
+//!   long it has shown no leader.
+//! - `credit.rs`: the election credit, a pure state machine: a follower that
+//!   was serving and keeps answering Status has its pending linearizable
+//!   read trusted up to 1 s, since a new leader answers it; where the
+//!   member's metrics are read, only with a peer count read after the read
+//!   started that shows a peer (a lost quorum's survivor gets none).
+//! - `deadlines.rs`: how long a call is given (its timeout, plus the node's
+//!   contended CPU time) and how long its last answer is trusted: the base
+//!   of [`EtcdConfig::trust`], stretched to what this member's calls of that
+//!   kind normally take.
+//! - `errors.rs`: error classification by type, and the protocol probe.
+//! - `status.rs`: what a Status answer writes into the store.
+//!
+//! Every call is bounded twice: by the client's own request timeout and by
+//! its deadline. A loss of the connection bumps an epoch; results of calls
+//! started before it are dropped, so a late answer cannot overwrite the
+//! loss. No clock is read here: every instant comes from the [`Clock`]
+//! passed in.
+
+mod connection;
+mod credit;
+mod deadlines;
+mod errors;
+mod loops;
+mod status;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::Client;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND};
+use super::identity::MemberInfo;
+use super::{RoundNotifier, SourceMetrics, staleness_bound};
+use crate::clock::Clock;
+use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
+
+/// PEM material for mTLS to etcd.
+#[derive(Clone, Debug)]
+pub struct EtcdTls {
+    pub ca: Vec<u8>,
+    /// Client certificate and key; `None` for server-only TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What the etcd source needs.
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    pub endpoint: String,
+    pub tls: Option<EtcdTls>,
+    pub probe_key: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// The longest the exporter's own CPU limit can freeze it (one CFS
+    /// period, see [`crate::cpuquota`]); zero without a limit.
+    pub freeze: Duration,
+}
+
+/// The shortest period of any loop: a tiny `--sample.interval` must not
+/// spin.
+const MIN_FAST: Duration = Duration::from_millis(10);
+/// The longest time between two attempts to re-open a lost connection.
+const MAX_RETRY: Duration = Duration::from_millis(100);
+
+impl EtcdConfig {
+    /// The period of Status and the linearizable read: a tenth of the
+    /// interval (100 ms by default), at least 10 ms.
+    pub fn fast(&self) -> Duration {
+        (self.interval / 10).max(MIN_FAST)
+    }
+
+    /// How long the last answer of Status or a read stays trusted while a
+    /// newer call is pending: one fast period, at least 100 ms (100 ms by
+    /// default; a healthy member answers both in a few ms), and under a CPU
+    /// limit at least one freeze plus 20 ms (120 ms with Kubernetes' 100 ms
+    /// CFS period), so that the exporter's own throttling is not taken for a
+    /// member that stopped answering. A call pending longer makes its
+    /// signals unknown ("the last answer is outdated") until it answers or
+    /// times out.
+    ///
+    /// The time the node's CPU was contended while the call waited extends
+    /// it, to at most 1 s ([`Trust`], [`crate::contention`]): a healthy
+    /// member on a node busy for a moment is late because it could not run.
+    /// Each call stretches this base to what its kind of call normally takes
+    /// on this member (`deadlines::LatencyWindow`).
+    pub fn trust(&self) -> Trust {
+        let freeze = if self.freeze.is_zero() {
+            Duration::ZERO
+        } else {
+            self.freeze.saturating_add(FREEZE_MARGIN)
+        };
+        let base = self.fast().max(MIN_TRUST).max(freeze);
+        Trust {
+            base,
+            contended_max: base.max(CONTENDED_TRUST_MAX),
+        }
+    }
+
+    /// How often a lost connection is tried again: [`fast`](Self::fast), at
+    /// most 100 ms. Attempts write nothing to the store; only the first
+    /// success does something (an immediate Status and reads).
+    pub fn retry(&self) -> Duration {
+        self.fast().min(MAX_RETRY)
+    }
+
+    /// The deadline of a read: `--sample.timeout`, but never less than the
+    /// shipped policies' latency bound (1 s): a read given less than the
+    /// policy accepts would turn a slow answer the policy calls good into a
+    /// failure, while one pending that long fails the check by its lower
+    /// bound anyway.
+    pub fn read_timeout(&self) -> Duration {
+        self.timeout.max(READ_BOUND)
+    }
+
+    /// tonic's own request timeout: later than every deadline of
+    /// [`deadlines`], which decide when a call has taken too long.
+    fn client_timeout(&self) -> Duration {
+        self.read_timeout() + CONTENDED_TRUST_MAX
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ids {
+    etcd_up: SignalId,
+    leader: SignalId,
+    is_leader: SignalId,
+    learner: SignalId,
+    qget_ms: SignalId,
+    sget_ms: SignalId,
+    revision: SignalId,
+    raft_term: SignalId,
+    raft_index: SignalId,
+    applied_index: SignalId,
+    apply_lag: SignalId,
+    db_size_bytes: SignalId,
+    db_in_use_bytes: SignalId,
+    alarm_nospace: SignalId,
+    alarm_corrupt: SignalId,
+    leader_changes: SignalId,
+    leaderless: SignalId,
+}
+
+impl Ids {
+    /// Resolved at compile time: built-in ids are the same in every catalogue.
+    const BUILTIN: Ids = Ids {
+        etcd_up: Builtin::EtcdUp.id(),
+        leader: Builtin::Leader.id(),
+        is_leader: Builtin::IsLeader.id(),
+        learner: Builtin::Learner.id(),
+        qget_ms: Builtin::QgetMs.id(),
+        sget_ms: Builtin::SgetMs.id(),
+        revision: Builtin::Revision.id(),
+        raft_term: Builtin::RaftTerm.id(),
+        raft_index: Builtin::RaftIndex.id(),
+        applied_index: Builtin::AppliedIndex.id(),
+        apply_lag: Builtin::ApplyLag.id(),
+        db_size_bytes: Builtin::DbSizeBytes.id(),
+        db_in_use_bytes: Builtin::DbInUseBytes.id(),
+        alarm_nospace: Builtin::AlarmNospace.id(),
+        alarm_corrupt: Builtin::AlarmCorrupt.id(),
+        leader_changes: Builtin::LeaderChanges.id(),
+        leaderless: Builtin::Leaderless.id(),
+    };
+
+    /// Signals that come from `Maintenance.Status`: every etcd signal of the
+    /// catalogue but etcd_up and the reads.
+    pub(super) fn status_ids(&self) -> impl Iterator<Item = SignalId> {
+        let not_status = [self.etcd_up, self.qget_ms, self.sget_ms];
+        Builtin::of(Source::Etcd)
+            .map(Builtin::id)
+            .filter(move |id| !not_status.contains(id))
+    }
+
+    /// Every etcd signal of the catalogue.
+    pub(super) fn all(&self) -> Vec<SignalId> {
+        Builtin::of(Source::Etcd).map(Builtin::id).collect()
+    }
+}
+
+/// Run the etcd source on its own supervised task (`sampler:etcd`); a panic
+/// restarts it with a fresh client. Runs until the handle is aborted.
+pub fn spawn(
+    config: EtcdConfig,
+    catalogue: &Catalogue,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+    member_info: Option<MemberInfo>,
+    clock: Clock,
+) -> JoinHandle<()> {
+    let ids = Ids::BUILTIN;
+    // The member's own peer count, where its metrics source is configured.
+    let active_peers = Some(Builtin::ActivePeers.id()).filter(|id| catalogue.is_enabled(*id));
+    metrics.start_source(LABEL);
+    let supervisor = notifier.supervisor().clone();
+    supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
+        let sh = Arc::new(Shared {
+            config: config.clone(),
+            ids,
+            store: store.clone(),
+            notifier: notifier.clone(),
+            metrics: metrics.clone(),
+            client: tokio::sync::Mutex::new(None),
+            epoch: Mutex::new(0),
+            wake_status: Notify::new(),
+            wake_reads: Notify::new(),
+            member_info: member_info.clone(),
+            active_peers,
+            clock: clock.clone(),
+        });
+        async move { sh.run().await }
+    })
+}
+
+/// What the three loops share.
+struct Shared {
+    config: EtcdConfig,
+    ids: Ids,
+    store: Arc<SignalStore>,
+    notifier: RoundNotifier,
+    metrics: SourceMetrics,
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// Bumped by every loss of the connection; a result is recorded only if
+    /// the epoch is still the one its call started in (checked and recorded
+    /// under this lock, so a loss cannot interleave).
+    epoch: Mutex<u64>,
+    wake_status: Notify,
+    wake_reads: Notify,
+    /// `etcd_readiness_member_info`, updated from successful Status answers.
+    member_info: Option<MemberInfo>,
+    /// `active_peers` when the member's metrics source is configured.
+    active_peers: Option<SignalId>,
+    clock: Clock,
+}
+
+const LABEL: &str = "etcd";
+
+impl Shared {
+    async fn run(self: Arc<Self>) {
+        let fast = self.config.fast();
+        // A call is given up to CONTENDED_TRUST_MAX more on a busy node
+        // (`bounded`); its samples are kept as much longer. The reads are
+        // given at least the policy's latency bound: both reads' samples are
+        // kept as much longer (the serializable one waits for its round).
+        let bound = |period, deadline| {
+            let base = staleness_bound(period, deadline);
+            Trust {
+                base,
+                contended_max: base + CONTENDED_TRUST_MAX,
+            }
+        };
+        for id in self.ids.all() {
+            self.store
+                .set_staleness(id, bound(fast, self.config.timeout));
+        }
+        let reads = self.config.read_timeout();
+        self.store
+            .set_staleness(self.ids.qget_ms, bound(fast, reads));
+        self.store
+            .set_staleness(self.ids.sget_ms, bound(self.config.interval, reads));
+        tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
+    }
+
+    fn epoch(&self) -> u64 {
+        *self.epoch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `record` if no loss happened since `epoch`.
+    fn record_in(&self, epoch: u64, record: impl FnOnce(&SignalStore)) -> bool {
+        let cur = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        if *cur != epoch {
+            return false;
+        }
+        record(&self.store);
+        true
+    }
+
+    fn round_finished(&self) {
+        self.notifier
+            .round_finished(&Source::Etcd, self.config.interval, self.clock.now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_limit_stretches_the_trust_over_one_freeze() {
+        let mut c = EtcdConfig {
+            endpoint: "http://127.0.0.1:2379".into(),
+            tls: None,
+            probe_key: "k".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(500),
+            freeze: Duration::ZERO,
+        };
+        assert_eq!(c.trust().base, Duration::from_millis(100));
+        c.freeze = Duration::from_millis(100);
+        assert_eq!(c.trust().base, Duration::from_millis(120));
+        // A long interval's fast period still wins when it is longer.
+        c.interval = Duration::from_secs(5);
+        assert_eq!(c.trust().base, Duration::from_millis(500));
+        // CPU contention may stretch it to 1 s, never below the base.
+        assert_eq!(c.trust().contended_max, Duration::from_millis(1000));
+        c.interval = Duration::from_secs(20);
+        assert_eq!(c.trust().contended_max, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_read_is_never_given_less_than_the_policys_latency_bound() {
+        let mut c = EtcdConfig {
+            endpoint: "http://127.0.0.1:2379".into(),
+            tls: None,
+            probe_key: "k".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(500),
+            freeze: Duration::ZERO,
+        };
+        assert_eq!(c.read_timeout(), Duration::from_secs(1));
+        c.timeout = Duration::from_secs(3);
+        assert_eq!(c.read_timeout(), Duration::from_secs(3));
+        assert!(c.client_timeout() > c.read_timeout());
+    }
+}
