@@ -26,16 +26,11 @@ pub struct TlsFiles {
 /// Setting up a source failed (bad flags or files); reported at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("cannot read the {what} file {}: {source}", path.display())]
-    ReadFile {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid {what} in {}: {source}", path.display())]
+    #[error("{0}")]
+    Tls(#[from] super::tls_material::MaterialError),
+    #[error("invalid {what}: {source}")]
     Pem {
         what: &'static str,
-        path: PathBuf,
         source: reqwest::Error,
     },
     #[error("{0}")]
@@ -56,42 +51,15 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// A client with `timeout` on every request (connect included) and the given TLS files.
+/// A client with `timeout` on every request (connect included) and the
+/// given TLS files, read and checked now (see [`super::tls_material`]).
 pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client, SourceError> {
-    install_crypto_provider();
-    let mut b = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(ca) = &tls.ca {
-        let pem = read(ca, "CA")?;
-        let certs =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| SourceError::Pem {
-                what: "CA certificate",
-                path: ca.clone(),
-                source,
-            })?;
-        b = b.tls_certs_only(certs);
-    }
-    if let Some((cert, key)) = cert_key_pair(
-        tls.cert.as_ref(),
-        tls.key.as_ref(),
-        "a client certificate and its key",
-    )
-    .map_err(SourceError::Invalid)?
-    {
-        let mut pem = read(cert, "client certificate")?;
-        pem.push(b'\n');
-        pem.extend(read(key, "client key")?);
-        let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
-            what: "client certificate or key",
-            path: cert.clone(),
-            source,
-        })?;
-        b = b.identity(id);
-    }
-    b.build().map_err(SourceError::Client)
+    let material = if *tls == TlsFiles::default() {
+        None
+    } else {
+        Some(super::tls_material::Material::read(tls)?)
+    };
+    super::tls_material::http_client(material.as_ref(), timeout)
 }
 
 /// A client certificate and its key go together: both or neither. `what`
@@ -107,14 +75,6 @@ pub fn cert_key_pair<'a, T: ?Sized>(
         (None, None) => Ok(None),
         _ => Err(format!("{what} must be given together")),
     }
-}
-
-fn read(path: &PathBuf, what: &'static str) -> Result<Vec<u8>, SourceError> {
-    std::fs::read(path).map_err(|source| SourceError::ReadFile {
-        what,
-        path: path.clone(),
-        source,
-    })
 }
 
 /// Check that `url` is an absolute http(s) URL; returns it without a trailing `/`.
@@ -306,21 +266,13 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     // connection then, and whether the client reads its alert or only sees
     // the connection gone before the request was sent is a race. The second
     // reads "canceled: connection was not ready" — the same refusal.
-    let closed_after_handshake = !tls
-        && url.starts_with("https://")
-        && all.iter().any(|c| {
-            c.downcast_ref::<hyper::Error>()
-                .is_some_and(|h| h.is_canceled())
-        });
-    if closed_after_handshake {
-        chain.push_str(
-            " (the server closed the connection right after the TLS handshake, \
-             which is how a server refuses a missing or unaccepted client certificate)",
-        );
+    let hint = super::tls_material::certificate_hint(&all, url.starts_with("https://"));
+    if let Some(hint) = hint {
+        chain.push_str(&format!(" ({hint})"));
     }
     let reason = if e.is_timeout() {
         Reason::Timeout
-    } else if tls || closed_after_handshake {
+    } else if tls || hint.is_some() {
         Reason::Tls
     } else if e.is_connect() {
         Reason::Connect

@@ -54,13 +54,9 @@ use super::{
 };
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust, Value};
 
-/// PEM material for mTLS to etcd.
-#[derive(Clone, Debug)]
-pub struct EtcdTls {
-    pub ca: Vec<u8>,
-    /// Client certificate and key; `None` for server-only TLS.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
+/// The etcd TLS files (CA; client certificate and key, `None` for
+/// server-only TLS), re-read when they change ([`super::tls_material`]).
+pub type EtcdTls = super::tls_material::Credentials;
 
 /// What the etcd source needs.
 #[derive(Clone, Debug)]
@@ -236,6 +232,7 @@ pub fn spawn(
             notifier: notifier.clone(),
             metrics: metrics.clone(),
             client: tokio::sync::Mutex::new(None),
+            tls_refused: AtomicBool::new(false),
             epoch: Mutex::new(0),
             wake_status: Notify::new(),
             wake_reads: Notify::new(),
@@ -255,7 +252,10 @@ struct Shared {
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
     metrics: SourceMetrics,
-    client: tokio::sync::Mutex<Option<Client>>,
+    /// The client and the generation of the TLS material it was built with.
+    client: tokio::sync::Mutex<Option<(u64, Client)>>,
+    /// A call failed in the TLS handshake: the next builds a new client.
+    tls_refused: AtomicBool,
     /// Bumped by every loss of the connection; a result is recorded only if
     /// the epoch is still the one its call started in (checked and recorded
     /// under this lock, so a loss cannot interleave).
@@ -323,9 +323,17 @@ impl Shared {
             .round_finished(&Source::Etcd, self.config.interval);
     }
 
+    /// The client for the next call: built again when the TLS files
+    /// changed, or after a handshake failed (a refused certificate).
     async fn client(&self) -> Result<Client, SampleError> {
         let mut slot = self.client.lock().await;
-        if let Some(c) = &*slot {
+        let material = self.config.tls.as_ref().map(|t| t.current());
+        let generation = material.as_ref().map_or(0, |m| m.generation);
+        let refused = self.tls_refused.swap(false, Ordering::Relaxed);
+        if let Some((built, c)) = &*slot
+            && *built == generation
+            && !refused
+        {
             return Ok(c.clone());
         }
         let cfg = &self.config;
@@ -334,8 +342,11 @@ impl Shared {
         let mut opts = ConnectOptions::new()
             .with_timeout(cfg.timeout + CONTENDED_TRUST_MAX)
             .with_connect_timeout(cfg.timeout + CONTENDED_TRUST_MAX);
-        if let Some(tls) = &cfg.tls {
-            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+        if let Some(tls) = &material {
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &tls.ca {
+                t = t.ca_certificate(Certificate::from_pem(ca));
+            }
             if let Some((cert, key)) = &tls.identity {
                 t = t.identity(Identity::from_pem(cert, key));
             }
@@ -348,8 +359,20 @@ impl Shared {
         .await?;
         // Keep the client even after errors: tonic reconnects by itself, and
         // a fresh client would not help a member that does not answer.
-        *slot = Some(client.clone());
+        *slot = Some((generation, client.clone()));
         Ok(client)
+    }
+
+    /// `r` of a call: a TLS failure has the files re-read and the next call
+    /// build a new client.
+    fn after<T>(&self, r: Result<T, SampleError>) -> Result<T, SampleError> {
+        if let (Err(e), Some(tls)) = (&r, &self.config.tls)
+            && e.reason == Reason::Tls
+        {
+            self.tls_refused.store(true, Ordering::Relaxed);
+            tls.refused();
+        }
+        r
     }
 
     /// The connection broke: every signal is unknown now, with `why`.
@@ -410,10 +433,11 @@ impl Shared {
         let mut c = self.client().await?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "watch");
-        let mut stream = bounded(cfg.timeout, &cfg.endpoint, "watch", async move {
+        let opened = bounded(cfg.timeout, &cfg.endpoint, "watch", async move {
             c.watch(key, None).await
         })
-        .await?;
+        .await;
+        let mut stream = self.after(opened)?;
         match bounded(cfg.timeout, &cfg.endpoint, "watch", stream.message()).await? {
             Some(r) if r.created() => Ok(stream),
             _ => Err(SampleError::new(
@@ -470,10 +494,11 @@ impl Shared {
         let cfg = &self.config;
         let mut c = self.client().await?;
         self.metrics.request(LABEL, "status");
-        bounded(cfg.timeout, &cfg.endpoint, "Status", async move {
+        let r = bounded(cfg.timeout, &cfg.endpoint, "Status", async move {
             c.status().await
         })
-        .await
+        .await;
+        self.after(r)
     }
 
     async fn read_loop(&self) {
@@ -577,13 +602,14 @@ impl Shared {
         // "leader changed", a retryable error (its own client retries it):
         // the member has a leader again. Asked again at once, within the
         // same deadline; its latency counts from the first attempt.
-        bounded_with(cfg.timeout, &cfg.endpoint, what, &credit, async move {
+        let r = bounded_with(cfg.timeout, &cfg.endpoint, what, &credit, async move {
             match c.get(key.clone(), Some(opts.clone())).await {
                 Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
                 r => r,
             }
         })
-        .await?;
+        .await;
+        self.after(r)?;
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     }
 
@@ -978,6 +1004,14 @@ async fn bounded_with<T>(
         Some(Err(e)) => {
             // tonic's own request timeout is set CONTENDED_TRUST_MAX later.
             let mut err = classify(what, &e, timeout + CONTENDED_TRUST_MAX);
+            // A handshake refused for a certificate says so, and counts as TLS.
+            let https = endpoint.starts_with("https://");
+            if let Some(hint) = super::tls_material::certificate_hint(&causes(&e), https) {
+                err = SampleError::new(
+                    Reason::Tls,
+                    format!("{what}: TLS error: {} ({hint})", chain(&e)),
+                );
+            }
             if err.reason == Reason::Protocol {
                 let left = (timeout + granted).saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {

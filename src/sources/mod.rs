@@ -20,6 +20,7 @@ pub mod owner;
 pub mod promtext;
 pub mod scrape;
 pub mod scrape_set;
+pub mod tls_material;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

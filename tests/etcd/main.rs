@@ -8,6 +8,7 @@
 //! them does not run more clusters at once.
 
 mod card_e2e;
+mod credentials;
 mod defrag;
 mod etcd_cluster;
 mod etcd_events;

@@ -17,6 +17,7 @@
 
 mod candidate_policy;
 mod cpu_quota;
+mod credentials;
 mod http_hardening;
 mod policy_reload_limits;
 mod promtool;
