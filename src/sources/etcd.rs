@@ -1006,7 +1006,7 @@ async fn bounded_with<T>(
             let mut err = classify(what, &e, timeout + CONTENDED_TRUST_MAX);
             // A handshake refused for a certificate says so, and counts as TLS.
             let https = endpoint.starts_with("https://");
-            if let Some(hint) = super::tls_material::certificate_hint(&causes(&e), https) {
+            if let Some(hint) = super::client::certificate_hint(&causes(&e), https) {
                 err = SampleError::new(
                     Reason::Tls,
                     format!("{what}: TLS error: {} ({hint})", chain(&e)),
