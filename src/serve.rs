@@ -150,6 +150,7 @@ struct FileMetrics {
     tls: TlsMetrics,
     etcd_tls: Option<ReloadStatus>,
     backup_tls: Option<ReloadStatus>,
+    etcd_password: Option<ReloadStatus>,
 }
 
 fn register_metrics(
@@ -183,6 +184,11 @@ fn register_metrics(
                 .tls
                 .as_ref()
                 .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Etcd)),
+            etcd_password: config
+                .etcd
+                .auth
+                .as_ref()
+                .map(|_| crate::sources::etcd_auth::register_status(r)),
             backup_tls: config
                 .backup
                 .as_ref()
@@ -263,6 +269,7 @@ struct Reloaders {
     web: Option<Arc<WebReloader>>,
     scrape: Option<Arc<ScrapeReloader>>,
     tls: Vec<Arc<CredentialsReloader>>,
+    password: Option<Arc<crate::sources::etcd_auth::PasswordReloader>>,
     watchers: Vec<WatcherHandle>,
 }
 
@@ -278,6 +285,9 @@ impl Reloaders {
             all.push(r);
         }
         for r in &self.tls {
+            all.push(r.clone() as Arc<dyn Reloadable>);
+        }
+        if let Some(r) = &self.password {
             all.push(r.clone() as Arc<dyn Reloadable>);
         }
         all
@@ -444,6 +454,11 @@ async fn start_reloaders(
         let wake = Some(creds.recheck());
         reloaders.watch_woken(creds.kind().watcher(), &r, config, notifier, wake);
         reloaders.tls.push(r);
+    }
+    if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
+        let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+        reloaders.watch("etcd-password-watcher", &r, config, notifier);
+        reloaders.password = Some(r);
     }
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.

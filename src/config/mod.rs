@@ -281,9 +281,23 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         }
         (None, _, _) => None,
     };
+    let auth = match (&a.etcd_user, &a.etcd_password_file) {
+        (None, None) => None,
+        (Some(user), Some(file)) if !user.is_empty() => Some(
+            crate::sources::etcd_auth::EtcdAuth::load(user, file)
+                .map_err(|e| ConfigError::Tls(e.to_string()))?,
+        ),
+        _ => {
+            return Err(ConfigError::Tls(
+                "--etcd.user (not empty) and --etcd.password-file must be given together"
+                    .to_string(),
+            ));
+        }
+    };
     Ok(EtcdConfig {
         endpoint: ep.to_string(),
         tls,
+        auth,
         probe_key: a.etcd_probe_key.clone(),
         interval: a.sample_interval,
         timeout: a.sample_timeout,

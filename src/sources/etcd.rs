@@ -63,6 +63,8 @@ pub type EtcdTls = super::tls_material::Credentials;
 pub struct EtcdConfig {
     pub endpoint: String,
     pub tls: Option<EtcdTls>,
+    /// `--etcd.user` and its password file, when etcd's authentication is on.
+    pub auth: Option<super::etcd_auth::EtcdAuth>,
     pub probe_key: String,
     pub interval: Duration,
     pub timeout: Duration,
@@ -252,8 +254,9 @@ struct Shared {
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
     metrics: SourceMetrics,
-    /// The client and the generation of the TLS material it was built with.
-    client: tokio::sync::Mutex<Option<(u64, Client)>>,
+    /// The client and the generations of the TLS material and the
+    /// password it was built with.
+    client: tokio::sync::Mutex<Option<((u64, u64), Client)>>,
     /// A call failed in the TLS handshake: the next builds a new client.
     tls_refused: AtomicBool,
     /// Bumped by every loss of the connection; a result is recorded only if
@@ -328,7 +331,11 @@ impl Shared {
     async fn client(&self) -> Result<Client, SampleError> {
         let mut slot = self.client.lock().await;
         let material = self.config.tls.as_ref().map(|t| t.current());
-        let generation = material.as_ref().map_or(0, |m| m.generation);
+        let password = self.config.auth.as_ref().map(|a| a.current());
+        let generation = (
+            material.as_ref().map_or(0, |m| m.generation),
+            password.as_ref().map_or(0, |p| p.generation),
+        );
         let refused = self.tls_refused.swap(false, Ordering::Relaxed);
         if let Some((built, c)) = &*slot
             && *built == generation
@@ -352,6 +359,14 @@ impl Shared {
             }
             opts = opts.with_tls(t);
         }
+        if let (Some(auth), Some(p)) = (&cfg.auth, &password) {
+            // etcd-client authenticates at connect, and on "invalid auth
+            // token" (a simple token unused for 5 minutes expires) gets a new
+            // token and sends the call once more.
+            opts = opts
+                .with_user(auth.user(), p.password.expose())
+                .with_auto_token_refresh(true);
+        }
         let endpoint = cfg.endpoint.clone();
         let client = bounded(cfg.timeout, &cfg.endpoint, "connect", async move {
             Client::connect([endpoint], Some(opts)).await
@@ -365,12 +380,18 @@ impl Shared {
 
     /// `r` of a call: a TLS failure has the files re-read and the next call
     /// build a new client.
-    fn after<T>(&self, r: Result<T, SampleError>) -> Result<T, SampleError> {
+    /// etcd's refusals for want of a user or a permission are explained.
+    fn after<T>(&self, mut r: Result<T, SampleError>) -> Result<T, SampleError> {
         if let (Err(e), Some(tls)) = (&r, &self.config.tls)
             && e.reason == Reason::Tls
         {
             self.tls_refused.store(true, Ordering::Relaxed);
             tls.refused();
+        }
+        if let Err(e) = &mut r
+            && let Some(hint) = super::etcd_auth::hint(&e.message, self.config.auth.is_some())
+        {
+            e.message = format!("{} ({hint})", e.message);
         }
         r
     }
@@ -430,7 +451,7 @@ impl Shared {
     /// Open a watch on the probe key and wait for etcd's "created" answer.
     async fn open_watch(&self) -> Result<etcd_client::WatchStream, SampleError> {
         let cfg = &self.config;
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "watch");
         let opened = bounded(cfg.timeout, &cfg.endpoint, "watch", async move {
@@ -492,7 +513,7 @@ impl Shared {
 
     async fn status(&self) -> Result<StatusResponse, SampleError> {
         let cfg = &self.config;
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         self.metrics.request(LABEL, "status");
         let r = bounded(cfg.timeout, &cfg.endpoint, "Status", async move {
             c.status().await
@@ -585,7 +606,7 @@ impl Shared {
         } else {
             "linearizable read"
         };
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "range");
         let started = Instant::now();
@@ -1265,6 +1286,7 @@ mod tests {
         let mut c = EtcdConfig {
             endpoint: "http://127.0.0.1:2379".into(),
             tls: None,
+            auth: None,
             probe_key: "k".into(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_millis(500),

@@ -14,6 +14,7 @@ pub mod backup;
 pub mod client;
 pub mod config;
 pub mod etcd;
+pub mod etcd_auth;
 pub mod etcd_metrics;
 pub mod identity;
 pub mod owner;

@@ -10,6 +10,7 @@
 mod card_e2e;
 mod credentials;
 mod defrag;
+mod etcd_auth;
 mod etcd_cluster;
 mod etcd_events;
 mod etcd_mismatch;

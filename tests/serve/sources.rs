@@ -96,6 +96,7 @@ async fn sample_etcd(
         EtcdConfig {
             endpoint: etcd.client_url.clone(),
             tls: None,
+            auth: None,
             probe_key: "/etcd-readiness-probe".to_string(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
