@@ -135,3 +135,73 @@ async fn rotated_backup_tls_files_are_used_without_a_restart() {
             .join("\n")
     );
 }
+
+/// The same for a `--config` scrape source over mutual TLS: its `tls` files
+/// are part of the scrape config, a change of their content restarts the
+/// source with the new files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_sources_rotated_tls_files_restart_it_with_them() {
+    let etcd = Etcd::start().await;
+    let (one, two) = (pki::make_pki(), pki::make_pki());
+    let first = sidecar("127.0.0.1:0".parse().unwrap(), &one).await;
+    let addr: std::net::SocketAddr = first.url.trim_start_matches("https://").parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tls_dir = dir.path().join("tls");
+    std::fs::create_dir(&tls_dir).unwrap();
+    let initial = keys(&one);
+    let mut volume = AtomicWriterVolume::create_keys(&tls_dir, &as_refs(&initial)).unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "sources:\n  - name: sidecar\n    url: {}/metrics\n    interval: 100ms\n    timeout: 100ms\n    tls:\n      ca: {}\n      cert: {}\n      key: {}\n    signals:\n      full_rev: {{metric: etcdbr_snapshot_latest_revision, labels: {{kind: Full}}}}\n",
+            first.url,
+            volume.path_of("ca.crt").display(),
+            volume.path_of("tls.crt").display(),
+            volume.path_of("tls.key").display(),
+        ),
+    )
+    .unwrap();
+    let e = Exporter::start(&etcd.client_url, |a| a.config = Some(config)).await;
+    let signal = |r: &etcd_readiness_testkit::exporter::Resp| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+        v.as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == "full_rev").cloned())
+            .unwrap_or_default()
+    };
+    let r = e
+        .wait_until("/signals", READY, |r| signal(r)["value"] == 10.0)
+        .await;
+    assert_eq!(signal(&r)["value"], 10.0, "{}", r.body);
+
+    first.stop().await;
+    drop(first);
+    let _second = sidecar(addr, &two).await;
+    let r = e
+        .wait_until("/signals", READY, |r| {
+            signal(r)["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("certificate"))
+        })
+        .await;
+    assert!(
+        signal(&r)["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("certificate")),
+        "{}",
+        r.body
+    );
+
+    let rotated = keys(&two);
+    volume.update_keys(&as_refs(&rotated)).unwrap();
+    let r = e
+        .wait_until("/signals", AFTER_ROTATION, |r| {
+            signal(r)["value"] == 10.0 && signal(r)["last_error"].is_null()
+        })
+        .await;
+    assert!(
+        signal(&r)["last_error"].is_null(),
+        "not read again within {AFTER_ROTATION:?}: {}",
+        r.body
+    );
+}
