@@ -114,6 +114,14 @@ async fn a_read_only_user_from_a_password_file_makes_an_authenticated_etcd_ready
         assert!(!body.contains(PASSWORD), "the password is in {path}");
     }
 
+    // etcd forgets its simple tokens when it restarts: the exporter's is
+    // refused as "invalid auth token", and it gets a new one by itself.
+    cluster.restart(0);
+    let r = e.wait_for("/readyz", 503, READY).await;
+    assert_eq!(r.status, 503, "the restart was not seen: {}", r.body);
+    let r = e.wait_for("/readyz", 200, READY).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+
     // A new password: etcd's user first, then the Secret; a restart of etcd
     // makes the exporter authenticate again, with the new one.
     let new = "N3wPr0bePassw0rd";
