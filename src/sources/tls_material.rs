@@ -943,4 +943,31 @@ mod tests {
             assert!(second.is_err(), "a second re-read within a second");
         });
     }
+
+    #[test]
+    fn a_certificate_that_expires_soon_is_counted_once_per_material() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec!["client".to_string()]).unwrap();
+        // A year-long certificate with a day left: in its last tenth.
+        let now = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(unix_now() as u64);
+        p.not_before = now - Duration::from_secs(364 * 86_400);
+        p.not_after = now + Duration::from_secs(86_400);
+        let cert = p.self_signed(&key).unwrap();
+        let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        let files = TlsFiles {
+            ca: None,
+            cert: Some(c),
+            key: Some(k),
+        };
+        let creds = Credentials::load(TlsKind::Backup, &files).unwrap();
+        let metrics = TlsMetrics::default();
+        let r = CredentialFiles::reloader(creds, ReloadStatus::default(), metrics.clone());
+        assert_eq!(metrics.problems(TlsKind::Backup, "expires_soon"), 1);
+        r.reload_now(crate::reload::ReloadTrigger::Resync).unwrap();
+        assert_eq!(metrics.problems(TlsKind::Backup, "expires_soon"), 1, "once");
+        assert_eq!(metrics.problems(TlsKind::Backup, "expired"), 0);
+    }
 }
