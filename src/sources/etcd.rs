@@ -326,8 +326,8 @@ impl Shared {
             .round_finished(&Source::Etcd, self.config.interval);
     }
 
-    /// The client for the next call: built again when the TLS files
-    /// changed, or after a handshake failed (a refused certificate).
+    /// The client for the next call: built again when the TLS files or the
+    /// password changed, or after a handshake failed (a refused certificate).
     async fn client(&self) -> Result<Client, SampleError> {
         let mut slot = self.client.lock().await;
         let material = self.config.tls.as_ref().map(|t| t.current());
@@ -372,15 +372,16 @@ impl Shared {
             Client::connect([endpoint], Some(opts)).await
         })
         .await?;
-        // Keep the client even after errors: tonic reconnects by itself, and
-        // a fresh client would not help a member that does not answer.
+        // Keep the client even after errors but TLS ones: tonic reconnects
+        // by itself, and a fresh client would not help a member that does
+        // not answer.
         *slot = Some((generation, client.clone()));
         Ok(client)
     }
 
     /// `r` of a call: a TLS failure has the files re-read and the next call
-    /// build a new client.
-    /// etcd's refusals for want of a user or a permission are explained.
+    /// build a new client; etcd's refusals for want of a user or a
+    /// permission are explained.
     fn after<T>(&self, mut r: Result<T, SampleError>) -> Result<T, SampleError> {
         if let (Err(e), Some(tls)) = (&r, &self.config.tls)
             && e.reason == Reason::Tls

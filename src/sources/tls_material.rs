@@ -80,11 +80,11 @@ impl TlsKind {
     fn names(self) -> Names {
         match self {
             TlsKind::Etcd => Names {
-                what: "etcd TLS files",
+                what: "etcd TLS",
                 kept: "the previous etcd certificates stay in use",
             },
             TlsKind::Backup => Names {
-                what: "backup TLS files",
+                what: "backup TLS",
                 kept: "the previous backup sidecar certificates stay in use",
             },
         }
