@@ -35,6 +35,9 @@ use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
+use crate::sources::tls_material::{
+    CredentialFiles, Credentials, CredentialsReloader, TlsKind, TlsMetrics,
+};
 use crate::sources::{self, Prepared, RoundNotifier, Sampling, SourceMetrics};
 use crate::web::{WebFile, WebMetrics, WebReloader, WebState};
 
@@ -145,6 +148,12 @@ struct FileMetrics {
     candidate: Option<(ReloadMetrics, CandidateMetrics)>,
     web: Option<WebMetrics>,
     scrape: Option<ReloadStatus>,
+    /// The sources' TLS files: problems and validity, and each set's
+    /// reload status.
+    tls: TlsMetrics,
+    etcd_tls: Option<ReloadStatus>,
+    backup_tls: Option<ReloadStatus>,
+    etcd_password: Option<ReloadStatus>,
 }
 
 fn register_metrics(
@@ -172,6 +181,22 @@ fn register_metrics(
                 .scrape_file
                 .as_ref()
                 .map(|_| crate::sources::scrape_set::register_status(r)),
+            tls: TlsMetrics::register(r),
+            etcd_tls: config
+                .etcd
+                .tls
+                .as_ref()
+                .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Etcd)),
+            etcd_password: config
+                .etcd
+                .auth
+                .as_ref()
+                .map(|_| crate::sources::etcd_auth::register_status(r)),
+            backup_tls: config
+                .backup
+                .as_ref()
+                .filter(|b| b.tls != Default::default())
+                .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Backup)),
         },
     };
     notifier.supervisor().register(r);
@@ -180,15 +205,24 @@ fn register_metrics(
     (metrics, Arc::new(registry))
 }
 
+/// The sources built before anything starts: the optional samplers, the
+/// `--config` set, and the TLS credentials their reloaders keep current.
+struct PreparedSources {
+    samplers: Vec<Prepared>,
+    scrape: Option<PreparedSet>,
+    credentials: Vec<Credentials>,
+}
+
 /// The optional sources, each built once from its spec — its flags, or
 /// `--config` — before anything starts (a bad flag or file fails here) and
-/// rebuilt from the same spec after a panic.
+/// rebuilt from the same spec after a panic. A spec shares its source's
+/// credentials, so a rebuilt sampler uses the material in force.
 fn prepare_sources(
     config: &ServeConfig,
     catalogue: &Arc<Catalogue>,
     sampling: &Sampling,
     scrape_status: Option<ReloadStatus>,
-) -> anyhow::Result<(Vec<Prepared>, Option<PreparedSet>)> {
+) -> anyhow::Result<PreparedSources> {
     let scrape = match (&config.scrape, &config.scrape_file, scrape_status) {
         (Some(c), Some((path, _)), Some(status)) => Some(
             ScrapeSet::prepare(path, c, catalogue.clone(), sampling.clone(), status)
@@ -197,9 +231,13 @@ fn prepare_sources(
         _ => None,
     };
     let mut prepared = Vec::new();
+    let mut credentials: Vec<Credentials> = config.etcd.tls.iter().cloned().collect();
     if let Some(b) = config.backup.clone() {
         let cat = catalogue.clone();
-        let spec = move || BackupSampler::new(b.clone(), &cat);
+        let creds = crate::sources::backup::backup_credentials(&b.tls)
+            .context("--backup.cacert/--backup.cert/--backup.key")?;
+        credentials.extend(creds.clone());
+        let spec = move || BackupSampler::with_credentials(b.clone(), creds.clone(), &cat);
         prepared.push(sources::prepare(spec).context("--backup.url")?);
     }
     if let Some(o) = config.owner.clone() {
@@ -209,10 +247,20 @@ fn prepare_sources(
     }
     if let Some(m) = config.etcd_metrics.clone() {
         let cat = catalogue.clone();
-        let spec = move || EtcdMetricsSampler::new(m.clone(), &cat);
+        // An https:// URL takes the etcd source's files, and their reloader.
+        let creds = config
+            .etcd
+            .tls
+            .clone()
+            .filter(|_| m.url.starts_with("https://"));
+        let spec = move || EtcdMetricsSampler::with_credentials(m.clone(), creds.clone(), &cat);
         prepared.push(sources::prepare(spec).context("--etcd.metrics-url")?);
     }
-    Ok((prepared, scrape))
+    Ok(PreparedSources {
+        samplers: prepared,
+        scrape,
+        credentials,
+    })
 }
 
 /// The reloaders of the files `serve` follows, their watchers, and what
@@ -223,6 +271,8 @@ struct Reloaders {
     candidate: Option<Arc<Reloader>>,
     web: Option<Arc<WebReloader>>,
     scrape: Option<Arc<ScrapeReloader>>,
+    tls: Vec<Arc<CredentialsReloader>>,
+    password: Option<Arc<crate::sources::etcd_auth::PasswordReloader>>,
     watchers: Vec<WatcherHandle>,
 }
 
@@ -237,6 +287,12 @@ impl Reloaders {
         for r in [web, scrape, policy, candidate].into_iter().flatten() {
             all.push(r);
         }
+        for r in &self.tls {
+            all.push(r.clone() as Arc<dyn Reloadable>);
+        }
+        if let Some(r) = &self.password {
+            all.push(r.clone() as Arc<dyn Reloadable>);
+        }
         all
     }
 
@@ -248,8 +304,21 @@ impl Reloaders {
         config: &ServeConfig,
         notifier: &RoundNotifier,
     ) {
+        self.watch_woken(name, reloader, config, notifier, None);
+    }
+
+    /// [`Self::watch`], also re-reading when `wake` is notified.
+    fn watch_woken<L: Load>(
+        &mut self,
+        name: &str,
+        reloader: &Arc<LastGood<L>>,
+        config: &ServeConfig,
+        notifier: &RoundNotifier,
+        wake: Option<Arc<tokio::sync::Notify>>,
+    ) {
         let opts = WatchOptions {
             resync_interval: config.policy_reload_interval,
+            wake,
             ..WatchOptions::default()
         };
         self.watchers.push(crate::reload::spawn_watcher_named(
@@ -284,17 +353,18 @@ pub async fn start_with(
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
-    let (prepared, scrape) = prepare_sources(&config, &catalogue, &sampling, status)?;
+    let PreparedSources {
+        samplers: prepared,
+        scrape,
+        credentials,
+    } = prepare_sources(&config, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
         store.clone(),
         notifier.clone(),
         metrics.engine,
-        Timing {
-            sample_interval: config.sample_interval,
-            sample_timeout: config.sample_timeout,
-        },
+        timing(&config),
         clock.clone(),
     );
     let (listener, probe_listener) = bind_listeners(&config).await?;
@@ -306,11 +376,8 @@ pub async fn start_with(
     tasks.push(crate::sources::etcd::spawn(
         etcd_config_for_this_process(&config.etcd, &clock),
         &catalogue,
-        store.clone(),
-        notifier.clone(),
-        metrics.sources.clone(),
+        sampling.clone(),
         Some(metrics.member_info),
-        clock.clone(),
     ));
     tasks.extend(prepared.into_iter().map(|p| p.spawn(&sampling)));
 
@@ -319,7 +386,7 @@ pub async fn start_with(
         &catalogue,
         &engine,
         metrics.files,
-        scrape,
+        (scrape, credentials),
         &notifier,
     )
     .await;
@@ -365,6 +432,14 @@ pub async fn start_with(
     })
 }
 
+/// What the engine needs to judge staleness, from the sampling flags.
+fn timing(config: &ServeConfig) -> Timing {
+    Timing {
+        sample_interval: config.sample_interval,
+        sample_timeout: config.sample_timeout,
+    }
+}
+
 /// The main listener's long polls: a quarter of its connection cap (the
 /// cap `Server::new` computes), answered at once on `shutdown`.
 fn main_holds(
@@ -382,16 +457,34 @@ fn main_holds(
 /// Every file `serve` follows, each with its reloader and watcher: the
 /// `--config` scrape sources (whose tasks their reloader owns), the policy
 /// (the built-in one is shown as loaded without a reloader), the candidate
-/// policy, the web config.
+/// policy, the web config, the sources' TLS files.
 async fn start_reloaders(
     config: &ServeConfig,
     catalogue: &Arc<Catalogue>,
     engine: &EngineHandle,
     files: FileMetrics,
-    scrape: Option<PreparedSet>,
+    (scrape, credentials): (Option<PreparedSet>, Vec<Credentials>),
     notifier: &RoundNotifier,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
+    // Each set of TLS files: re-read on a change, periodically, on SIGHUP
+    // and when a handshake with it is refused.
+    for creds in credentials {
+        let status = match creds.kind() {
+            TlsKind::Etcd => files.etcd_tls.clone(),
+            TlsKind::Backup => files.backup_tls.clone(),
+        };
+        let r =
+            CredentialFiles::reloader(creds.clone(), status.unwrap_or_default(), files.tls.clone());
+        let wake = Some(creds.recheck());
+        reloaders.watch_woken(creds.kind().watcher(), &r, config, notifier, wake);
+        reloaders.tls.push(r);
+    }
+    if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
+        let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+        reloaders.watch("etcd-password-watcher", &r, config, notifier);
+        reloaders.password = Some(r);
+    }
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.
     if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {

@@ -41,6 +41,18 @@ pub struct ServeArgs {
     /// Client key (PEM) for mTLS to etcd.
     #[arg(long = "etcd.key", env = "ERE_ETCD_KEY", value_name = "FILE")]
     pub etcd_key: Option<PathBuf>,
+    /// etcd user to authenticate as, when etcd's authentication is on
+    /// (with --etcd.password-file; a role with read on --etcd.probe-key).
+    #[arg(long = "etcd.user", env = "ERE_ETCD_USER", value_name = "NAME")]
+    pub etcd_user: Option<String>,
+    /// File holding --etcd.user's password (a Secret mount; one trailing
+    /// newline is ignored), re-read when it changes.
+    #[arg(
+        long = "etcd.password-file",
+        env = "ERE_ETCD_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    pub etcd_password_file: Option<PathBuf>,
     /// Key read by the probe Ranges (keys-only, limit 1; it need not exist).
     #[arg(
         long = "etcd.probe-key",

@@ -40,12 +40,6 @@ pub enum ConfigError {
          (run one exporter per member)"
     )]
     EndpointList(String),
-    #[error("cannot read {flag} {path}: {error}")]
-    Read {
-        flag: &'static str,
-        path: String,
-        error: std::io::Error,
-    },
     #[error("{0}")]
     Tls(String),
     #[error(
@@ -120,14 +114,6 @@ pub struct ServeConfig {
     /// The `--config` file and the SHA-256 of what `scrape` was read from,
     /// for its reloader.
     pub scrape_file: Option<(PathBuf, String)>,
-}
-
-fn read(flag: &'static str, p: &PathBuf) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(p).map_err(|error| ConfigError::Read {
-        flag,
-        path: p.display().to_string(),
-        error,
-    })
 }
 
 impl ServeConfig {
@@ -275,26 +261,43 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
             )));
         }
         (Some(ca), cert, key) => {
-            let identity = match crate::sources::client::cert_key_pair(
+            crate::sources::client::cert_key_pair(
                 cert.as_ref(),
                 key.as_ref(),
                 "--etcd.cert and --etcd.key",
             )
-            .map_err(ConfigError::Tls)?
-            {
-                Some((c, k)) => Some((read("--etcd.cert", c)?, read("--etcd.key", k)?)),
-                None => None,
+            .map_err(ConfigError::Tls)?;
+            let files = TlsFiles {
+                ca: Some(ca.clone()),
+                cert: cert.clone(),
+                key: key.clone(),
             };
-            Some(EtcdTls {
-                ca: read("--etcd.cacert", ca)?,
-                identity,
-            })
+            // Read and checked now; re-read when they change.
+            Some(
+                EtcdTls::load(crate::sources::tls_material::TlsKind::Etcd, &files).map_err(
+                    |e| ConfigError::Tls(format!("--etcd.cacert/--etcd.cert/--etcd.key: {e}")),
+                )?,
+            )
         }
         (None, _, _) => None,
+    };
+    let auth = match (&a.etcd_user, &a.etcd_password_file) {
+        (None, None) => None,
+        (Some(user), Some(file)) if !user.is_empty() => Some(
+            crate::sources::etcd_auth::EtcdAuth::load(user, file)
+                .map_err(|e| ConfigError::Tls(e.to_string()))?,
+        ),
+        _ => {
+            return Err(ConfigError::Tls(
+                "--etcd.user (not empty) and --etcd.password-file must be given together"
+                    .to_string(),
+            ));
+        }
     };
     Ok(EtcdConfig {
         endpoint: ep.to_string(),
         tls,
+        auth,
         probe_key: a.etcd_probe_key.clone(),
         interval: a.sample_interval,
         timeout: a.sample_timeout,

@@ -78,6 +78,8 @@ pub enum ReloadTrigger {
     Http,
     /// A direct call, e.g. from a test or at start-up.
     Manual,
+    /// A TLS handshake with the files' material was refused.
+    Refused,
 }
 
 impl ReloadTrigger {
@@ -88,13 +90,17 @@ impl ReloadTrigger {
             ReloadTrigger::Signal => "signal",
             ReloadTrigger::Http => "http",
             ReloadTrigger::Manual => "manual",
+            ReloadTrigger::Refused => "handshake",
         }
     }
 
     /// Automatic triggers repeat on their own; a failure they see again
     /// unchanged is not logged or counted a second time.
     fn is_automatic(self) -> bool {
-        matches!(self, ReloadTrigger::Watch | ReloadTrigger::Resync)
+        matches!(
+            self,
+            ReloadTrigger::Watch | ReloadTrigger::Resync | ReloadTrigger::Refused
+        )
     }
 }
 

@@ -42,6 +42,9 @@ pub struct WatchOptions {
     pub inotify: bool,
     /// Reload on SIGHUP.
     pub sighup: bool,
+    /// Reload when this is notified too (a TLS handshake refused with the
+    /// files' material: they may have changed unseen).
+    pub wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Default for WatchOptions {
@@ -51,6 +54,7 @@ impl Default for WatchOptions {
             resync_interval: Duration::from_secs(30),
             inotify: true,
             sighup: true,
+            wake: None,
         }
     }
 }
@@ -218,6 +222,7 @@ async fn run<L: Load>(mut l: Loop<L>) {
                 ReloadTrigger::Resync
             }
             Some(()) = next_hangup(&mut l.hangup) => ReloadTrigger::Signal,
+            () = woken(l.opts.wake.as_deref()) => ReloadTrigger::Refused,
         };
         reload(&l.reloader, trigger).await;
         // The file may now name files elsewhere (a web config's certificates).
@@ -227,6 +232,13 @@ async fn run<L: Load>(mut l: Loop<L>) {
             l.watcher = watch(l.reloader.names().what, &now, &l.tx, &l.broken, &l.stats);
             l.dirs = now;
         }
+    }
+}
+
+async fn woken(wake: Option<&tokio::sync::Notify>) {
+    match wake {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -147,7 +147,7 @@ impl Prometheus {
     /// request and at most `max_bytes` per answer.
     pub fn new(url: &str, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
         let base = client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
-        let http = client::build_client(&TlsFiles::default(), timeout)
+        let http = crate::sources::tls_material::build_client(&TlsFiles::default(), timeout)
             .map_err(|e| PromError::Client(e.to_string()))?;
         Ok(Prometheus {
             base,

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
+use super::tls_material::{Credentials, HttpClient, TlsKind};
 use super::{Reason, SampleError, Sampler};
 use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
@@ -57,7 +58,8 @@ struct Ids {
 pub struct BackupSampler {
     cfg: BackupConfig,
     base: String,
-    client: reqwest::Client,
+    /// Rebuilt when the `--backup.*` TLS files change.
+    http: HttpClient,
     ids: Ids,
 }
 
@@ -79,9 +81,20 @@ pub struct Snapshots {
 impl BackupSampler {
     /// (`_catalogue` is unused: built-in ids are the same in every
     /// catalogue, [`Builtin`].)
-    pub fn new(cfg: BackupConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
+    pub fn new(cfg: BackupConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+        let creds = backup_credentials(&cfg.tls)?;
+        BackupSampler::with_credentials(cfg, creds, catalogue)
+    }
+
+    /// With `creds` read from `cfg.tls` already (and kept current by their
+    /// reloader).
+    pub fn with_credentials(
+        cfg: BackupConfig,
+        creds: Option<Credentials>,
+        _catalogue: &Catalogue,
+    ) -> Result<Self, SourceError> {
         let base = client::base_url(&cfg.url)?;
-        let client = client::build_client(&cfg.tls, cfg.timeout)?;
+        let http = HttpClient::new(creds, cfg.timeout)?;
         let ids = Ids {
             up: Builtin::BackupUp.id(),
             healthy: Builtin::BackupHealthy.id(),
@@ -95,40 +108,28 @@ impl BackupSampler {
         Ok(BackupSampler {
             cfg,
             base,
-            client,
+            http,
             ids,
         })
     }
 
-    async fn snapshots(&self) -> Result<Snapshots, SampleError> {
+    async fn snapshots(&self, http: &reqwest::Client) -> Result<Snapshots, SampleError> {
         type Parse = fn(&str) -> Result<Snapshots, String>;
         let (path, parse): (&str, Parse) = match self.cfg.mode {
             BackupMode::Metrics => ("metrics", snapshots_from_metrics),
             BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
         };
         let url = format!("{}/{path}", self.base);
-        let body = client::get_ok(
-            &self.client,
-            &url,
-            self.cfg.timeout,
-            self.cfg.max_body_bytes,
-        )
-        .await?;
+        let body = client::get_ok(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         parse(&body).map_err(|message| SampleError {
             reason: Reason::Parse,
             message: client::redact_credentials(&format!("{url}: {message}")).into_owned(),
         })
     }
 
-    async fn healthz(&self) -> Result<bool, SampleError> {
+    async fn healthz(&self, http: &reqwest::Client) -> Result<bool, SampleError> {
         let url = format!("{}/healthz", self.base);
-        let f = client::get(
-            &self.client,
-            &url,
-            self.cfg.timeout,
-            self.cfg.max_body_bytes,
-        )
-        .await?;
+        let f = client::get(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         Ok(f.status.is_success())
     }
 }
@@ -161,7 +162,14 @@ impl Sampler for BackupSampler {
 
     async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
         let ids = self.ids;
-        let (snaps, health) = tokio::join!(self.snapshots(), self.healthz());
+        let http = self.http.current();
+        let (snaps, health) = tokio::join!(self.snapshots(&http), self.healthz(&http));
+        for e in [snaps.as_ref().err(), health.as_ref().err()]
+            .into_iter()
+            .flatten()
+        {
+            self.http.failed(e);
+        }
         let at = clock.now();
         let mut first_err = None;
         match &health {
@@ -199,6 +207,14 @@ impl Sampler for BackupSampler {
             None => Ok(()),
         }
     }
+}
+
+/// The `--backup.*` TLS files read and checked, if any are given.
+pub fn backup_credentials(tls: &TlsFiles) -> Result<Option<Credentials>, SourceError> {
+    if *tls == TlsFiles::default() {
+        return Ok(None);
+    }
+    Ok(Some(Credentials::load(TlsKind::Backup, tls)?))
 }
 
 /// Record what the sidecar's answer says of the snapshots: revisions, ages

@@ -9,6 +9,8 @@ use std::sync::Once;
 use std::time::Duration;
 
 use super::{Reason, SampleError};
+use crate::bounded_read::ReadError;
+use crate::reload::Problem;
 
 /// PEM files for talking HTTPS: a CA bundle to verify the server, and a client
 /// certificate and key for mutual TLS. All optional; cert and key go together.
@@ -26,16 +28,11 @@ pub struct TlsFiles {
 /// Setting up a source failed (bad flags or files); reported at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("cannot read the {what} file {}: {source}", path.display())]
-    ReadFile {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid {what} in {}: {source}", path.display())]
+    #[error("{0}")]
+    Tls(#[from] MaterialError),
+    #[error("invalid {what}: {source}")]
     Pem {
         what: &'static str,
-        path: PathBuf,
         source: reqwest::Error,
     },
     #[error("{0}")]
@@ -56,44 +53,6 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// A client with `timeout` on every request (connect included) and the given TLS files.
-pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client, SourceError> {
-    install_crypto_provider();
-    let mut b = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(ca) = &tls.ca {
-        let pem = read(ca, "CA")?;
-        let certs =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| SourceError::Pem {
-                what: "CA certificate",
-                path: ca.clone(),
-                source,
-            })?;
-        b = b.tls_certs_only(certs);
-    }
-    if let Some((cert, key)) = cert_key_pair(
-        tls.cert.as_ref(),
-        tls.key.as_ref(),
-        "a client certificate and its key",
-    )
-    .map_err(SourceError::Invalid)?
-    {
-        let mut pem = read(cert, "client certificate")?;
-        pem.push(b'\n');
-        pem.extend(read(key, "client key")?);
-        let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
-            what: "client certificate or key",
-            path: cert.clone(),
-            source,
-        })?;
-        b = b.identity(id);
-    }
-    b.build().map_err(SourceError::Client)
-}
-
 /// A client certificate and its key go together: both or neither. `what`
 /// names the pair in the error (e.g. the two flags). The one place this rule
 /// lives, for etcd's mTLS flags and for every HTTP source.
@@ -109,13 +68,83 @@ pub fn cert_key_pair<'a, T: ?Sized>(
     }
 }
 
-fn read(path: &PathBuf, what: &'static str) -> Result<Vec<u8>, SourceError> {
-    std::fs::read(path).map_err(|source| SourceError::ReadFile {
-        what,
-        path: path.clone(),
-        source,
+/// Why a set of TLS files cannot be used; the last good one stays.
+#[derive(Debug, thiserror::Error)]
+pub enum MaterialError {
+    #[error("cannot read the {what} file {}: {source}", path.display())]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        source: ReadError,
+    },
+    #[error("the {what} file {} {problem}", path.display())]
+    Invalid {
+        what: &'static str,
+        path: PathBuf,
+        problem: String,
+    },
+    #[error(
+        "the client certificate {} does not match the key {} (a pair half-written? the last \
+         good pair stays in use until both match)",
+        cert.display(), key.display()
+    )]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("{0}")]
+    Pair(String),
+}
+
+impl Problem for MaterialError {}
+
+/// Over TLS 1.3 the client's half of the handshake is done before the
+/// server has checked the client's certificate; a server that refuses it
+/// closes the connection then, which the client may see only as a
+/// connection closed or canceled (hyper) right after the handshake.
+pub fn closed_after_handshake(causes: &[&(dyn std::error::Error + 'static)]) -> bool {
+    causes.iter().any(|c| {
+        c.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_canceled())
     })
 }
+
+/// What a failed handshake says of the certificates, in words for the
+/// explanation: the peer's certificate not trusted by our CA, or ours
+/// refused by the peer (its alert, or a close right after the handshake).
+pub fn certificate_hint(
+    causes: &[&(dyn std::error::Error + 'static)],
+    tls_endpoint: bool,
+) -> Option<&'static str> {
+    use rustls::AlertDescription as A;
+    for c in causes {
+        match c.downcast_ref::<rustls::Error>() {
+            Some(rustls::Error::InvalidCertificate(_)) => {
+                return Some(
+                    "the server's certificate is not signed by a CA the exporter trusts \
+                     (its CA file; a CA rotation not yet in that file?)",
+                );
+            }
+            Some(rustls::Error::AlertReceived(
+                A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateRequired
+                | A::CertificateExpired
+                | A::CertificateRevoked
+                | A::CertificateUnknown
+                | A::AccessDenied,
+            )) => {
+                return Some(
+                    "the server refused the exporter's client certificate (signed by a CA \
+                     it no longer trusts, expired, or missing?)",
+                );
+            }
+            _ => {}
+        }
+    }
+    (tls_endpoint && closed_after_handshake(causes)).then_some(REFUSED_AFTER_HANDSHAKE)
+}
+
+/// The words added to a close right after the handshake.
+pub const REFUSED_AFTER_HANDSHAKE: &str = "the server closed the connection right after the TLS \
+     handshake, which is how a server refuses a missing or unaccepted client certificate";
 
 /// Check that `url` is an absolute http(s) URL; returns it without a trailing `/`.
 pub fn base_url(url: &str) -> Result<String, SourceError> {
@@ -306,21 +335,13 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     // connection then, and whether the client reads its alert or only sees
     // the connection gone before the request was sent is a race. The second
     // reads "canceled: connection was not ready" — the same refusal.
-    let closed_after_handshake = !tls
-        && url.starts_with("https://")
-        && all.iter().any(|c| {
-            c.downcast_ref::<hyper::Error>()
-                .is_some_and(|h| h.is_canceled())
-        });
-    if closed_after_handshake {
-        chain.push_str(
-            " (the server closed the connection right after the TLS handshake, \
-             which is how a server refuses a missing or unaccepted client certificate)",
-        );
+    let hint = certificate_hint(&all, url.starts_with("https://"));
+    if let Some(hint) = hint {
+        chain.push_str(&format!(" ({hint})"));
     }
     let reason = if e.is_timeout() {
         Reason::Timeout
-    } else if tls || closed_after_handshake {
+    } else if tls || hint.is_some() {
         Reason::Tls
     } else if e.is_connect() {
         Reason::Connect
@@ -390,56 +411,6 @@ mod tests {
         assert_eq!(redact_credentials("http://h:1/x@y"), "http://h:1/x@y");
         assert_eq!(redact_credentials("user@example.com"), "user@example.com");
         assert_eq!(redact_credentials("http://p%40ss@h"), "http://<redacted>@h");
-    }
-
-    fn files(dir: &std::path::Path) -> TlsFiles {
-        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-        let (ca, cert, key) = (
-            dir.join("ca.pem"),
-            dir.join("cert.pem"),
-            dir.join("key.pem"),
-        );
-        std::fs::write(&ca, ck.cert.pem()).unwrap();
-        std::fs::write(&cert, ck.cert.pem()).unwrap();
-        std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-        TlsFiles {
-            ca: Some(ca),
-            cert: Some(cert),
-            key: Some(key),
-        }
-    }
-
-    #[test]
-    fn builds_with_ca_and_client_identity() {
-        let dir = tempfile::tempdir().unwrap();
-        build_client(&files(dir.path()), Duration::from_secs(1)).unwrap();
-        build_client(&TlsFiles::default(), Duration::from_secs(1)).unwrap();
-    }
-
-    #[test]
-    fn tls_file_problems_name_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut f = files(dir.path());
-        f.key = None;
-        let e = build_client(&f, Duration::from_secs(1)).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "a client certificate and its key must be given together"
-        );
-        let missing = dir.path().join("nope.pem");
-        let e = build_client(
-            &TlsFiles {
-                ca: Some(missing.clone()),
-                ..TlsFiles::default()
-            },
-            Duration::from_secs(1),
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with(&format!("cannot read the CA file {}", missing.display())),
-            "{e}"
-        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use super::client::{self, SourceError, TlsFiles};
 use super::config::{Aggregate, SignalSpec};
 use super::promtext::{self, Sample};
 use super::scrape::extract;
+use super::tls_material::{Credentials, HttpClient};
 use super::{Reason, SampleError, Sampler};
 use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
@@ -66,22 +67,41 @@ struct Ids {
 /// Samples this member's metrics endpoint.
 pub struct EtcdMetricsSampler {
     cfg: EtcdMetricsConfig,
-    client: reqwest::Client,
+    /// Rebuilt when the etcd TLS files change (an `https://` URL).
+    http: HttpClient,
     ids: Ids,
 }
 
 impl EtcdMetricsSampler {
     /// (`_catalogue` is unused: built-in ids are the same in every
     /// catalogue, [`Builtin`].)
-    pub fn new(cfg: EtcdMetricsConfig, _catalogue: &Catalogue) -> Result<Self, SourceError> {
+    pub fn new(cfg: EtcdMetricsConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
+        let creds = if cfg.tls == TlsFiles::default() {
+            None
+        } else {
+            Some(Credentials::load(
+                super::tls_material::TlsKind::Etcd,
+                &cfg.tls,
+            )?)
+        };
+        EtcdMetricsSampler::with_credentials(cfg, creds, catalogue)
+    }
+
+    /// With the etcd source's `creds` (kept current by their reloader) for
+    /// an `https://` URL.
+    pub fn with_credentials(
+        cfg: EtcdMetricsConfig,
+        creds: Option<Credentials>,
+        _catalogue: &Catalogue,
+    ) -> Result<Self, SourceError> {
         client::base_url(&cfg.url)?;
-        let client = client::build_client(&cfg.tls, cfg.timeout)?;
+        let http = HttpClient::new(creds, cfg.timeout)?;
         let ids = Ids {
             defrag: Builtin::DefragInflight.id(),
             quota_ratio: Builtin::DbQuotaRatio.id(),
             active_peers: Builtin::ActivePeers.id(),
         };
-        Ok(EtcdMetricsSampler { cfg, client, ids })
+        Ok(EtcdMetricsSampler { cfg, http, ids })
     }
 }
 
@@ -268,8 +288,10 @@ impl Sampler for EtcdMetricsSampler {
     async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
         let ids = self.ids;
         let url = &self.cfg.url;
-        let fetched = client::get_ok(&self.client, url, self.cfg.timeout, self.cfg.max_body_bytes)
+        let http = self.http.current();
+        let fetched = client::get_ok(&http, url, self.cfg.timeout, self.cfg.max_body_bytes)
             .await
+            .inspect_err(|e| self.http.failed(e))
             .and_then(|body| {
                 promtext::parse(&body).map_err(|e| SampleError {
                     reason: Reason::Parse,

@@ -14,12 +14,14 @@ pub mod backup;
 pub mod client;
 pub mod config;
 pub mod etcd;
+pub mod etcd_auth;
 pub mod etcd_metrics;
 pub mod identity;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;
 pub mod scrape_set;
+pub mod tls_material;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -16,6 +16,8 @@ use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 pub struct ScrapeSampler {
     cfg: ScrapeConfig,
     client: reqwest::Client,
+    /// SHA-256 of the TLS files its client was built with.
+    tls_sha256: Option<String>,
     signals: Vec<(SignalId, SignalSpec)>,
 }
 
@@ -24,7 +26,13 @@ impl ScrapeSampler {
     /// [`extend_catalogue`](super::config::extend_catalogue)).
     pub fn new(cfg: ScrapeConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
         client::base_url(&cfg.url)?;
-        let client = client::build_client(&cfg.tls, cfg.timeout)?;
+        let material = if cfg.tls == Default::default() {
+            None
+        } else {
+            Some(super::tls_material::Material::read(&cfg.tls)?)
+        };
+        let client = super::tls_material::http_client(material.as_ref(), cfg.timeout)?;
+        let tls_sha256 = material.map(|m| m.sha256);
         let mut signals = Vec::new();
         for (name, spec) in &cfg.signals {
             let id = catalogue.lookup(name).ok_or_else(|| {
@@ -38,6 +46,7 @@ impl ScrapeSampler {
         Ok(ScrapeSampler {
             cfg,
             client,
+            tls_sha256,
             signals,
         })
     }
@@ -45,6 +54,11 @@ impl ScrapeSampler {
     /// The source's configuration.
     pub fn config(&self) -> &ScrapeConfig {
         &self.cfg
+    }
+
+    /// SHA-256 of the TLS files its client was built with, if any.
+    pub fn tls_sha256(&self) -> Option<&str> {
+        self.tls_sha256.as_deref()
     }
 
     /// One sampler per source of the config file.

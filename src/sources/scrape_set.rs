@@ -3,6 +3,11 @@
 //! source's sampler is built (URL, TLS files), and only then are the sources
 //! whose settings changed restarted with them; a broken file changes nothing.
 //!
+//! The TLS files the sources name are part of the file: a change of their
+//! content (a Secret's `..data` swap) restarts the sources that use them
+//! with a client built from the new files, and a pair that does not match
+//! fails the reload like a bad file (see [`super::tls_material`]).
+//!
 //! What a reload may change: each source's `url`, `interval`, `timeout`,
 //! `tls` and its signals' selectors (`metric`, `labels`, `aggregate`). What
 //! needs a restart: adding, removing or renaming a source or a signal — the
@@ -14,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
 use super::Sampling;
@@ -62,9 +68,11 @@ fn shape(config: &Config) -> Shape {
         .collect()
 }
 
-/// One running source: the configuration it runs with and its task.
+/// One running source: the configuration it runs with, the hash of its
+/// TLS files, and its task.
 struct Running {
     config: ScrapeConfig,
+    tls_sha256: Option<String>,
     task: JoinHandle<()>,
 }
 
@@ -110,9 +118,17 @@ impl ScrapeSet {
         Ok(PreparedSet { set, samplers })
     }
 
-    /// The reloader of `path` (the file `config` was loaded from).
+    /// The reloader of `path` (the file `config` was loaded from, whose
+    /// SHA-256 is `sha256`).
     pub fn reloader(self, path: PathBuf, sha256: String) -> Arc<ScrapeReloader> {
-        Arc::new(LastGood::new(path, NAMES, self, Some(sha256)))
+        let sha = {
+            let running = self.lock();
+            let tls = running
+                .iter()
+                .map(|(n, r)| (n.clone(), r.tls_sha256.as_deref()));
+            combined(&sha256, tls)
+        };
+        Arc::new(LastGood::new(path, NAMES, self, Some(sha)))
     }
 
     /// The configuration each source runs with, by name.
@@ -153,13 +169,21 @@ impl ScrapeSet {
         let mut running = self.lock();
         for sampler in samplers {
             let config = sampler.config().clone();
+            let tls_sha256 = sampler.tls_sha256().map(str::to_string);
             let (cfg, cat) = (config.clone(), self.catalogue.clone());
             let task = super::spawn(
                 sampler,
                 move || ScrapeSampler::new(cfg.clone(), &cat),
                 self.sampling.clone(),
             );
-            if let Some(old) = running.insert(config.name.clone(), Running { config, task }) {
+            if let Some(old) = running.insert(
+                config.name.clone(),
+                Running {
+                    config,
+                    tls_sha256,
+                    task,
+                },
+            ) {
                 old.task.abort();
             }
         }
@@ -191,6 +215,8 @@ impl PreparedSet {
 /// A checked file and its built samplers, not yet running.
 pub struct Built {
     samplers: Vec<ScrapeSampler>,
+    /// The file's and its TLS files' combined hash.
+    sha256: String,
 }
 
 impl Load for ScrapeSet {
@@ -213,14 +239,42 @@ impl Load for ScrapeSet {
                 change: describe_change(&self.shape, &now),
             });
         }
-        // Only the sources that changed are rebuilt and restarted.
-        let in_force = self.in_force();
-        config
-            .sources
-            .retain(|s| in_force.get(&s.name).is_none_or(|c| c != s));
-        Ok(Built {
-            samplers: self.samplers(path, &config)?,
-        })
+        // Every sampler is built (its TLS files read); only the sources
+        // whose settings or TLS files changed are restarted.
+        let mut samplers = self.samplers(path, &config)?;
+        let file_sha = hex::encode(Sha256::digest(text.as_bytes()));
+        let sha256 = combined(
+            &file_sha,
+            samplers
+                .iter()
+                .map(|s| (s.config().name.clone(), s.tls_sha256())),
+        );
+        let running = self.lock();
+        samplers.retain(|s| {
+            running.get(&s.config().name).is_none_or(|r| {
+                r.config != *s.config() || r.tls_sha256.as_deref() != s.tls_sha256()
+            })
+        });
+        Ok(Built { samplers, sha256 })
+    }
+
+    /// The file's hash and its TLS files': a rotated certificate behind an
+    /// unchanged file is seen.
+    fn identity(&self, built: &Built) -> Option<String> {
+        Some(built.sha256.clone())
+    }
+
+    fn reads_other_files(&self) -> bool {
+        true
+    }
+
+    fn other_files(&self) -> Vec<PathBuf> {
+        let running = self.lock();
+        let tls = running.values().map(|r| &r.config.tls);
+        tls.flat_map(|t| [&t.ca, &t.cert, &t.key])
+            .flatten()
+            .cloned()
+            .collect()
     }
 
     fn apply(&self, built: Built, _: &Change<'_>) -> Result<String, ScrapeReloadError> {
@@ -240,6 +294,22 @@ impl Load for ScrapeSet {
     fn status(&self) -> &ReloadStatus {
         &self.status
     }
+}
+
+/// The identity of the file whose SHA-256 is `file_sha` with its sources'
+/// TLS files (by source name): the file's own hash when no source has any.
+fn combined<'a>(file_sha: &str, tls: impl Iterator<Item = (String, Option<&'a str>)>) -> String {
+    let mut tls: Vec<(String, &str)> = tls.filter_map(|(n, s)| Some((n, s?))).collect();
+    if tls.is_empty() {
+        return file_sha.to_string();
+    }
+    tls.sort();
+    let mut sha = Sha256::new();
+    sha.update(file_sha.as_bytes());
+    for (name, s) in tls {
+        sha.update(format!("\0{name}\0{s}").as_bytes());
+    }
+    hex::encode(sha.finalize())
 }
 
 /// The `--config` file's reload status families,

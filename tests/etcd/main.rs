@@ -8,7 +8,9 @@
 //! them does not run more clusters at once.
 
 mod card_e2e;
+mod credentials;
 mod defrag;
+mod etcd_auth;
 mod etcd_cluster;
 mod etcd_events;
 mod etcd_mismatch;

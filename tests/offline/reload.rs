@@ -274,6 +274,7 @@ fn inotify_only() -> WatchOptions {
         resync_interval: Duration::from_secs(3600),
         inotify: true,
         sighup: false,
+        ..WatchOptions::default()
     }
 }
 
@@ -680,6 +681,7 @@ async fn sighup_triggers_a_reload() {
         resync_interval: Duration::from_secs(3600),
         inotify: false,
         sighup: true,
+        ..WatchOptions::default()
     });
     std::fs::write(&f.path, policy(1)).unwrap();
     let status = std::process::Command::new("kill")
@@ -698,6 +700,7 @@ async fn the_periodic_reread_picks_up_changes_without_inotify() {
         resync_interval: Duration::from_millis(100),
         inotify: false,
         sighup: false,
+        ..WatchOptions::default()
     });
     std::fs::write(&f.path, policy(1)).unwrap();
     f.wait_in_force(&policy(1)).await;
@@ -715,6 +718,7 @@ async fn a_change_between_the_startup_load_and_the_watch_is_not_missed() {
         resync_interval: Duration::from_secs(3600),
         inotify: false,
         sighup: false,
+        ..WatchOptions::default()
     });
     f.wait_in_force(&policy(1)).await;
 }

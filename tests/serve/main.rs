@@ -17,6 +17,7 @@
 
 mod candidate_policy;
 mod cpu_quota;
+mod credentials;
 mod dual_stack;
 mod http_hardening;
 mod longpoll;

@@ -18,7 +18,7 @@ use etcd_readiness_exporter::sources::etcd_metrics::{
 use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
-use etcd_readiness_exporter::sources::{RoundNotifier, SourceMetrics};
+use etcd_readiness_exporter::sources::{RoundNotifier, Sampling, SourceMetrics};
 use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
 use etcd_readiness_testkit::backup::Sidecar;
 use etcd_readiness_testkit::clock::now_unix;
@@ -97,17 +97,20 @@ async fn sample_etcd(
         EtcdConfig {
             endpoint: etcd.client_url.clone(),
             tls: None,
+            auth: None,
             probe_key: "/etcd-readiness-probe".to_string(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
             freeze: Duration::ZERO,
         },
         cat,
-        store.clone(),
-        RoundNotifier::new(),
-        SourceMetrics::register(&mut Registry::default()),
+        Sampling {
+            store: store.clone(),
+            notifier: RoundNotifier::new(),
+            metrics: SourceMetrics::register(&mut Registry::default()),
+            clock: Clock::node(),
+        },
         None,
-        Clock::node(),
     );
     let source = EtcdSource(task);
     let deadline = Instant::now() + Duration::from_secs(20);

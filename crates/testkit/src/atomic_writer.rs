@@ -3,7 +3,9 @@
 //! that over `..data`, and remove the previous `..<timestamp>` directory; the
 //! visible `policy` is a symlink to `..data/policy`. Used by the reload tests
 //! to reproduce exactly what a pod sees; handy for operators testing a
-//! watcher too. Test support only: it is not part of the library.
+//! watcher too. A volume may hold several keys, swapped together as a
+//! Secret's `ca.crt`, `tls.crt` and `tls.key` are. Test support only: it is
+//! not part of the library.
 
 use std::io;
 use std::os::unix::fs::symlink;
@@ -15,6 +17,8 @@ use std::time::Instant;
 pub struct AtomicWriterVolume {
     dir: PathBuf,
     key: String,
+    /// Every key, `key` first.
+    keys: Vec<String>,
     current: Option<PathBuf>,
     generation: u64,
 }
@@ -22,15 +26,40 @@ pub struct AtomicWriterVolume {
 impl AtomicWriterVolume {
     /// Lay out `dir` with `key` holding `content`.
     pub fn create(dir: &Path, key: &str, content: &str) -> io::Result<AtomicWriterVolume> {
+        AtomicWriterVolume::create_keys(dir, &[(key, content)])
+    }
+
+    /// Lay out `dir` with each `(key, content)` (a Secret's keys).
+    pub fn create_keys(dir: &Path, keys: &[(&str, &str)]) -> io::Result<AtomicWriterVolume> {
         let mut v = AtomicWriterVolume {
             dir: dir.to_path_buf(),
-            key: key.to_string(),
+            key: keys.first().map_or_else(String::new, |k| k.0.to_string()),
+            keys: keys.iter().map(|k| k.0.to_string()).collect(),
             current: None,
             generation: 0,
         };
-        v.update(content)?;
-        symlink(format!("..data/{key}"), dir.join(key))?;
+        v.update_keys(keys)?;
+        for (key, _) in keys {
+            symlink(format!("..data/{key}"), dir.join(key))?;
+        }
         Ok(v)
+    }
+
+    /// The visible path of `key`.
+    pub fn path_of(&self, key: &str) -> PathBuf {
+        self.dir.join(key)
+    }
+
+    /// One update of every key at once (keys not given are written empty).
+    pub fn update_keys(&mut self, keys: &[(&str, &str)]) -> io::Result<Instant> {
+        let all = self.keys.clone();
+        self.swap(|ts| {
+            for key in &all {
+                let content = keys.iter().find(|k| k.0 == key).map_or("", |k| k.1);
+                std::fs::write(ts.join(key), content)?;
+            }
+            Ok(())
+        })
     }
 
     /// The visible path of the key (what `--policy` points at).
@@ -50,11 +79,17 @@ impl AtomicWriterVolume {
         &mut self,
         make: impl FnOnce(&Path) -> io::Result<()>,
     ) -> io::Result<Instant> {
+        let key = self.key.clone();
+        self.swap(|ts| make(&ts.join(&key)))
+    }
+
+    /// Fill a new timestamped directory with `fill`, then swap `..data` to it.
+    fn swap(&mut self, fill: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<Instant> {
         self.generation += 1;
         let name = format!("..2026_11_30_00_00_00.{:09}", self.generation);
         let ts = self.dir.join(&name);
         std::fs::create_dir(&ts)?;
-        make(&ts.join(&self.key))?;
+        fill(&ts)?;
         let tmp = self.dir.join("..data_tmp");
         symlink(&name, &tmp)?;
         let renamed_at = Instant::now();

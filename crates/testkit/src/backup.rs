@@ -84,6 +84,28 @@ impl Sidecar {
     /// The same over HTTPS with `cert`/`key` (PEM), requiring a client
     /// certificate signed by `client_ca` (PEM): the sidecar's mTLS setup.
     pub async fn start_tls(cert: &Path, key: &Path, client_ca: &Path) -> Sidecar {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Sidecar::start_tls_with(tcp, cert, key, client_ca)
+    }
+
+    /// [`Sidecar::start_tls`] on `addr` (a restart with new certificates,
+    /// on the port the exporter knows).
+    pub async fn start_tls_on(
+        addr: SocketAddr,
+        cert: &Path,
+        key: &Path,
+        client_ca: &Path,
+    ) -> std::io::Result<Sidecar> {
+        let tcp = tokio::net::TcpListener::bind(addr).await?;
+        Ok(Sidecar::start_tls_with(tcp, cert, key, client_ca))
+    }
+
+    fn start_tls_with(
+        tcp: tokio::net::TcpListener,
+        cert: &Path,
+        key: &Path,
+        client_ca: &Path,
+    ) -> Sidecar {
         use tokio_rustls::rustls::pki_types::pem::PemObject;
         use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
         use tokio_rustls::rustls::{
@@ -108,7 +130,6 @@ impl Sidecar {
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, PrivateKeyDer::from_pem_file(key).unwrap())
             .unwrap();
-        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", tcp.local_addr().unwrap());
         let listener = TlsListener {
             tcp,

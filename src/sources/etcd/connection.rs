@@ -1,9 +1,11 @@
-//! The one gRPC client of this member ([`Shared::client`]: made once, TLS
-//! from the flags' files, kept after errors as tonic reconnects by itself),
+//! The one gRPC client of this member ([`Shared::client`]: made again only
+//! when the TLS files or the password changed or a handshake was refused,
+//! kept after other errors as tonic reconnects by itself),
 //! the Watch stream that stands for the connection, and what a loss of it
 //! does to the store.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
@@ -12,9 +14,21 @@ use crate::signals::Value;
 use crate::sources::{Reason, SampleError};
 
 impl Shared {
+    /// The client for the next call: built again when the TLS files or the
+    /// password changed, or after a handshake failed (a refused certificate).
     pub(super) async fn client(&self) -> Result<Client, SampleError> {
         let mut slot = self.client.lock().await;
-        if let Some(c) = &*slot {
+        let material = self.config.tls.as_ref().map(|t| t.current());
+        let password = self.config.auth.as_ref().map(|a| a.current());
+        let generation = (
+            material.as_ref().map_or(0, |m| m.generation),
+            password.as_ref().map_or(0, |p| p.generation),
+        );
+        let refused = self.tls_refused.swap(false, Ordering::Relaxed);
+        if let Some((built, c)) = &*slot
+            && *built == generation
+            && !refused
+        {
             return Ok(c.clone());
         }
         let cfg = &self.config;
@@ -23,12 +37,23 @@ impl Shared {
         let mut opts = ConnectOptions::new()
             .with_timeout(cfg.client_timeout())
             .with_connect_timeout(cfg.client_timeout());
-        if let Some(tls) = &cfg.tls {
-            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+        if let Some(tls) = &material {
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &tls.ca {
+                t = t.ca_certificate(Certificate::from_pem(ca));
+            }
             if let Some((cert, key)) = &tls.identity {
                 t = t.identity(Identity::from_pem(cert, key));
             }
             opts = opts.with_tls(t);
+        }
+        if let (Some(auth), Some(p)) = (&cfg.auth, &password) {
+            // etcd-client authenticates at connect, and on "invalid auth
+            // token" (a simple token unused for 5 minutes expires) gets a new
+            // token and sends the call once more.
+            opts = opts
+                .with_user(auth.user(), p.password.expose())
+                .with_auto_token_refresh(true);
         }
         let endpoint = cfg.endpoint.clone();
         let client = self
@@ -39,10 +64,30 @@ impl Shared {
                 Box::pin(async move { Client::connect([endpoint], Some(opts)).await }),
             )
             .await?;
-        // Keep the client even after errors: tonic reconnects by itself, and
-        // a fresh client would not help a member that does not answer.
-        *slot = Some(client.clone());
+        // Keep the client even after errors but TLS ones: tonic reconnects
+        // by itself, and a fresh client would not help a member that does
+        // not answer.
+        *slot = Some((generation, client.clone()));
         Ok(client)
+    }
+
+    /// `r` of a call: a TLS failure has the files re-read and the next call
+    /// build a new client; etcd's refusals for want of a user or a
+    /// permission are explained.
+    pub(super) fn after<T>(&self, mut r: Result<T, SampleError>) -> Result<T, SampleError> {
+        if let (Err(e), Some(tls)) = (&r, &self.config.tls)
+            && e.reason == Reason::Tls
+        {
+            self.tls_refused.store(true, Ordering::Relaxed);
+            tls.refused();
+        }
+        if let Err(e) = &mut r
+            && let Some(hint) =
+                crate::sources::etcd_auth::hint(&e.message, self.config.auth.is_some())
+        {
+            e.message = format!("{} ({hint})", e.message);
+        }
+        r
     }
 
     /// The connection broke: every signal is unknown now, with `why`.
@@ -67,12 +112,13 @@ impl Shared {
     /// Open a watch on the probe key and wait for etcd's "created" answer.
     pub(super) async fn open_watch(&self) -> Result<etcd_client::WatchStream, SampleError> {
         let cfg = &self.config;
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "watch");
-        let mut stream = self
+        let opened = self
             .bounded("watch", async move { c.watch(key, None).await })
-            .await?;
+            .await;
+        let mut stream = self.after(opened)?;
         match self.bounded("watch", stream.message()).await? {
             Some(r) if r.created() => Ok(stream),
             _ => Err(SampleError::new(

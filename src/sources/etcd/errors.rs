@@ -139,6 +139,14 @@ pub(super) async fn explain(
     left: Duration,
 ) -> SampleError {
     let mut err = classify(what, e, timeout);
+    // A handshake refused for a certificate says so, and counts as TLS.
+    let https = endpoint.starts_with("https://");
+    if let Some(hint) = crate::sources::client::certificate_hint(&causes(e), https) {
+        err = SampleError::new(
+            Reason::Tls,
+            format!("{what}: TLS error: {} ({hint})", chain(e)),
+        );
+    }
     if err.reason == Reason::Protocol
         && let Some(hint) = diagnose(endpoint, left).await
     {

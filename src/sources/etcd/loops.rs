@@ -113,10 +113,12 @@ impl Shared {
     }
 
     async fn status(&self) -> Result<StatusResponse, SampleError> {
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         self.metrics.request(LABEL, "status");
-        self.bounded("Status", async move { c.status().await })
-            .await
+        let r = self
+            .bounded("Status", async move { c.status().await })
+            .await;
+        self.after(r)
     }
 
     pub(super) async fn read_loop(&self) {
@@ -230,7 +232,7 @@ impl Shared {
         } else {
             "linearizable read"
         };
-        let mut c = self.client().await?;
+        let mut c = self.after(self.client().await)?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "range");
         let sent = self.clock.now();
@@ -243,7 +245,14 @@ impl Shared {
             Ok(_) => Ok(took.as_secs_f64() * 1000.0),
             Err(e) => {
                 let left = cfg.read_timeout().saturating_sub(took);
-                Err(explain(what, &e, &cfg.endpoint, cfg.client_timeout(), left).await)
+                self.after(Err(explain(
+                    what,
+                    &e,
+                    &cfg.endpoint,
+                    cfg.client_timeout(),
+                    left,
+                )
+                .await))
             }
         }
     }

@@ -51,6 +51,7 @@ mod errors;
 mod loops;
 mod status;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,19 +65,17 @@ use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::clock::Clock;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 
-/// PEM material for mTLS to etcd.
-#[derive(Clone, Debug)]
-pub struct EtcdTls {
-    pub ca: Vec<u8>,
-    /// Client certificate and key; `None` for server-only TLS.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
+/// The etcd TLS files (CA; client certificate and key, `None` for
+/// server-only TLS), re-read when they change ([`crate::sources::tls_material`]).
+pub type EtcdTls = crate::sources::tls_material::Credentials;
 
 /// What the etcd source needs.
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
     pub endpoint: String,
     pub tls: Option<EtcdTls>,
+    /// `--etcd.user` and its password file, when etcd's authentication is on.
+    pub auth: Option<crate::sources::etcd_auth::EtcdAuth>,
     pub probe_key: String,
     pub interval: Duration,
     pub timeout: Duration,
@@ -211,12 +210,15 @@ impl Ids {
 pub fn spawn(
     config: EtcdConfig,
     catalogue: &Catalogue,
-    store: Arc<SignalStore>,
-    notifier: RoundNotifier,
-    metrics: SourceMetrics,
+    sampling: super::Sampling,
     member_info: Option<MemberInfo>,
-    clock: Clock,
 ) -> JoinHandle<()> {
+    let super::Sampling {
+        store,
+        notifier,
+        metrics,
+        clock,
+    } = sampling;
     let ids = Ids::BUILTIN;
     // The member's own peer count, where its metrics source is configured.
     let active_peers = Some(Builtin::ActivePeers.id()).filter(|id| catalogue.is_enabled(*id));
@@ -230,6 +232,7 @@ pub fn spawn(
             notifier: notifier.clone(),
             metrics: metrics.clone(),
             client: tokio::sync::Mutex::new(None),
+            tls_refused: AtomicBool::new(false),
             epoch: Mutex::new(0),
             wake_status: Notify::new(),
             wake_reads: Notify::new(),
@@ -248,7 +251,11 @@ struct Shared {
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
     metrics: SourceMetrics,
-    client: tokio::sync::Mutex<Option<Client>>,
+    /// The client and the generations of the TLS material and the
+    /// password it was built with.
+    client: tokio::sync::Mutex<Option<((u64, u64), Client)>>,
+    /// A call failed in the TLS handshake: the next builds a new client.
+    tls_refused: AtomicBool,
     /// Bumped by every loss of the connection; a result is recorded only if
     /// the epoch is still the one its call started in (checked and recorded
     /// under this lock, so a loss cannot interleave).
@@ -319,6 +326,7 @@ mod tests {
         let mut c = EtcdConfig {
             endpoint: "http://127.0.0.1:2379".into(),
             tls: None,
+            auth: None,
             probe_key: "k".into(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_millis(500),
@@ -341,6 +349,7 @@ mod tests {
         let mut c = EtcdConfig {
             endpoint: "http://127.0.0.1:2379".into(),
             tls: None,
+            auth: None,
             probe_key: "k".into(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_millis(500),
