@@ -223,14 +223,8 @@ impl Reader {
     }
 
     async fn read_once(&self, members: &[Key]) -> Result<(Vec<MemberHistory>, u64), ReplayError> {
-        let reports = members.len() as u64 * MEMBER_COST;
-        let mut charged = reports;
-        let over = !self.prom.charge(reports);
+        let mut charged = 0;
         let result = async {
-            let q = selector_query("etcd_readiness_ready", &self.selector, &[]);
-            if over {
-                return Err(self.prom.over_budget(&q, self.grid.steps).into());
-            }
             let wanted: BTreeSet<&Key> = members.iter().collect();
             let keep = |labels: &BTreeMap<String, String>| {
                 wanted.contains(&without(labels, &PER_SIGNAL_LABELS))
@@ -240,7 +234,7 @@ impl Reader {
             let (ready, c) = self.prom.query_range(&q, &self.grid, &keep).await?;
             charged += c;
             if self.names.is_empty() {
-                return Ok(assemble(&self.grid, ready, Vec::new(), Vec::new()));
+                return Ok::<_, ReplayError>(assemble(&self.grid, ready, Vec::new(), Vec::new()));
             }
             let mut with_signal = matchers;
             with_signal.push(signal_matcher(&self.names));
@@ -253,6 +247,17 @@ impl Reader {
             Ok(assemble(&self.grid, ready, values, known))
         }
         .await;
+        // The reports the histories become, charged once they are read.
+        let reports = members.len() as u64 * MEMBER_COST;
+        let result = result.and_then(|h| {
+            charged += reports;
+            if self.prom.charge(reports) {
+                Ok(h)
+            } else {
+                let q = selector_query("etcd_readiness_ready", &self.selector, &[]);
+                Err(self.prom.over_budget(&q, self.grid.steps).into())
+            }
+        });
         match result {
             Ok(h) => Ok((h, charged)),
             Err(e) => {

@@ -118,6 +118,11 @@ pub fn label_cost(labels: &BTreeMap<String, String>) -> u64 {
 /// no per-step growth to speak of at 5,761.
 pub const MEMBER_COST: u64 = 24 * 1024;
 
+/// What a label set held for the whole replay costs besides its text: a
+/// map's leaf node (11 keys and values, 528 bytes) and the allocations'
+/// overhead.
+pub const LABEL_SET_COST: u64 = 640;
+
 /// The labels that tell one signal's series of a member from another's;
 /// the rest identify the member.
 pub const PER_SIGNAL_LABELS: [&str; 3] = ["__name__", "signal", "source"];
@@ -400,7 +405,7 @@ impl Prometheus {
         params.push(("start", api_secs(grid.start_ms)));
         params.push(("end", api_secs(grid.end_ms)));
         let take = |labels: &BTreeMap<String, String>| {
-            if self.charge(label_cost(labels) + 48) {
+            if self.charge(label_cost(labels) + LABEL_SET_COST) {
                 Take::Keep
             } else {
                 Take::Over
