@@ -143,7 +143,8 @@ fn base_args(url: &str, policy: &str) -> Vec<String> {
 /// for the members (`/api/v1/series` of `etcd_readiness_ready`), no
 /// clusters, `leader` as the only signal there is.
 fn index(path: &str, members: &Arc<Vec<u8>>) -> Option<(u16, Arc<Vec<u8>>)> {
-    let list = |items: &str| Arc::new(format!(r#"{{"status":"success","data":[{items}]}}"#).into_bytes());
+    let list =
+        |items: &str| Arc::new(format!(r#"{{"status":"success","data":[{items}]}}"#).into_bytes());
     if path.starts_with("/api/v1/label/") {
         Some((200, list(r#""leader""#)))
     } else if path.starts_with("/api/v1/series") && path.contains("etcd_readiness_ready") {

@@ -21,6 +21,7 @@ mod http_hardening;
 mod policy_reload_limits;
 mod promtool;
 mod replay;
+mod replay_fleet;
 mod serve_reload;
 mod sources;
 mod supervision;

@@ -8,7 +8,8 @@
 //! One mechanism each: ports from [`ports`], waits with a deadline from
 //! [`wait`], the wall clock from [`clock`], children killed on drop by
 //! [`process::ChildGuard`], fetched binaries from [`binaries`],
-//! which Prometheus and promtool from [`prometheus`].
+//! which Prometheus and promtool from [`prometheus`], VictoriaMetrics from
+//! [`victoriametrics`], a synthetic fleet's history from [`fleet`].
 
 #![forbid(unsafe_code)]
 
@@ -19,10 +20,12 @@ pub mod clock;
 pub mod dns;
 pub mod etcd;
 pub mod exporter;
+pub mod fleet;
 pub mod heavy;
 pub mod hostile;
 pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod prometheus;
+pub mod victoriametrics;
 pub mod wait;
