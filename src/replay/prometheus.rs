@@ -1,19 +1,25 @@
-//! A thin client of Prometheus' HTTP API for `replay`: `query_range` over a
-//! [`Grid`], split into chunks of at most [`MAX_POINTS_PER_QUERY`] steps
-//! (Prometheus refuses more than 11,000 points per series), each request
+//! A thin client of the Prometheus HTTP query API for `replay` (any store
+//! that answers it: Prometheus, VictoriaMetrics, Thanos, Mimir): the index
+//! queries that find a fleet (`/api/v1/series`, `/api/v1/label/…/values`)
+//! and `query_range` over a [`Grid`], split into chunks of at most
+//! [`MAX_POINTS_PER_QUERY`] steps (Prometheus refuses more than 11,000
+//! points per series; fewer after a store refused that many), each request
 //! bounded in time and in the size of its answer; chunks of one series are
 //! joined by their labels. Only plain series come back: what the history
-//! means is [`super::timeline`]'s business.
+//! means is [`super::timeline`]'s business. A refusal that names a limit
+//! the store has ([`limit_of`]) says which and the store's flag for it.
 //!
-//! Memory is bounded by what is read: each answer is at most
+//! Memory is bounded by what is held: each answer is at most
 //! `--prometheus.max-bytes`, and every series is charged, as it is parsed,
 //! what it will cost in memory (its labels, its points and the per-step
-//! row [`super::timeline`] builds for it, see [`series_cost`]; a new member
-//! also its report, [`MEMBER_COST`]) against one
-//! budget of `--prometheus.max-bytes` for the whole replay. The first series
-//! over it stops the parse with [`PromError::OverBudget`]: an answer of a
-//! million series fails after the few thousand that fit, not after
-//! building them all. Text Prometheus sends back (its `error`, a body) is
+//! row [`super::timeline`] builds for it, see [`series_cost`]) against one
+//! budget of `--prometheus.max-bytes`; the members found are charged for
+//! the whole run, a batch's series and reports ([`MEMBER_COST`]) until the
+//! batch is written ([`Prometheus::release`]). The first series over it
+//! stops the parse with [`PromError::OverBudget`]: an answer of a million
+//! series fails after the few thousand that fit, not after building them
+//! all. Series of members outside the batch asked for are dropped as they
+//! are parsed, uncharged. Text a store sends back (its `error`, a body) is
 //! made printable ([`super::render::printable`]) before it reaches an
 //! error message.
 

@@ -314,3 +314,185 @@ impl Summary {
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::timeline::Interval;
+
+    fn labels(ns: &str, pod: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("namespace".to_string(), ns.to_string()),
+            ("pod".to_string(), pod.to_string()),
+        ])
+    }
+
+    fn iv(from_s: i64, to_s: i64, ready: Option<bool>, failing: &[&str]) -> Interval {
+        Interval {
+            from_ms: from_s * 1000,
+            to_ms: to_s * 1000,
+            ready,
+            failing: failing.iter().map(|s| s.to_string()).collect(),
+            explanations: Vec::new(),
+        }
+    }
+
+    /// A member of a one-hour replay: `hurt` stretches where the candidate
+    /// is not ready and the recorded verdict ready, `spared` the opposite.
+    fn member(
+        ns: &str,
+        pod: &str,
+        hurt: &[(i64, i64, &[&str])],
+        spared: &[(i64, i64)],
+    ) -> MemberReport {
+        let mut differs: Vec<Interval> = hurt
+            .iter()
+            .map(|(a, b, f)| iv(*a, *b, Some(false), f))
+            .collect();
+        differs.extend(spared.iter().map(|(a, b)| iv(*a, *b, Some(true), &[])));
+        let not_ready: i64 = hurt.iter().map(|(a, b, _)| (b - a) * 1000).sum();
+        let recorded_not_ready: i64 = spared.iter().map(|(a, b)| (b - a) * 1000).sum();
+        MemberReport {
+            labels: labels(ns, pod),
+            ready_ms: 3_600_000 - not_ready,
+            not_ready_ms: not_ready,
+            unknown_ms: 0,
+            flips: 2 * hurt.len() as u64,
+            recorded_flips: 2 * spared.len() as u64,
+            intervals: Vec::new(),
+            recorded: spared
+                .iter()
+                .map(|(a, b)| iv(*a, *b, Some(false), &[]))
+                .collect(),
+            differs_from_recorded: differs,
+            checks: Vec::new(),
+            missing_signals: Vec::new(),
+        }
+    }
+
+    fn fleet() -> Summary {
+        let mut s = Summary::new(Some("namespace".to_string()));
+        let members = [
+            (
+                member("shoot--a", "etcd-main-0", &[(600, 1500, &["fast"])], &[]),
+                Some("5eed0001"),
+            ),
+            (
+                member(
+                    "shoot--a",
+                    "etcd-main-1",
+                    &[(600, 900, &["fast", "leader"])],
+                    &[],
+                ),
+                Some("5eed0001"),
+            ),
+            (
+                member("shoot--a", "etcd-main-2", &[], &[]),
+                Some("5eed0001"),
+            ),
+            (
+                member("shoot--b", "etcd-main-0", &[], &[(0, 60)]),
+                Some("5eed0002"),
+            ),
+            (
+                member("shoot--c", "etcd-main-0", &[(100, 160, &["leader"])], &[]),
+                None,
+            ),
+        ];
+        for (m, c) in &members {
+            s.add(m, *c);
+        }
+        s
+    }
+
+    #[test]
+    fn the_summary_adds_up_hurt_and_spared_time_by_member_cluster_and_check() {
+        let s = fleet();
+        assert_eq!((s.members, s.changed), (5, 4));
+        assert_eq!((s.hurt_ms, s.hurt_members), (1_260_000, 3));
+        assert_eq!((s.spared_ms, s.spared_members), (60_000, 1));
+        assert_eq!(
+            s.worst.as_ref().map(|w| (w.labels["pod"].as_str(), w.ms)),
+            Some(("etcd-main-0", 900_000))
+        );
+        let most: Vec<(&str, i64)> = s
+            .most_hurt
+            .iter()
+            .map(|n| (n.labels["namespace"].as_str(), n.ms))
+            .collect();
+        assert_eq!(
+            most,
+            [
+                ("shoot--a", 900_000),
+                ("shoot--a", 300_000),
+                ("shoot--c", 60_000)
+            ]
+        );
+        assert_eq!(
+            s.clusters["5eed0001"],
+            ClusterTally {
+                members: 3,
+                hurt_members: 2,
+                hurt_ms: 1_200_000
+            }
+        );
+        assert_eq!(
+            s.clusters[""].hurt_ms, 60_000,
+            "a member without member_info"
+        );
+        assert_eq!(
+            s.checks["fast"],
+            CheckTally {
+                members: 2,
+                hurt_ms: 1_200_000
+            }
+        );
+        assert_eq!(
+            s.checks["leader"],
+            CheckTally {
+                members: 2,
+                hurt_ms: 360_000
+            }
+        );
+        let j = s.json(1);
+        assert_eq!(j["without_data"], 1);
+        assert_eq!(j["hurt_seconds"], 1260);
+        assert_eq!(
+            j["most_hurt_clusters"][0],
+            json!({"value": "5eed0001", "members": 3, "hurt_members": 2, "hurt_seconds": 1200})
+        );
+        assert_eq!(
+            j["checks"][0],
+            json!({"check": "fast", "members": 2, "hurt_seconds": 1200})
+        );
+    }
+
+    #[test]
+    fn the_most_hurt_list_keeps_the_top_ten_in_member_order_among_equals() {
+        let mut s = Summary::new(None);
+        for i in 0..25 {
+            let hurt = 60 + 60 * (i % 3);
+            s.add(
+                &member("ns", &format!("p{i:02}"), &[(0, hurt, &["fast"])], &[]),
+                None,
+            );
+        }
+        let pods: Vec<&str> = s
+            .most_hurt
+            .iter()
+            .map(|n| n.labels["pod"].as_str())
+            .collect();
+        assert_eq!(
+            pods,
+            [
+                "p02", "p05", "p08", "p11", "p14", "p17", "p20", "p23", "p01", "p04"
+            ]
+        );
+    }
+
+    /// The text a platform team reads at the end of a fleet replay.
+    #[test]
+    fn snapshot_of_the_fleet_summary() {
+        insta::assert_snapshot!("replay_fleet_summary", fleet().text(0));
+    }
+}

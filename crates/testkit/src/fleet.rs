@@ -85,6 +85,21 @@ impl Fleet {
 
     /// Write the whole history in `format`.
     pub fn write(&self, format: Format, out: &mut impl Write) -> io::Result<()> {
+        self.write_samples(format, 0, self.steps, out)
+    }
+
+    /// Write samples `first..=last` only (a benchmark feeds promtool one
+    /// block's worth at a time: it reads its whole input once per block).
+    // long because: one loop per family, each a few lines; apart they
+    // would share the closures through arguments.
+    pub fn write_samples(
+        &self,
+        format: Format,
+        first: i64,
+        last: i64,
+        out: &mut impl Write,
+    ) -> io::Result<()> {
+        let samples = first.max(0)..=last.min(self.steps);
         let ts = |s: i64| {
             let t = self.start + s * self.step - 5;
             match format {
@@ -105,7 +120,7 @@ impl Fleet {
         family(out, "etcd_readiness_ready")?;
         for i in 0..self.members {
             let l = labels(i);
-            for s in 0..=self.steps {
+            for s in samples.clone() {
                 let (leader, q) = self.sample(i, s);
                 let ready = u8::from(leader == 1.0 && q < 500.0);
                 writeln!(out, "etcd_readiness_ready{{{l}}} {ready} {}", ts(s))?;
@@ -115,7 +130,7 @@ impl Fleet {
         for i in 0..self.members {
             let l = labels(i);
             for (signal, pick) in [("leader", 0), ("qget_ms", 1)] {
-                for s in 0..=self.steps {
+                for s in samples.clone() {
                     let v = self.sample(i, s);
                     let v = if pick == 0 { v.0 } else { v.1 };
                     writeln!(
@@ -131,7 +146,7 @@ impl Fleet {
             let l = labels(i);
             let (c, m) = (cluster_id(i), format!("{:x}", 0xabc0_0000_u64 + i as u64));
             // Every 10th sample is enough for the index to hold it.
-            for s in (0..=self.steps).step_by(10) {
+            for s in samples.clone().filter(|s| s % 10 == 0) {
                 writeln!(
                     out,
                     "etcd_readiness_member_info{{{l},cluster_id=\"{c}\",member_id=\"{m}\",name=\"m{i}\"}} 1 {}",
