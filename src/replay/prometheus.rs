@@ -91,12 +91,16 @@ fn limit_hint(limit: &Option<Limit>) -> String {
         None => String::new(),
         Some(l) => {
             let how = match l.split {
-                Split::Members => "replay already split the request down to one member",
-                Split::Time => "replay already split the request down to its shortest time chunk",
-                Split::No => "narrow --selector or the time range",
+                Split::Members => {
+                    "replay already split the request down to one member, so raise the limit"
+                }
+                Split::Time => {
+                    "replay already split the request down to its shortest time chunk, so raise the limit"
+                }
+                Split::No => "replay the fleet a --selector at a time, or raise the limit",
             };
             format!(
-                " — the store's limit on {} (its flag: {}); {how}, so raise the limit",
+                " — the store's limit on {} (its flag: {}); {how}",
                 l.what, l.flag
             )
         }
@@ -166,7 +170,7 @@ pub enum Split {
 /// The store limits replay knows by the words of their refusals:
 /// Prometheus', VictoriaMetrics' (whose messages name the flag), Thanos'
 /// and Mimir's. `(needle, limit)`, the first match wins.
-const LIMITS: [(&str, Limit); 13] = [
+const LIMITS: [(&str, Limit); 14] = [
     (
         "11,000 points",
         Limit {
@@ -212,6 +216,14 @@ const LIMITS: [(&str, Limit); 13] = [
         Limit {
             what: "series one query may select",
             flag: "-search.maxUniqueTimeseries",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxResponseSeries",
+        Limit {
+            what: "series one query may return",
+            flag: "-search.maxResponseSeries",
             split: Split::Members,
         },
     ),

@@ -144,7 +144,7 @@ impl Summary {
                 checks,
             });
             // Most hurt first; among equals, the first in member order stays.
-            self.most_hurt.sort_by(|a, b| b.ms.cmp(&a.ms));
+            self.most_hurt.sort_by_key(|n| std::cmp::Reverse(n.ms));
             self.most_hurt.truncate(TOP);
         }
     }
@@ -168,7 +168,7 @@ impl Summary {
     fn top_checks(&self) -> Vec<(&str, &CheckTally)> {
         let mut v: Vec<(&str, &CheckTally)> =
             self.checks.iter().map(|(k, t)| (k.as_str(), t)).collect();
-        v.sort_by(|a, b| b.1.hurt_ms.cmp(&a.1.hurt_ms));
+        v.sort_by_key(|(_, t)| std::cmp::Reverse(t.hurt_ms));
         v
     }
 
@@ -351,7 +351,6 @@ mod tests {
             .collect();
         differs.extend(spared.iter().map(|(a, b)| iv(*a, *b, Some(true), &[])));
         let not_ready: i64 = hurt.iter().map(|(a, b, _)| (b - a) * 1000).sum();
-        let recorded_not_ready: i64 = spared.iter().map(|(a, b)| (b - a) * 1000).sum();
         MemberReport {
             labels: labels(ns, pod),
             ready_ms: 3_600_000 - not_ready,

@@ -67,7 +67,7 @@ impl Fleet {
     /// Member `i`'s `(leader, qget_ms)` at sample `s`.
     pub fn sample(&self, i: usize, s: i64) -> (f64, f64) {
         let n = self.steps.max(1);
-        let leaderless = i % 37 == 0 && {
+        let leaderless = i.is_multiple_of(37) && {
             let at = (i as i64 * 5) % n;
             (at..at + 4).contains(&s)
         };
@@ -146,7 +146,7 @@ impl Fleet {
             let l = labels(i);
             let (c, m) = (cluster_id(i), format!("{:x}", 0xabc0_0000_u64 + i as u64));
             // Every 10th sample is enough for the index to hold it.
-            for s in samples.clone().filter(|s| s % 10 == 0) {
+            for s in samples.clone().filter(|s| s.rem_euclid(10) == 0) {
                 writeln!(
                     out,
                     "etcd_readiness_member_info{{{l},cluster_id=\"{c}\",member_id=\"{m}\",name=\"m{i}\"}} 1 {}",
