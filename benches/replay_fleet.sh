@@ -58,8 +58,9 @@ for n in "${sizes[@]}"; do
         -loggerLevel=WARN >"$dir/store.log" 2>&1 &
       pid=$!
       wait_up "http://127.0.0.1:$p/health"
+      # Streamed (chunked): --data-binary would hold the whole body in memory.
       "$gen" promtext "$n" "$start" "$step" "$steps" |
-        curl -sf --data-binary @- "http://127.0.0.1:$p/api/v1/import/prometheus"
+        curl -sf -X POST -T - "http://127.0.0.1:$p/api/v1/import/prometheus"
       curl -sf "http://127.0.0.1:$p/internal/force_flush"
     fi
     /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$bin" replay --prometheus.url "http://127.0.0.1:$p" \

@@ -32,7 +32,7 @@ pub type Key = BTreeMap<String, String>;
 
 /// Answer bytes a batch's largest request is sized for when `--batch` is
 /// not given: about 24 bytes of JSON a point.
-pub const BATCH_ANSWER_BYTES: u64 = 4 * 1024 * 1024;
+pub const BATCH_ANSWER_BYTES: u64 = 2 * 1024 * 1024;
 
 /// Members per batch at most, whatever their size.
 pub const MAX_BATCH: usize = 500;
@@ -63,34 +63,33 @@ pub async fn discover(
     policy: &Policy,
     grid: &Grid,
 ) -> Result<Fleet, ReplayError> {
-    let ready = prom
-        .series(
-            &[selector_query("etcd_readiness_ready", selector, &[])],
-            grid,
-        )
-        .await?;
-    let members: Vec<Key> = ready
-        .iter()
-        .map(|l| without(l, &PER_SIGNAL_LABELS))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    drop(ready);
-    let mut clusters = vec![None; members.len()];
-    let info = prom
-        .series(
-            &[selector_query("etcd_readiness_member_info", selector, &[])],
-            grid,
-        )
-        .await?;
-    for l in &info {
-        if let (Ok(i), Some(id)) = (
-            members.binary_search(&without(l, &INFO_LABELS)),
-            l.get("cluster_id"),
-        ) {
-            clusters[i] = Some(id.clone());
-        }
-    }
+    // Each series is folded in as it is parsed: the answers' label sets
+    // are never all held at once.
+    let found = std::cell::RefCell::new(BTreeSet::new());
+    prom.series(
+        &[selector_query("etcd_readiness_ready", selector, &[])],
+        grid,
+        &|l| {
+            found.borrow_mut().insert(without(l, &PER_SIGNAL_LABELS));
+        },
+    )
+    .await?;
+    let members: Vec<Key> = found.into_inner().into_iter().collect();
+    let clusters = std::cell::RefCell::new(vec![None; members.len()]);
+    prom.series(
+        &[selector_query("etcd_readiness_member_info", selector, &[])],
+        grid,
+        &|l| {
+            if let (Ok(i), Some(id)) = (
+                members.binary_search(&without(l, &INFO_LABELS)),
+                l.get("cluster_id"),
+            ) {
+                clusters.borrow_mut()[i] = Some(id.clone());
+            }
+        },
+    )
+    .await?;
+    let clusters = clusters.into_inner();
     let names = signal_names(policy);
     let missing_signals = if names.is_empty() || members.is_empty() {
         Vec::new()

@@ -105,7 +105,7 @@ pub struct ReplayArgs {
     #[arg(long = "prometheus.max-bytes", default_value_t = DEFAULT_MAX_BYTES, value_name = "BYTES")]
     pub prometheus_max_bytes: u64,
     /// Members read and evaluated together (default: as many as keep an
-    /// answer near 4 MiB, at most 500).
+    /// answer near 2 MiB, at most 500).
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
     /// Batches in flight at once (each one request at a time).

@@ -412,19 +412,22 @@ impl Prometheus {
 
     /// The label sets of the series `matches` selects with samples between
     /// `grid`'s start and end (`/api/v1/series`, the store's index only),
-    /// each charged to the budget for as long as replay runs.
+    /// each handed to `each` as it is parsed and not kept: what the caller
+    /// keeps of it is charged to the budget for as long as replay runs.
     pub async fn series(
         &self,
         matches: &[String],
         grid: &Grid,
-    ) -> Result<Vec<BTreeMap<String, String>>, PromError> {
+        each: &dyn Fn(&BTreeMap<String, String>),
+    ) -> Result<(), PromError> {
         let mut params: Vec<(&str, String)> =
             matches.iter().map(|m| ("match[]", m.clone())).collect();
         params.push(("start", api_secs(grid.start_ms)));
         params.push(("end", api_secs(grid.end_ms)));
         let take = |labels: &BTreeMap<String, String>| {
             if self.charge(label_cost(labels) + LABEL_SET_COST) {
-                Take::Keep
+                each(labels);
+                Take::Skip
             } else {
                 Take::Over
             }
@@ -435,10 +438,9 @@ impl Prometheus {
             take: &take,
             over: &over,
         });
-        let data = self
-            .api("series", &params, &what, grid.steps, (seed, &over))
+        self.api("series", &params, &what, grid.steps, (seed, &over))
             .await?;
-        Ok(data.unwrap_or_default())
+        Ok(())
     }
 
     /// The values of `label` on the series `matches` selects between
