@@ -1,6 +1,6 @@
 //! `replay` of a fleet against real stores: the same synthetic fleet
 //! (`etcd_readiness_testkit::fleet`: 1,000 members in clusters of three,
-//! 6 h at 60 s) written into Prometheus 3.5 through `promtool tsdb
+//! 6 h at 60 s) written into Prometheus 3.5 and 2.42 (the same blocks) through `promtool tsdb
 //! create-blocks-from openmetrics` (bookworm's promtool where the fetched
 //! 3.5 has none) and into VictoriaMetrics 1.145 through
 //! its `/api/v1/import/prometheus`, replayed from each: the per-member
@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use etcd_readiness_testkit::binaries::fetched;
 use etcd_readiness_testkit::fleet::{self, CANDIDATE, Fleet, Format};
-use etcd_readiness_testkit::prometheus::Prometheus;
+use etcd_readiness_testkit::prometheus::{Prometheus, prometheus_bin};
 use etcd_readiness_testkit::victoriametrics::{VictoriaMetrics, victoria_metrics_bin};
 use serde_json::Value;
 
@@ -116,6 +116,24 @@ async fn a_fleet_replays_the_same_from_prometheus_3_and_victoriametrics_and_name
         stderr(&out)
     );
     std::fs::remove_file(&om).unwrap();
+    // The same blocks for Prometheus 2.42 (bookworm's), in a directory of
+    // its own.
+    let p2dir = dir.path().join("prometheus-2");
+    std::fs::create_dir_all(&p2dir).unwrap();
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(pdir.join("data"))
+        .arg(&p2dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cp: {}", stderr(&out));
+    let mut prom2 = Prometheus::spawn_bin(
+        &prometheus_bin(),
+        &p2dir,
+        "global:\n  scrape_interval: 1m\n",
+        &["--query.max-samples=5000"],
+    );
+    prom2.wait_ready(Duration::from_secs(120)).await;
     let mut prom = Prometheus::spawn_bin(
         &prometheus,
         &pdir,
@@ -139,17 +157,31 @@ async fn a_fleet_replays_the_same_from_prometheus_3_and_victoriametrics_and_name
     let policy = dir.path().join("candidate.policy");
     std::fs::write(&policy, CANDIDATE).unwrap();
     let range = (start, end);
-    let (purl, vurl) = (prom.url(), vm.url());
-    let (from_prom, from_vm) = tokio::task::spawn_blocking({
+    let (purl, p2url, vurl) = (prom.url(), prom2.url(), vm.url());
+    let (from_prom, from_prom2, from_vm) = tokio::task::spawn_blocking({
         let policy = policy.clone();
         move || {
             let p = replay(&purl, &policy, range, &["--format", "jsonl"]);
+            let p2 = replay(&p2url, &policy, range, &["--format", "jsonl"]);
             let v = replay(&vurl, &policy, range, &["--format", "jsonl"]);
-            (p, v)
+            (p, p2, v)
         }
     })
     .await
     .unwrap();
+    assert_eq!(
+        from_prom2.status.code(),
+        Some(0),
+        "Prometheus 2: {}\n{}",
+        stderr(&from_prom2),
+        prom2.log()
+    );
+    assert_eq!(
+        stdout(&from_prom2),
+        stdout(&from_prom),
+        "Prometheus 2.42 and 3.5 differ"
+    );
+    drop(prom2);
     assert_eq!(
         from_prom.status.code(),
         Some(0),
