@@ -11,8 +11,10 @@
 //! with `--fail-on-difference` when the candidate differs from the recorded
 //! verdict anywhere.
 
+pub mod fleet;
 pub mod prometheus;
 pub mod render;
+pub mod summary;
 pub mod time;
 pub mod timeline;
 
@@ -24,10 +26,10 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
 
-use crate::policy::Policy;
 use crate::signals::Catalogue;
-use prometheus::{Prometheus, Series, selector_query};
+use prometheus::{Prometheus, Series};
 use render::Header;
+use summary::Summary;
 use timeline::{Grid, MemberHistory, MemberReport, SignalHistory};
 
 /// The exit code of a replay whose candidate differs from the recorded verdict
@@ -42,8 +44,13 @@ pub const DEFAULT_MAX_BYTES: u64 = 256 * 1024 * 1024;
 pub enum Format {
     Text,
     Json,
+    /// One JSON object a line: each member, then `{"fleet": …}`.
+    Jsonl,
     Svg,
 }
+
+/// `--format svg` draws at most this many members (it holds them all).
+pub const MAX_SVG_MEMBERS: usize = 100;
 
 /// Flags of `replay`.
 #[derive(Args, Clone, Debug)]
@@ -97,6 +104,17 @@ pub struct ReplayArgs {
     /// Largest answer accepted from Prometheus, per request, in bytes.
     #[arg(long = "prometheus.max-bytes", default_value_t = DEFAULT_MAX_BYTES, value_name = "BYTES")]
     pub prometheus_max_bytes: u64,
+    /// Members read and evaluated together (default: as many as keep an
+    /// answer near 2 MiB, at most 500).
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
+    /// Batches in flight at once (each one request at a time).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub concurrency: usize,
+    /// Also rank clusters by this label of the members (e.g. namespace),
+    /// besides etcd's cluster_id.
+    #[arg(long = "cluster-label", value_name = "LABEL")]
+    pub cluster_label: Option<String>,
 }
 
 /// Why a replay could not run.
@@ -127,6 +145,13 @@ pub enum ReplayError {
         start: String,
         end: String,
     },
+    #[error(
+        "--format svg draws at most {MAX_SVG_MEMBERS} members and the selector matches {0}: \
+         narrow --selector, or use --format text, json or jsonl"
+    )]
+    SvgTooMany(usize),
+    #[error("a replay batch failed: {0}")]
+    Batch(String),
     #[error("cannot write {path}: {source}")]
     Output {
         path: PathBuf,
@@ -166,17 +191,39 @@ fn plan(args: &ReplayArgs, now_ms: i64) -> Result<Plan, ReplayError> {
         )));
     }
     prometheus::check_selector(&args.selector).map_err(ReplayError::Flag)?;
+    if args
+        .batch
+        .is_some_and(|b| !(1..=fleet::MAX_BATCH).contains(&b))
+    {
+        return Err(ReplayError::Flag(format!(
+            "--batch must be 1 to {}",
+            fleet::MAX_BATCH
+        )));
+    }
+    if !(1..=64).contains(&args.concurrency) {
+        return Err(ReplayError::Flag(
+            "--concurrency must be 1 to 64".to_string(),
+        ));
+    }
+    if let Some(l) = &args.cluster_label {
+        let ok = l
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(ReplayError::Flag(format!(
+                "--cluster-label `{l}` is not a label name"
+            )));
+        }
+    }
     Ok(Plan { grid, timeout })
 }
 
 /// The labels that identify a member: a series' labels without the metric
 /// name and the per-signal labels.
 fn member_key(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    labels
-        .iter()
-        .filter(|(k, _)| !prometheus::PER_SIGNAL_LABELS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    fleet::without(labels, &prometheus::PER_SIGNAL_LABELS)
 }
 
 /// Turn the three queries' series into per-member histories on `grid`.
@@ -238,47 +285,114 @@ pub fn assemble(
     out.into_values().collect()
 }
 
-/// Everything `replay` computes, before it is rendered.
-pub struct Outcome {
-    pub policy: Arc<Policy>,
-    pub grid: Grid,
-    pub members: Vec<MemberReport>,
+/// Where the output goes, in its format, written member by member.
+struct Sink<'h> {
+    out: Box<dyn std::io::Write>,
+    path: PathBuf,
+    format: Format,
+    header: Header<'h>,
+    json: Option<render::JsonStream>,
+    /// `--format svg` draws them all at the end.
+    svg: Vec<MemberReport>,
+    /// The members found: a fleet summary follows when more than one.
+    found: usize,
 }
 
-impl Outcome {
-    pub fn header(&self) -> Header<'_> {
-        Header {
-            policy_path: self.policy.path(),
-            policy_sha256: self.policy.sha256(),
-            check_names: self
-                .policy
-                .checks()
-                .iter()
-                .map(|c| (c.name.clone(), c.kind))
-                .collect(),
-            grid: self.grid,
-            missing_signals: timeline::missing_everywhere(&self.members),
-        }
+impl<'h> Sink<'h> {
+    fn open(args: &ReplayArgs, header: Header<'h>, found: usize) -> Result<Self, ReplayError> {
+        let (out, path): (Box<dyn std::io::Write>, PathBuf) = match &args.output {
+            Some(path) => {
+                let f = std::fs::File::create(path).map_err(|source| ReplayError::Output {
+                    path: path.clone(),
+                    source,
+                })?;
+                (Box::new(std::io::BufWriter::new(f)), path.clone())
+            }
+            None => (
+                Box::new(std::io::BufWriter::new(std::io::stdout())),
+                PathBuf::from("standard output"),
+            ),
+        };
+        let json = (args.format == Format::Json).then(|| render::JsonStream::new(&header));
+        Ok(Sink {
+            out,
+            path,
+            format: args.format,
+            header,
+            json,
+            svg: Vec::new(),
+            found,
+        })
     }
 
-    pub fn differs(&self) -> bool {
-        self.members
-            .iter()
-            .any(|m| !m.differs_from_recorded.is_empty())
+    fn write(&mut self, text: &str) -> Result<(), ReplayError> {
+        self.out
+            .write_all(text.as_bytes())
+            .map_err(|source| ReplayError::Output {
+                path: self.path.clone(),
+                source,
+            })
     }
 
-    pub fn render(&self, format: Format) -> String {
-        let h = self.header();
-        match format {
-            Format::Text => render::text(&h, &self.members),
-            Format::Json => render::json(&h, &self.members),
-            Format::Svg => render::svg(&h, &self.members),
-        }
+    fn start(&mut self) -> Result<(), ReplayError> {
+        let head = match (&self.json, self.format) {
+            (Some(j), _) => j.head().to_string(),
+            (None, Format::Text) => render::text_head(&self.header, self.found),
+            _ => return Ok(()),
+        };
+        self.write(&head)
+    }
+
+    fn member(&mut self, m: MemberReport) -> Result<(), ReplayError> {
+        let text = match (&mut self.json, self.format) {
+            (Some(j), _) => j.member(&m),
+            (None, Format::Text) => {
+                let mut s = String::new();
+                render::member_text(&mut s, &self.header, &m);
+                s
+            }
+            (None, Format::Jsonl) => render::member_line(&m),
+            (None, _) => {
+                self.svg.push(m);
+                return Ok(());
+            }
+        };
+        self.write(&text)
+    }
+
+    fn finish(&mut self, summary: &Summary, without_data: u64) -> Result<(), ReplayError> {
+        let fleet = self.found > 1;
+        let text = match (&self.json, self.format) {
+            (Some(j), _) => {
+                let s = summary.json(without_data);
+                j.tail(fleet.then_some(("fleet", &s)))
+            }
+            (None, Format::Text) if fleet => summary.text(without_data),
+            (None, Format::Text) => String::new(),
+            (None, Format::Jsonl) => {
+                let mut line = serde_json::to_string(
+                    &serde_json::json!({"fleet": summary.json(without_data)}),
+                )
+                .unwrap_or_default();
+                line.push('\n');
+                line
+            }
+            (None, _) => render::svg(&self.header, &self.svg),
+        };
+        self.write(&text)?;
+        self.out.flush().map_err(|source| ReplayError::Output {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
-/// Load the policy, query Prometheus and replay: everything but printing.
-pub fn compute(args: &ReplayArgs, now: SystemTime) -> Result<Outcome, ReplayError> {
+/// Load the policy, find the members, read and replay them batch by batch
+/// and write each as it comes: everything `replay` does but the exit code.
+/// Returns whether the candidate changes any member.
+// long because: the one place the flags, the store, the batches and the
+// output meet; each step is a call, kept in the order they run.
+pub fn replay(args: &ReplayArgs, now: SystemTime) -> Result<bool, ReplayError> {
     let now_ms = i64::try_from(
         now.duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
@@ -299,56 +413,121 @@ pub fn compute(args: &ReplayArgs, now: SystemTime) -> Result<Outcome, ReplayErro
         plan.timeout,
         args.prometheus_max_bytes,
     )?;
-    let names: Vec<String> = policy
-        .signals_used()
-        .into_iter()
-        .map(|id| policy.signal_name(id).to_string())
-        .collect();
     let grid = plan.grid;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ReplayError::Flag(format!("cannot start the runtime: {e}")))?;
-    let (ready, values, known) = runtime.block_on(async {
-        let q = selector_query("etcd_readiness_ready", &args.selector, &[]);
-        let ready = prom.query_range(&q, &grid).await?;
-        if names.is_empty() {
-            return Ok::<_, ReplayError>((ready, Vec::new(), Vec::new()));
-        }
-        // Signal names are identifiers (checked by the catalogue), safe in a regex.
-        let only = vec![format!("signal=~\"{}\"", names.join("|"))];
-        let q = selector_query("etcd_readiness_signal_value", &args.selector, &only);
-        let values = prom.query_range(&q, &grid).await?;
-        let q = selector_query("etcd_readiness_signal_known", &args.selector, &only);
-        let known = prom.query_range(&q, &grid).await?;
-        Ok((ready, values, known))
-    })?;
-    if ready.is_empty() && values.is_empty() && known.is_empty() {
-        return Err(ReplayError::NoSeries {
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let found = fleet::discover(&prom, &args.selector, &policy, &grid).await?;
+        let no_series = || ReplayError::NoSeries {
             selector: args.selector.clone(),
             start: time::rfc3339(grid.start_ms),
             end: time::rfc3339(grid.end_ms),
+        };
+        if found.members.is_empty() {
+            return Err(no_series());
+        }
+        if args.format == Format::Svg && found.members.len() > MAX_SVG_MEMBERS {
+            return Err(ReplayError::SvgTooMany(found.members.len()));
+        }
+        if !found.missing_signals.is_empty() {
+            eprintln!(
+                "warning: the policy reads signals Prometheus holds no series of for the selected \
+                 members (unknown throughout the replay): {}",
+                found.missing_signals.join(", ")
+            );
+        }
+        let header = Header {
+            policy_path: policy.path(),
+            policy_sha256: policy.sha256(),
+            check_names: policy
+                .checks()
+                .iter()
+                .map(|c| (c.name.clone(), c.kind))
+                .collect(),
+            grid,
+            missing_signals: found.missing_signals.clone(),
+        };
+        let mut sink = Sink::open(args, header, found.members.len())?;
+        sink.start()?;
+        let names = fleet::signal_names(&policy);
+        let size = args
+            .batch
+            .unwrap_or_else(|| fleet::auto_batch(grid.steps, names.len()));
+        let reader = Arc::new(fleet::Reader {
+            prom,
+            policy: policy.clone(),
+            catalogue,
+            grid,
+            selector: args.selector.clone(),
+            names,
+            origin: std::time::Instant::now(),
         });
-    }
-    let histories = assemble(&grid, ready, values, known);
-    let members = timeline::replay(
-        &policy,
-        &catalogue,
-        &grid,
-        &histories,
-        std::time::Instant::now(),
-    )?;
-    Ok(Outcome {
-        policy,
-        grid,
-        members,
+        let mut summary = Summary::new(args.cluster_label.clone());
+        let mut progress = Progress::new(found.members.len());
+        let mut without_data = 0;
+        fleet::run_batches(reader, &found.members, size, args.concurrency, |out| {
+            without_data += out.without_data;
+            progress.done(out.reports.len() as u64 + out.without_data);
+            for (i, m) in out.reports {
+                summary.add(&m, found.clusters[i].as_deref());
+                sink.member(m)?;
+            }
+            Ok(())
+        })
+        .await?;
+        progress.end();
+        sink.finish(&summary, without_data)?;
+        if summary.members == 0 {
+            return Err(no_series());
+        }
+        Ok(summary.changed > 0)
     })
+}
+
+/// Progress on standard error, when it is a terminal.
+struct Progress {
+    tty: bool,
+    done: u64,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        use std::io::IsTerminal;
+        Progress {
+            tty: std::io::stderr().is_terminal(),
+            done: 0,
+            total,
+        }
+    }
+
+    fn done(&mut self, n: u64) {
+        self.done += n;
+        if self.tty {
+            eprint!("\rreplay: {} of {} members", self.done, self.total);
+        }
+    }
+
+    fn end(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
 }
 
 /// `replay`: returns the process exit code.
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let outcome = match compute(&args, SystemTime::now()) {
-        Ok(o) => o,
+    match replay(&args, SystemTime::now()) {
+        Ok(true) if args.fail_on_difference => {
+            eprintln!(
+                "the candidate differs from the recorded verdict (--fail-on-difference): exit {EXIT_DIFFERENCE}"
+            );
+            ExitCode::from(EXIT_DIFFERENCE)
+        }
+        Ok(_) => ExitCode::SUCCESS,
         Err(ReplayError::Policy(d)) => {
             eprint!("{d}");
             if !d.ends_with('\n') {
@@ -358,47 +537,11 @@ pub fn run(args: ReplayArgs) -> ExitCode {
                 "error: the candidate policy {} is invalid",
                 args.policy.display()
             );
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
-    let header = outcome.header();
-    if !header.missing_signals.is_empty() {
-        eprintln!(
-            "warning: the policy reads signals Prometheus holds no series of for the selected \
-             members (unknown throughout the replay): {}",
-            header.missing_signals.join(", ")
-        );
     }
-    let text = outcome.render(args.format);
-    let written = match &args.output {
-        Some(path) => std::fs::write(path, &text).map_err(|source| ReplayError::Output {
-            path: path.clone(),
-            source,
-        }),
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|()| out.flush())
-                .map_err(|source| ReplayError::Output {
-                    path: PathBuf::from("standard output"),
-                    source,
-                })
-        }
-    };
-    if let Err(e) = written {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
-    }
-    if args.fail_on_difference && outcome.differs() {
-        eprintln!(
-            "the candidate differs from the recorded verdict (--fail-on-difference): exit {EXIT_DIFFERENCE}"
-        );
-        return ExitCode::from(EXIT_DIFFERENCE);
-    }
-    ExitCode::SUCCESS
 }

@@ -1,25 +1,32 @@
-//! A thin client of Prometheus' HTTP API for `replay`: `query_range` over a
-//! [`Grid`], split into chunks of at most [`MAX_POINTS_PER_QUERY`] steps
-//! (Prometheus refuses more than 11,000 points per series), each request
+//! A thin client of the Prometheus HTTP query API for `replay` (any store
+//! that answers it: Prometheus, VictoriaMetrics, Thanos, Mimir): the index
+//! queries that find a fleet (`/api/v1/series`, `/api/v1/label/…/values`)
+//! and `query_range` over a [`Grid`], split into chunks of at most
+//! [`MAX_POINTS_PER_QUERY`] steps (Prometheus refuses more than 11,000
+//! points per series; fewer after a store refused that many), each request
 //! bounded in time and in the size of its answer; chunks of one series are
 //! joined by their labels. Only plain series come back: what the history
-//! means is [`super::timeline`]'s business.
+//! means is [`super::timeline`]'s business. A refusal that names a limit
+//! the store has ([`limit_of`]) says which and the store's flag for it.
 //!
-//! Memory is bounded by what is read: each answer is at most
+//! Memory is bounded by what is held: each answer is at most
 //! `--prometheus.max-bytes`, and every series is charged, as it is parsed,
 //! what it will cost in memory (its labels, its points and the per-step
-//! row [`super::timeline`] builds for it, see [`series_cost`]; a new member
-//! also its report, [`MEMBER_COST`]) against one
-//! budget of `--prometheus.max-bytes` for the whole replay. The first series
-//! over it stops the parse with [`PromError::OverBudget`]: an answer of a
-//! million series fails after the few thousand that fit, not after
-//! building them all. Text Prometheus sends back (its `error`, a body) is
+//! row [`super::timeline`] builds for it, see [`series_cost`]) against one
+//! budget of `--prometheus.max-bytes`; the members found are charged for
+//! the whole run, a batch's series and reports ([`MEMBER_COST`]) until the
+//! batch is written ([`Prometheus::release`]). The first series over it
+//! stops the parse with [`PromError::OverBudget`]: an answer of a million
+//! series fails after the few thousand that fit, not after building them
+//! all. Series of members outside the batch asked for are dropped as they
+//! are parsed, uncharged. Text a store sends back (its `error`, a body) is
 //! made printable ([`super::render::printable`]) before it reaches an
 //! error message.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -41,17 +48,27 @@ pub enum PromError {
     #[error("cannot query Prometheus: {0}")]
     Client(String),
     #[error("Prometheus at {url} did not answer: {message}")]
-    Unreachable { url: String, message: String },
+    Unreachable {
+        url: String,
+        message: String,
+        /// It was --prometheus.timeout that ran out.
+        timed_out: bool,
+    },
     #[error(
         "Prometheus' answer to `{query}` is larger than --prometheus.max-bytes ({max} bytes): \
          narrow --selector or the time range, or raise the limit"
     )]
     TooLarge { query: String, max: u64 },
-    #[error("Prometheus refused `{query}` (status {status}): {error}")]
+    #[error(
+        "Prometheus refused `{query}` (status {status}): {error}{}",
+        limit_hint(limit)
+    )]
     Refused {
         query: String,
         status: u16,
         error: String,
+        /// The store's limit the refusal names, if replay knows it.
+        limit: Option<Limit>,
     },
     #[error("Prometheus' answer to `{query}` is not a query_range result: {why}")]
     Parse { query: String, why: String },
@@ -68,12 +85,41 @@ pub enum PromError {
     },
 }
 
+/// What a refusal's message adds when it names a limit replay knows.
+fn limit_hint(limit: &Option<Limit>) -> String {
+    match limit {
+        None => String::new(),
+        Some(l) => {
+            let how = match l.split {
+                Split::Members => {
+                    "replay already split the request down to one member, so raise the limit"
+                }
+                Split::Time => {
+                    "replay already split the request down to its shortest time chunk, so raise the limit"
+                }
+                Split::No => "replay the fleet a --selector at a time, or raise the limit",
+            };
+            format!(
+                " — the store's limit on {} (its flag: {}); {how}",
+                l.what, l.flag
+            )
+        }
+    }
+}
+
 /// What a series costs in memory once read and replayed: its labels (with
 /// the map's overhead), 24 bytes a point as read and 18 bytes a step for
 /// the row it becomes in the per-member tables (a value, a known flag).
 pub fn series_cost(labels: &BTreeMap<String, String>, points: usize, steps: usize) -> u64 {
-    let labels: usize = labels.iter().map(|(k, v)| k.len() + v.len() + 64).sum();
-    (96 + labels + 24 * points + 18 * steps) as u64
+    96 + label_cost(labels) + (24 * points + 18 * steps) as u64
+}
+
+/// What a label set costs held in a map.
+pub fn label_cost(labels: &BTreeMap<String, String>) -> u64 {
+    labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 64)
+        .sum::<usize>() as u64
 }
 
 /// What a member costs besides its series: its report (intervals, check
@@ -82,22 +128,17 @@ pub fn series_cost(labels: &BTreeMap<String, String>, points: usize, steps: usiz
 /// no per-step growth to speak of at 5,761.
 pub const MEMBER_COST: u64 = 24 * 1024;
 
+/// What a label set held for the whole replay costs besides its text: a
+/// map's leaf node (11 keys and values, 528 bytes) and the allocations'
+/// overhead.
+pub const LABEL_SET_COST: u64 = 640;
+
 /// The labels that tell one signal's series of a member from another's;
 /// the rest identify the member.
 pub const PER_SIGNAL_LABELS: [&str; 3] = ["__name__", "signal", "source"];
 
-/// A hash of the labels that identify `labels`' member.
-fn member_hash(labels: &BTreeMap<String, String>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for (k, v) in labels {
-        if !PER_SIGNAL_LABELS.contains(&k.as_str()) {
-            k.hash(&mut h);
-            v.hash(&mut h);
-        }
-    }
-    h.finish()
-}
+/// The labels `etcd_readiness_member_info` adds to the member's own.
+pub const INFO_LABELS: [&str; 4] = ["__name__", "cluster_id", "member_id", "name"];
 
 /// One series over the whole grid: its labels and `(Unix ms, value)` points.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,30 +147,178 @@ pub struct Series {
     pub points: Vec<(i64, f64)>,
 }
 
-/// A Prometheus server.
+/// A limit of the store's that a refusal names ([`limit_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// What is limited, in words.
+    pub what: &'static str,
+    /// The store's flag that changes it.
+    pub flag: &'static str,
+    /// How replay meets it: smaller requests of fewer members, shorter
+    /// time chunks, or not at all.
+    pub split: Split,
+}
+
+/// How replay meets a store's limit by asking for less at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    Members,
+    Time,
+    No,
+}
+
+/// The store limits replay knows by the words of their refusals:
+/// Prometheus', VictoriaMetrics' (whose messages name the flag), Thanos'
+/// and Mimir's. `(needle, limit)`, the first match wins.
+const LIMITS: [(&str, Limit); 14] = [
+    (
+        "11,000 points",
+        Limit {
+            what: "11,000 points per series",
+            flag: "none (fixed in Prometheus)",
+            split: Split::Time,
+        },
+    ),
+    (
+        "maxPointsPerTimeseries",
+        Limit {
+            what: "points per series",
+            flag: "-search.maxPointsPerTimeseries",
+            split: Split::Time,
+        },
+    ),
+    (
+        "maxSamplesPerSeries",
+        Limit {
+            what: "samples per series",
+            flag: "-search.maxSamplesPerSeries",
+            split: Split::Time,
+        },
+    ),
+    (
+        "too many samples",
+        Limit {
+            what: "samples one query may load",
+            flag: "--query.max-samples",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxSamplesPerQuery",
+        Limit {
+            what: "samples one query may load",
+            flag: "-search.maxSamplesPerQuery",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxUniqueTimeseries",
+        Limit {
+            what: "series one query may select",
+            flag: "-search.maxUniqueTimeseries",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxResponseSeries",
+        Limit {
+            what: "series one query may return",
+            flag: "-search.maxResponseSeries",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxQueryLen",
+        Limit {
+            what: "the length of a query",
+            flag: "-search.maxQueryLen",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxQueryDuration",
+        Limit {
+            what: "query time",
+            flag: "-search.maxQueryDuration",
+            split: Split::Members,
+        },
+    ),
+    (
+        "query timed out",
+        Limit {
+            what: "query time",
+            flag: "--query.timeout",
+            split: Split::Members,
+        },
+    ),
+    (
+        "max-fetched-series-per-query",
+        Limit {
+            what: "series one query may fetch",
+            flag: "-querier.max-fetched-series-per-query",
+            split: Split::Members,
+        },
+    ),
+    (
+        "max-series-per-query",
+        Limit {
+            what: "series one query may fetch",
+            flag: "-querier.max-fetched-series-per-query",
+            split: Split::Members,
+        },
+    ),
+    (
+        "exceeded series limit",
+        Limit {
+            what: "series one request may select",
+            flag: "--store.limits.request-series",
+            split: Split::Members,
+        },
+    ),
+    (
+        "maxSeries",
+        Limit {
+            what: "series /api/v1/series may return",
+            flag: "-search.maxSeries",
+            split: Split::No,
+        },
+    ),
+];
+
+/// The limit a refusal's text names, if replay knows it.
+pub fn limit_of(text: &str) -> Option<Limit> {
+    LIMITS
+        .iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map(|(_, l)| *l)
+}
+
+/// What the parse does with one element of a list as it reads it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Keep,
+    /// Not wanted (another batch's member): dropped, not charged.
+    Skip,
+    /// Over the memory budget: the parse stops.
+    Over,
+}
+
+/// A Prometheus server (or any store answering its HTTP query API).
 pub struct Prometheus {
     base: String,
     http: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
-    /// Memory charged so far for series read (see [`series_cost`]).
+    /// Memory charged for what replay holds now (see [`series_cost`]).
     used: AtomicU64,
     /// Series read so far.
     series: AtomicU64,
-    /// The members seen so far (by [`member_hash`]), each charged
-    /// [`MEMBER_COST`] once.
-    members: std::sync::Mutex<std::collections::HashSet<u64>>,
+    /// Steps per `query_range` request: [`MAX_POINTS_PER_QUERY`], halved
+    /// when the store refuses that many points per series.
+    chunk_steps: AtomicUsize,
 }
 
-/// A `query_range` answer, parsed with the budget (see [`EnvelopeSeed`]).
-#[derive(Default)]
-struct Envelope {
-    status: String,
-    data: Option<Data>,
-    error_type: Option<String>,
-    error: Option<String>,
-}
-
+/// A `query_range` answer's `data`.
 struct Data {
     result_type: String,
     result: Vec<RawSeries>,
@@ -139,7 +328,41 @@ struct Data {
 struct RawSeries {
     metric: BTreeMap<String, String>,
     #[serde(default)]
-    values: Vec<(f64, String)>,
+    values: Vec<(f64, PromFloat)>,
+}
+
+/// A sample value as Prometheus writes it, a string (`"1"`, `"NaN"`,
+/// `"+Inf"`), parsed without allocating it; what does not parse is NaN.
+struct PromFloat(f64);
+
+impl<'de> Deserialize<'de> for PromFloat {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = PromFloat;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sample value as a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<PromFloat, E> {
+                Ok(PromFloat(v.parse().unwrap_or(f64::NAN)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<PromFloat, E> {
+                Ok(PromFloat(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<PromFloat, E> {
+                Ok(PromFloat(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<PromFloat, E> {
+                Ok(PromFloat(v as f64))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Seconds with milliseconds, as the API takes times.
+fn api_secs(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 
 impl Prometheus {
@@ -156,207 +379,412 @@ impl Prometheus {
             max_bytes,
             used: AtomicU64::new(0),
             series: AtomicU64::new(0),
-            members: std::sync::Mutex::new(std::collections::HashSet::new()),
+            chunk_steps: AtomicUsize::new(MAX_POINTS_PER_QUERY),
         })
     }
 
-    /// Memory charged so far for the series read, in bytes.
+    /// Memory charged now for what replay holds, in bytes.
     pub fn charged(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// `query` evaluated at every step of `grid`, one request per chunk of at
-    /// most [`MAX_POINTS_PER_QUERY`] steps.
-    pub async fn query_range(&self, query: &str, grid: &Grid) -> Result<Vec<Series>, PromError> {
-        let mut by_labels: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
-        let mut first = 0;
-        while first < grid.steps {
-            let last = (first + MAX_POINTS_PER_QUERY).min(grid.steps) - 1;
-            for raw in self
-                .chunk(query, grid, grid.at(first), grid.at(last))
-                .await?
-            {
-                let points = by_labels.entry(raw.metric).or_default();
-                for (ts, v) in raw.values {
-                    if !ts.is_finite() {
-                        continue;
-                    }
-                    // Prometheus' own text of a float; "NaN" and "+Inf" parse too.
-                    let v: f64 = v.parse().unwrap_or(f64::NAN);
-                    points.push(((ts * 1000.0).round() as i64, v));
-                }
-            }
-            first = last + 1;
-        }
-        Ok(by_labels
-            .into_iter()
-            .map(|(labels, points)| Series { labels, points })
-            .collect())
+    /// Charge `cost` bytes against the budget; false when it does not fit
+    /// (the charge stays, the run ends).
+    pub fn charge(&self, cost: u64) -> bool {
+        self.used.fetch_add(cost, Ordering::Relaxed) + cost <= self.max_bytes
     }
 
-    async fn chunk(
+    /// What a finished batch held is free again.
+    pub fn release(&self, cost: u64) {
+        self.used
+            .fetch_sub(cost.min(self.charged()), Ordering::Relaxed);
+    }
+
+    /// The budget error for `query` (what did not fit, over `steps` steps).
+    pub fn over_budget(&self, query: &str, steps: usize) -> PromError {
+        PromError::OverBudget {
+            query: query.to_string(),
+            series: self.series.load(Ordering::Relaxed),
+            steps,
+            max: self.max_bytes,
+        }
+    }
+
+    /// The label sets of the series `matches` selects with samples between
+    /// `grid`'s start and end (`/api/v1/series`, the store's index only),
+    /// each handed to `each` as it is parsed and not kept: what the caller
+    /// keeps of it is charged to the budget for as long as replay runs.
+    pub async fn series(
+        &self,
+        matches: &[String],
+        grid: &Grid,
+        each: &dyn Fn(&BTreeMap<String, String>),
+    ) -> Result<(), PromError> {
+        let mut params: Vec<(&str, String)> =
+            matches.iter().map(|m| ("match[]", m.clone())).collect();
+        params.push(("start", api_secs(grid.start_ms)));
+        params.push(("end", api_secs(grid.end_ms)));
+        let take = |labels: &BTreeMap<String, String>| {
+            if self.charge(label_cost(labels) + LABEL_SET_COST) {
+                each(labels);
+                Take::Skip
+            } else {
+                Take::Over
+            }
+        };
+        let what = matches.join(" or ");
+        let over = Cell::new(false);
+        let seed = OptionSeed(ListSeed {
+            take: &take,
+            over: &over,
+        });
+        self.api("series", &params, &what, grid.steps, (seed, &over))
+            .await?;
+        Ok(())
+    }
+
+    /// The values of `label` on the series `matches` selects between
+    /// `grid`'s start and end (`/api/v1/label/NAME/values`).
+    pub async fn label_values(
+        &self,
+        label: &str,
+        matches: &[String],
+        grid: &Grid,
+    ) -> Result<Vec<String>, PromError> {
+        let mut params: Vec<(&str, String)> =
+            matches.iter().map(|m| ("match[]", m.clone())).collect();
+        params.push(("start", api_secs(grid.start_ms)));
+        params.push(("end", api_secs(grid.end_ms)));
+        let take = |v: &String| {
+            if self.charge(v.len() as u64 + 32) {
+                Take::Keep
+            } else {
+                Take::Over
+            }
+        };
+        let what = matches.join(" or ");
+        let over = Cell::new(false);
+        let seed = OptionSeed(ListSeed {
+            take: &take,
+            over: &over,
+        });
+        let endpoint = format!("label/{label}/values");
+        let data = self
+            .api(&endpoint, &params, &what, grid.steps, (seed, &over))
+            .await?;
+        Ok(data.unwrap_or_default())
+    }
+
+    /// `query` evaluated at every step of `grid`, one request per chunk of at
+    /// most [`MAX_POINTS_PER_QUERY`] steps (fewer after the store refused
+    /// that many points per series); only the series `keep` accepts are
+    /// read, and charged. Returns the series and what they were charged.
+    pub async fn query_range(
         &self,
         query: &str,
         grid: &Grid,
-        start_ms: i64,
-        end_ms: i64,
-    ) -> Result<Vec<RawSeries>, PromError> {
-        let step_ms = grid.step_ms;
-        let secs = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
-        let params = form_urlencoded::Serializer::new(String::new())
-            .append_pair("query", query)
-            .append_pair("start", &secs(start_ms))
-            .append_pair("end", &secs(end_ms))
-            .append_pair("step", &secs(step_ms))
-            .finish();
-        let url = format!("{}/api/v1/query_range?{params}", self.base);
+        keep: &(dyn Fn(&BTreeMap<String, String>) -> bool + Sync),
+    ) -> Result<(Vec<Series>, u64), PromError> {
+        loop {
+            let steps = self.chunk_steps.load(Ordering::Relaxed);
+            match self.query_range_in(query, grid, keep, steps).await {
+                Err(PromError::Refused { limit: Some(l), .. })
+                    if l.split == Split::Time && steps > MIN_CHUNK_STEPS =>
+                {
+                    // Another request may have halved it meanwhile.
+                    let _ = self.chunk_steps.compare_exchange(
+                        steps,
+                        (steps / 2).max(MIN_CHUNK_STEPS),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn query_range_in(
+        &self,
+        query: &str,
+        grid: &Grid,
+        keep: &(dyn Fn(&BTreeMap<String, String>) -> bool + Sync),
+        chunk_steps: usize,
+    ) -> Result<(Vec<Series>, u64), PromError> {
+        let mut by_labels: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
+        let charged = AtomicU64::new(0);
+        let take = |raw: &RawSeries| {
+            if !keep(&raw.metric) {
+                return Take::Skip;
+            }
+            let cost = series_cost(&raw.metric, raw.values.len(), grid.steps);
+            self.series.fetch_add(1, Ordering::Relaxed);
+            charged.fetch_add(cost, Ordering::Relaxed);
+            if self.charge(cost) {
+                Take::Keep
+            } else {
+                Take::Over
+            }
+        };
+        let mut first = 0;
+        let result = loop {
+            if first >= grid.steps {
+                break Ok(());
+            }
+            let last = (first + chunk_steps).min(grid.steps) - 1;
+            let params = [
+                ("query", query.to_string()),
+                ("start", api_secs(grid.at(first))),
+                ("end", api_secs(grid.at(last))),
+                ("step", api_secs(grid.step_ms)),
+            ];
+            let over = Cell::new(false);
+            let seed = MatrixSeed {
+                take: &take,
+                over: &over,
+            };
+            let data = match self
+                .api("query_range", &params, query, grid.steps, (seed, &over))
+                .await
+            {
+                Ok(d) => d,
+                Err(e) => break Err(e),
+            };
+            let parse = |why: String| PromError::Parse {
+                query: query.to_string(),
+                why,
+            };
+            let Some(data) = data else {
+                break Err(parse("no `data`".to_string()));
+            };
+            if data.result_type != "matrix" {
+                break Err(parse(format!(
+                    "resultType is `{}`, not `matrix`",
+                    printable(&data.result_type)
+                )));
+            }
+            for raw in data.result {
+                let points = by_labels.entry(raw.metric).or_default();
+                for (ts, PromFloat(v)) in raw.values {
+                    if ts.is_finite() {
+                        points.push(((ts * 1000.0).round() as i64, v));
+                    }
+                }
+            }
+            first = last + 1;
+        };
+        let charged = charged.into_inner();
+        if let Err(e) = result {
+            self.release(charged);
+            return Err(e);
+        }
+        let series = by_labels
+            .into_iter()
+            .map(|(labels, points)| Series { labels, points })
+            .collect();
+        Ok((series, charged))
+    }
+
+    /// GET `/api/v1/{endpoint}?{params}` and parse the answer's envelope
+    /// with `seed` for its `data`; `what` names the request in errors.
+    async fn api<S, T>(
+        &self,
+        endpoint: &str,
+        params: &[(&str, String)],
+        what: &str,
+        steps: usize,
+        (seed, over): (S, &Cell<bool>),
+    ) -> Result<T, PromError>
+    where
+        S: for<'de> DeserializeSeed<'de, Value = T>,
+    {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in params {
+            query.append_pair(k, v);
+        }
+        let url = format!("{}/api/v1/{endpoint}?{}", self.base, query.finish());
         let fetched = client::get(&self.http, &url, self.timeout, self.max_bytes)
             .await
             .map_err(|e: SampleError| match e.reason {
                 Reason::TooLarge => PromError::TooLarge {
-                    query: query.to_string(),
+                    query: what.to_string(),
                     max: self.max_bytes,
                 },
-                _ => PromError::Unreachable {
+                reason => PromError::Unreachable {
                     url: self.base.clone(),
                     message: e.message,
+                    timed_out: reason == Reason::Timeout,
                 },
             })?;
         let status = fetched.status.as_u16();
         let parse = |why: String| PromError::Parse {
-            query: query.to_string(),
+            query: what.to_string(),
             why: printable(&why).into_owned(),
         };
-        let over = std::cell::Cell::new(false);
-        let seed = EnvelopeSeed {
-            charge: &|raw: &RawSeries| self.charge(raw, grid.steps),
-            over: &over,
+        let refused = |text: String| PromError::Refused {
+            query: what.to_string(),
+            status,
+            limit: limit_of(&text),
+            error: printable(&text).into_owned(),
         };
         let mut de = serde_json::Deserializer::from_str(&fetched.body);
-        let parsed = seed
+        let parsed = EnvelopeSeed { data: seed }
             .deserialize(&mut de)
             .and_then(|env| de.end().map(|()| env));
-        let env: Envelope = match parsed {
+        let env = match parsed {
             Ok(env) => env,
-            Err(_) if over.get() => {
-                return Err(PromError::OverBudget {
-                    query: query.to_string(),
-                    series: self.series.load(Ordering::Relaxed),
-                    steps: grid.steps,
-                    max: self.max_bytes,
-                });
-            }
+            Err(_) if over.get() => return Err(self.over_budget(what, steps)),
             Err(e) if fetched.status.is_success() => return Err(parse(e.to_string())),
             Err(_) => {
-                let mut body: String = fetched.body.chars().take(200).collect();
+                let mut body: String = fetched.body.chars().take(300).collect();
                 if body.is_empty() {
                     body = "(empty body)".to_string();
                 }
-                return Err(PromError::Refused {
-                    query: query.to_string(),
-                    status,
-                    error: printable(&body).into_owned(),
-                });
+                return Err(refused(body));
             }
         };
         if env.status != "success" || !fetched.status.is_success() {
-            let text = format!(
+            return Err(refused(format!(
                 "{}: {}",
                 env.error_type.as_deref().unwrap_or("error"),
                 env.error.as_deref().unwrap_or("(no message)")
-            );
-            return Err(PromError::Refused {
-                query: query.to_string(),
-                status,
-                error: printable(&text).into_owned(),
-            });
-        }
-        let data = env.data.ok_or_else(|| parse("no `data`".to_string()))?;
-        if data.result_type != "matrix" {
-            return Err(parse(format!(
-                "resultType is `{}`, not `matrix`",
-                data.result_type
             )));
         }
-        Ok(data.result)
+        env.data.ok_or_else(|| parse("no `data`".to_string()))
     }
 }
 
-impl Prometheus {
-    /// Charge `raw` against the budget; false when it does not fit.
-    fn charge(&self, raw: &RawSeries, steps: usize) -> bool {
-        let mut cost = series_cost(&raw.metric, raw.values.len(), steps);
-        let new_member = self
-            .members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(member_hash(&raw.metric));
-        if new_member {
-            cost += MEMBER_COST + 16;
-        }
-        self.series.fetch_add(1, Ordering::Relaxed);
-        let used = self.used.fetch_add(cost, Ordering::Relaxed) + cost;
-        used <= self.max_bytes
-    }
+/// Fewest steps per request when halving for a store's points limit.
+const MIN_CHUNK_STEPS: usize = 60;
+
+/// An API answer: `status`, `data` (parsed by the seed), `errorType`, `error`.
+struct Envelope<T> {
+    status: String,
+    data: Option<T>,
+    error_type: Option<String>,
+    error: Option<String>,
 }
 
-/// Parses an answer's envelope, handing `data.result` to [`ResultSeed`].
-struct EnvelopeSeed<'a> {
-    charge: &'a dyn Fn(&RawSeries) -> bool,
-    /// Set when a series did not fit: the parse error that follows is that.
-    over: &'a std::cell::Cell<bool>,
+/// Parses an answer's envelope, handing `data` to its seed.
+struct EnvelopeSeed<S> {
+    data: S,
 }
 
-impl<'de> DeserializeSeed<'de> for EnvelopeSeed<'_> {
-    type Value = Envelope;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Envelope, D::Error> {
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for EnvelopeSeed<S> {
+    type Value = Envelope<S::Value>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for EnvelopeSeed<'_> {
-    type Value = Envelope;
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for EnvelopeSeed<S> {
+    type Value = Envelope<S::Value>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a Prometheus API answer (an object with `status`)")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
-        let mut env = Envelope::default();
-        let mut status = None;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seed = Some(self.data);
+        let (mut status, mut data, mut error_type, mut error) = (None, None, None, None);
         while let Some(k) = map.next_key::<String>()? {
             match k.as_str() {
                 "status" => status = Some(map.next_value::<String>()?),
-                "errorType" => env.error_type = map.next_value()?,
-                "error" => env.error = map.next_value()?,
-                "data" => {
-                    env.data = map.next_value_seed(DataSeed {
-                        charge: self.charge,
-                        over: self.over,
-                    })?
-                }
+                "errorType" => error_type = map.next_value()?,
+                "error" => error = map.next_value()?,
+                "data" => match seed.take() {
+                    Some(s) => data = Some(map.next_value_seed(s)?),
+                    None => return Err(de::Error::duplicate_field("data")),
+                },
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        env.status = status.ok_or_else(|| de::Error::missing_field("status"))?;
-        Ok(env)
+        Ok(Envelope {
+            status: status.ok_or_else(|| de::Error::missing_field("status"))?,
+            data,
+            error_type,
+            error,
+        })
     }
 }
 
-/// `data`: `resultType` and the `result` series, each charged as parsed.
-struct DataSeed<'a> {
-    charge: &'a dyn Fn(&RawSeries) -> bool,
-    over: &'a std::cell::Cell<bool>,
+/// `null` or what `S` parses.
+struct OptionSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OptionSeed<S> {
+    type Value = Option<S::Value>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
 }
 
-impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OptionSeed<S> {
+    type Value = Option<S::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("`data`")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(d).map(Some)
+    }
+}
+
+/// A list whose elements are taken, skipped or refused one by one as they
+/// are parsed, so a huge answer stops at the first element over the budget.
+struct ListSeed<'a, T> {
+    take: &'a dyn Fn(&T) -> Take,
+    /// Set when an element did not fit: the parse error that follows is that.
+    over: &'a Cell<bool>,
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for ListSeed<'_, T> {
+    type Value = Vec<T>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<T>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ListSeed<'_, T> {
+    type Value = Vec<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(x) = seq.next_element::<T>()? {
+            match (self.take)(&x) {
+                Take::Keep => out.push(x),
+                Take::Skip => {}
+                Take::Over => {
+                    self.over.set(true);
+                    return Err(de::Error::custom("over the memory budget"));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `query_range`'s `data`: `resultType` and the `result` series, each
+/// taken as parsed.
+struct MatrixSeed<'a> {
+    take: &'a dyn Fn(&RawSeries) -> Take,
+    over: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for MatrixSeed<'_> {
     type Value = Option<Data>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for DataSeed<'_> {
+impl<'de> Visitor<'de> for MatrixSeed<'_> {
     type Value = Option<Data>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("`data` with `resultType` and `result`")
@@ -376,8 +804,8 @@ impl<'de> Visitor<'de> for DataSeed<'_> {
             match k.as_str() {
                 "resultType" => result_type = Some(map.next_value::<String>()?),
                 "result" => {
-                    result = Some(map.next_value_seed(ResultSeed {
-                        charge: self.charge,
+                    result = Some(map.next_value_seed(ListSeed {
+                        take: self.take,
                         over: self.over,
                     })?)
                 }
@@ -390,37 +818,6 @@ impl<'de> Visitor<'de> for DataSeed<'_> {
             result_type: result_type.ok_or_else(|| de::Error::missing_field("resultType"))?,
             result: result.ok_or_else(|| de::Error::missing_field("result"))?,
         }))
-    }
-}
-
-/// `result`: the series, each charged before the next is parsed.
-struct ResultSeed<'a> {
-    charge: &'a dyn Fn(&RawSeries) -> bool,
-    over: &'a std::cell::Cell<bool>,
-}
-
-impl<'de> DeserializeSeed<'de> for ResultSeed<'_> {
-    type Value = Vec<RawSeries>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<RawSeries>, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ResultSeed<'_> {
-    type Value = Vec<RawSeries>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of series")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RawSeries>, A::Error> {
-        let mut out = Vec::new();
-        while let Some(raw) = seq.next_element::<RawSeries>()? {
-            if !(self.charge)(&raw) {
-                self.over.set(true);
-                return Err(de::Error::custom("over the memory budget"));
-            }
-            out.push(raw);
-        }
-        Ok(out)
     }
 }
 
@@ -442,6 +839,65 @@ fn selector_inner(selector: &str) -> &str {
     let s = s.strip_prefix('{').unwrap_or(s);
     let s = s.strip_suffix('}').unwrap_or(s);
     s.trim().trim_end_matches(',').trim()
+}
+
+/// Matchers that select exactly the members of `batch` (label sets without
+/// the per-signal labels) among the series of one metric, or a few more
+/// where the members' labels cross (those are dropped as they are read):
+/// a label all of them have with one value is `k="v"`, any other label
+/// `k=~"v1|v2|…"`, with `""` among the values where some member lacks it.
+pub fn member_matchers(batch: &[BTreeMap<String, String>]) -> Vec<String> {
+    let mut values: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for m in batch {
+        for (k, v) in m {
+            values.entry(k).or_default().insert(v);
+        }
+    }
+    values
+        .into_iter()
+        .map(|(k, vs)| {
+            let everywhere = batch.iter().all(|m| m.contains_key(k));
+            if everywhere && vs.len() == 1 {
+                let v = vs.into_iter().next().unwrap_or_default();
+                format!("{k}=\"{}\"", promql_string(v))
+            } else {
+                let mut alts: Vec<String> = vs.into_iter().map(regex_literal).collect();
+                if !everywhere {
+                    alts.push(String::new());
+                }
+                format!("{k}=~\"{}\"", promql_string(&alts.join("|")))
+            }
+        })
+        .collect()
+}
+
+/// `s` matched literally in an RE2 regex (Go's `regexp.QuoteMeta`).
+fn regex_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The inside of a double-quoted PromQL string holding `s` (Go's escapes).
+fn promql_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Check the shape of `--selector`: `{…}` (Prometheus checks the matchers).
@@ -481,5 +937,47 @@ mod tests {
         assert!(check_selector("{a=\"b\"}").is_ok());
         assert!(check_selector("").is_ok());
         assert!(check_selector("a=\"b\"").is_err());
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_selected_by_its_labels_values_escaped_twice() {
+        let batch = [
+            labels(&[("job", "ere"), ("namespace", "a"), ("pod", "etcd-0")]),
+            labels(&[("job", "ere"), ("namespace", "a"), ("pod", "etcd-1")]),
+            labels(&[("job", "ere"), ("pod", "x.y|\"\\\n")]),
+        ];
+        assert_eq!(
+            member_matchers(&batch),
+            [
+                "job=\"ere\"",
+                "namespace=~\"a|\"",
+                r#"pod=~"etcd-0|etcd-1|x\\.y\\|\"\\\\\n""#,
+            ]
+        );
+        assert_eq!(
+            member_matchers(&batch[..1]),
+            ["job=\"ere\"", "namespace=\"a\"", "pod=\"etcd-0\""]
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_stores_limit_and_how_replay_meets_it() {
+        let vm = "error when executing query=\"x\": cannot select more than -search.maxUniqueTimeseries=10 time series";
+        assert_eq!(
+            limit_of(vm).map(|l| (l.flag, l.split)),
+            Some(("-search.maxUniqueTimeseries", Split::Members))
+        );
+        let prom = "execution: query processing would load too many samples into memory in query execution";
+        assert_eq!(limit_of(prom).map(|l| l.flag), Some("--query.max-samples"));
+        let res = "bad_data: exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)";
+        assert_eq!(limit_of(res).map(|l| l.split), Some(Split::Time));
+        assert_eq!(limit_of("parse error at char 5"), None);
     }
 }

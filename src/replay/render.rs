@@ -25,7 +25,7 @@ pub struct Header<'a> {
 }
 
 /// Unix milliseconds as JSON seconds: an integer when whole.
-fn secs(ms: i64) -> Json {
+pub(super) fn secs(ms: i64) -> Json {
     if ms % 1000 == 0 {
         json!(ms / 1000)
     } else {
@@ -93,46 +93,128 @@ fn interval_json(i: &Interval, with_explanations: bool) -> Json {
     o
 }
 
-/// The `--format json` document.
-pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
-    let members: Vec<Json> = members
-        .iter()
-        .map(|m| {
-            json!({
-                "labels": m.labels,
-                "ready_seconds": secs(m.ready_ms),
-                "not_ready_seconds": secs(m.not_ready_ms),
-                "unknown_seconds": secs(m.unknown_ms),
-                "flips": m.flips,
-                "recorded_flips": m.recorded_flips,
-                "intervals": m.intervals.iter().map(|i| interval_json(i, true)).collect::<Vec<_>>(),
-                "differs_from_recorded": m.differs_from_recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
-                "recorded": m.recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
-                "checks": m.checks.iter().map(|c| json!({
-                    "check": c.check,
-                    "kind": c.kind.as_str(),
-                    "state": c.state.as_str(),
-                    "held": c.held,
-                    "recovering": c.recovering,
-                    "from": secs(c.from_ms),
-                    "to": secs(c.to_ms),
-                    "explanation": c.explanation,
-                })).collect::<Vec<_>>(),
-                "missing_signals": m.missing_signals,
-            })
-        })
-        .collect();
-    let doc = json!({
-        "start": secs(h.grid.start_ms),
-        "end": secs(h.grid.end_ms),
-        "step": secs(h.grid.step_ms),
-        "policy_sha256": h.policy_sha256,
-        "missing_signals": h.missing_signals,
-        "members": members,
-    });
-    let mut s = json_escape_unprintable(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+/// One member as the JSON document (and each JSON line) holds it.
+pub fn member_json(m: &MemberReport) -> Json {
+    json!({
+        "labels": m.labels,
+        "ready_seconds": secs(m.ready_ms),
+        "not_ready_seconds": secs(m.not_ready_ms),
+        "unknown_seconds": secs(m.unknown_ms),
+        "flips": m.flips,
+        "recorded_flips": m.recorded_flips,
+        "intervals": m.intervals.iter().map(|i| interval_json(i, true)).collect::<Vec<_>>(),
+        "differs_from_recorded": m.differs_from_recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
+        "recorded": m.recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
+        "checks": m.checks.iter().map(|c| json!({
+            "check": c.check,
+            "kind": c.kind.as_str(),
+            "state": c.state.as_str(),
+            "held": c.held,
+            "recovering": c.recovering,
+            "from": secs(c.from_ms),
+            "to": secs(c.to_ms),
+            "explanation": c.explanation,
+        })).collect::<Vec<_>>(),
+        "missing_signals": m.missing_signals,
+    })
+}
+
+/// The `--format json` document written as replay goes, member by member,
+/// byte for byte what pretty-printing it whole gives: [`JsonStream::head`],
+/// a [`JsonStream::member`] each, then [`JsonStream::tail`].
+pub struct JsonStream {
+    head: String,
+    tail: String,
+    /// The indentation of the `"members"` key.
+    indent: String,
+    members: usize,
+}
+
+/// Stands for the members in the pretty-printed document around them.
+const MEMBERS_HERE: &str = "\"@members@\"";
+
+impl JsonStream {
+    pub fn new(h: &Header<'_>) -> JsonStream {
+        let doc = json!({
+            "start": secs(h.grid.start_ms),
+            "end": secs(h.grid.end_ms),
+            "step": secs(h.grid.step_ms),
+            "policy_sha256": h.policy_sha256,
+            "missing_signals": h.missing_signals,
+            "members": "@members@",
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let at = text.find(MEMBERS_HERE).unwrap_or(text.len());
+        let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let indent = text[line..at].chars().take_while(|c| *c == ' ').collect();
+        JsonStream {
+            head: json_escape_unprintable(&text[..at]),
+            tail: json_escape_unprintable(text.get(at + MEMBERS_HERE.len()..).unwrap_or("")),
+            indent,
+            members: 0,
+        }
+    }
+
+    /// Everything before the first member.
+    pub fn head(&self) -> &str {
+        &self.head
+    }
+
+    /// The next member, with what separates it from the one before.
+    pub fn member(&mut self, m: &MemberReport) -> String {
+        let pretty = serde_json::to_string_pretty(&member_json(m)).unwrap_or_default();
+        let inner = format!("{}  ", self.indent);
+        let mut out = String::from(if self.members == 0 { "[\n" } else { ",\n" });
+        for (i, line) in pretty.lines().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(&inner);
+            out.push_str(line);
+        }
+        self.members += 1;
+        json_escape_unprintable(&out)
+    }
+
+    /// Everything after the last member; `extra` (the fleet summary) is
+    /// added as a last field.
+    pub fn tail(&self, extra: Option<(&str, &Json)>) -> String {
+        let mut out = if self.members == 0 {
+            "[]".to_string()
+        } else {
+            format!("\n{}]", self.indent)
+        };
+        let mut tail = self.tail.clone();
+        if let Some((key, value)) = extra {
+            let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+            let value = pretty.replace('\n', &format!("\n{}", self.indent));
+            let field = format!(",\n{}{}: {}", self.indent, json!(key), value);
+            let close = tail.rfind("\n}").unwrap_or(tail.len());
+            tail.insert_str(close, &json_escape_unprintable(&field));
+        }
+        out.push_str(&tail);
+        out.push('\n');
+        out
+    }
+}
+
+/// One member as a line of `--format jsonl`.
+pub fn member_line(m: &MemberReport) -> String {
+    let mut s =
+        json_escape_unprintable(&serde_json::to_string(&member_json(m)).unwrap_or_default());
     s.push('\n');
     s
+}
+
+/// The `--format json` document.
+pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
+    let mut doc = JsonStream::new(h);
+    let mut out = doc.head().to_string();
+    for m in members {
+        out.push_str(&doc.member(m));
+    }
+    out.push_str(&doc.tail(None));
+    out
 }
 
 /// serde_json escapes the characters JSON requires (below U+0020) but
@@ -154,7 +236,7 @@ fn json_escape_unprintable(doc: &str) -> String {
 }
 
 /// Milliseconds as a duration in the project's grammar (`0s`, not `0ms`).
-fn dur(ms: i64) -> String {
+pub(super) fn dur(ms: i64) -> String {
     if ms == 0 {
         "0s".to_string()
     } else {
@@ -171,8 +253,8 @@ fn span_text(from_ms: i64, to_ms: i64) -> String {
     )
 }
 
-/// The `--format text` summary.
-pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
+/// The first lines of the `--format text` summary, for `members` members.
+pub fn text_head(h: &Header<'_>, members: usize) -> String {
     let g = &h.grid;
     let mut out = format!(
         "replay of {} (sha256 {}) from {} to {}, step {}, {} member{}\n",
@@ -181,8 +263,8 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
         rfc3339(g.start_ms),
         rfc3339(g.end_ms),
         fmt_duration(g.step_ms as f64 / 1000.0),
-        members.len(),
-        if members.len() == 1 { "" } else { "s" }
+        members,
+        if members == 1 { "" } else { "s" }
     );
     if !h.missing_signals.is_empty() {
         let _ = writeln!(
@@ -191,6 +273,12 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
             h.missing_signals.join(", ")
         );
     }
+    out
+}
+
+/// The `--format text` summary.
+pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
+    let mut out = text_head(h, members.len());
     for m in members {
         member_text(&mut out, h, m);
     }
@@ -198,7 +286,7 @@ pub fn text(h: &Header<'_>, members: &[MemberReport]) -> String {
 }
 
 /// One member's part of the summary: totals, then its stretches.
-fn member_text(out: &mut String, h: &Header<'_>, m: &MemberReport) {
+pub fn member_text(out: &mut String, h: &Header<'_>, m: &MemberReport) {
     let _ = writeln!(out, "\n{}", label_set(&m.labels));
     let _ = writeln!(
         out,
@@ -788,6 +876,47 @@ mod tests {
                 "to"
             ]
         );
+    }
+
+    /// What `json` printed when it pretty-printed the document whole.
+    fn whole(h: &Header<'_>, members: &[MemberReport]) -> String {
+        let doc = json!({
+            "start": secs(h.grid.start_ms),
+            "end": secs(h.grid.end_ms),
+            "step": secs(h.grid.step_ms),
+            "policy_sha256": h.policy_sha256,
+            "missing_signals": h.missing_signals,
+            "members": members.iter().map(member_json).collect::<Vec<_>>(),
+        });
+        let mut s = json_escape_unprintable(&serde_json::to_string_pretty(&doc).unwrap());
+        s.push('\n');
+        s
+    }
+
+    #[test]
+    fn the_streamed_json_is_the_document_pretty_printed_whole_plus_the_fleet_last() {
+        let mut h = header();
+        h.missing_signals = vec!["rev_lag".to_string()];
+        let mut other = report();
+        other
+            .labels
+            .insert("pod".to_string(), "etcd-1\u{1b}\u{202e}".to_string());
+        for members in [vec![], vec![report()], vec![report(), other]] {
+            assert_eq!(
+                json(&h, &members),
+                whole(&h, &members),
+                "{} members",
+                members.len()
+            );
+        }
+        let mut doc = JsonStream::new(&h);
+        let mut out = doc.head().to_string();
+        out.push_str(&doc.member(&report()));
+        out.push_str(&doc.tail(Some(("fleet", &json!({"members": 1, "x": [1, 2]})))));
+        let v: Json = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["fleet"], json!({"members": 1, "x": [1, 2]}));
+        assert_eq!(v["members"].as_array().map(Vec::len), Some(1));
+        assert!(out.ends_with("\n  }\n}\n"), "{out}");
     }
 
     #[test]

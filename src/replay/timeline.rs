@@ -549,19 +549,6 @@ impl Tally {
     }
 }
 
-/// Signals the policy reads of which no member has a series.
-pub fn missing_everywhere(reports: &[MemberReport]) -> Vec<String> {
-    let Some(first) = reports.first() else {
-        return Vec::new();
-    };
-    first
-        .missing_signals
-        .iter()
-        .filter(|s| reports.iter().all(|r| r.missing_signals.contains(s)))
-        .cloned()
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -851,7 +838,6 @@ mod tests {
         let (p, c) = compile("check leader: leader\nwarn owner: owner_ok\n");
         let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
         assert_eq!(r.missing_signals, ["owner_ok"]);
-        assert_eq!(missing_everywhere(std::slice::from_ref(r)), ["owner_ok"]);
         assert_eq!(
             ivs(&r.intervals),
             [

@@ -139,6 +139,41 @@ fn base_args(url: &str, policy: &str) -> Vec<String> {
     .collect()
 }
 
+/// What the stand-in answers the index queries replay starts with: `members`
+/// for the members (`/api/v1/series` of `etcd_readiness_ready`), no
+/// clusters, `leader` as the only signal there is.
+fn index(path: &str, members: &Arc<Vec<u8>>) -> Option<(u16, Arc<Vec<u8>>)> {
+    let list =
+        |items: &str| Arc::new(format!(r#"{{"status":"success","data":[{items}]}}"#).into_bytes());
+    if path.starts_with("/api/v1/label/") {
+        Some((200, list(r#""leader""#)))
+    } else if path.starts_with("/api/v1/series") && path.contains("etcd_readiness_ready") {
+        Some((200, members.clone()))
+    } else if path.starts_with("/api/v1/series") {
+        Some((200, list("")))
+    } else {
+        None
+    }
+}
+
+/// An `/api/v1/series` answer of `n` members.
+fn many_members(n: usize) -> Vec<u8> {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(n * 90 + 100);
+    s.push_str(r#"{"status":"success","data":["#);
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(
+            s,
+            r#"{{"__name__":"etcd_readiness_ready","job":"ere","namespace":"prod","pod":"etcd-{i:07}"}}"#
+        );
+    }
+    s.push_str("]}");
+    s.into_bytes()
+}
+
 /// A `query_range` answer of `n` series of `etcd_readiness_ready`, two
 /// samples each (the shape of issue 21's attack: ~141 bytes a series).
 fn many_series(n: usize) -> Vec<u8> {
@@ -164,7 +199,8 @@ fn many_series(n: usize) -> Vec<u8> {
 /// the budget of --prometheus.max-bytes, and the first one over it fails
 /// the replay with a message saying what to do; the peak RSS stays within
 /// the bound docs/replay.md states (2 × --prometheus.max-bytes + 64 MiB).
-/// A thousand members fit and replay.
+/// Replay meets them first in the index query that finds the members, and
+/// fails there the same way. A thousand members fit and replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_million_series_fails_clearly_within_its_memory_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,8 +210,13 @@ async fn replay_of_a_million_series_fails_clearly_within_its_memory_bound() {
     let empty =
         Arc::new(br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#.to_vec());
     let body = million.clone();
+    // The store that answers a million series lists them as members too:
+    // the index query is where replay first meets them.
+    let members = Arc::new(many_members(1_000_000));
     let stand_in = StandIn::start(Arc::new(move |path: &str| {
-        if path.contains("etcd_readiness_ready") {
+        if let Some(a) = index(path, &members) {
+            a
+        } else if path.contains("etcd_readiness_ready") {
             (200, body.clone())
         } else {
             (200, empty.clone())
@@ -211,7 +252,11 @@ async fn replay_of_a_million_series_fails_clearly_within_its_memory_bound() {
 
     // A thousand members replay (and are all in the report).
     let thousand = Arc::new(many_series(1000));
-    let stand_in = StandIn::start(Arc::new(move |_: &str| (200, thousand.clone()))).await;
+    let members = Arc::new(many_members(1000));
+    let stand_in = StandIn::start(Arc::new(move |path: &str| {
+        index(path, &members).unwrap_or_else(|| (200, thousand.clone()))
+    }))
+    .await;
     let mut args = base_args(&stand_in.url(), &policy);
     args.extend(["--format".into(), "json".into()]);
     let (out, _) = replay(args).await;
@@ -290,7 +335,17 @@ async fn replay_escapes_control_characters_from_prometheus() {
         answer("etcd_readiness_signal_value"),
         answer("etcd_readiness_signal_known"),
     );
+    let member = Arc::new(
+        serde_json::to_vec(&serde_json::json!({
+            "status": "success",
+            "data": [labels("etcd_readiness_ready")],
+        }))
+        .unwrap(),
+    );
     let stand_in = StandIn::start(Arc::new(move |path: &str| {
+        if let Some(a) = index(path, &member) {
+            return a;
+        }
         let body = if path.contains("signal_value") {
             value.clone()
         } else if path.contains("signal_known") {

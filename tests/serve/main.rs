@@ -24,6 +24,7 @@ mod longpoll;
 mod policy_reload_limits;
 mod promtool;
 mod replay;
+mod replay_fleet;
 mod serve_reload;
 mod sources;
 mod supervision;

@@ -673,7 +673,8 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
                 "--prometheus.timeout",
                 "1s",
             ],
-            "operation timed out",
+            // Whichever of the client's two deadlines fires first says it.
+            "operation timed out|no answer within 1s",
         ),
         (
             vec![
@@ -726,13 +727,19 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
             "the scheme must be http or https",
         ),
         (
+            // Two members' labels alone are more than 1 KiB held: the
+            // memory budget of the members found names the flag.
             [&base[..], &["--prometheus.max-bytes", "1024"]].concat(),
-            "larger than --prometheus.max-bytes (1024 bytes)",
+            "than --prometheus.max-bytes (1024 bytes)",
         ),
     ] {
         let out = replay(&[&args[..], &["--policy", &good]].concat());
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(
+            message.split('|').any(|m| stderr(&out).contains(m)),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }
 

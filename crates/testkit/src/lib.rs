@@ -8,8 +8,9 @@
 //! One mechanism each: ports from [`ports`], waits with a deadline from
 //! [`wait`], the wall clock from [`clock`], children killed on drop by
 //! [`process::ChildGuard`], fetched binaries from [`binaries`],
-//! which Prometheus and promtool from [`prometheus`], a delaying relay on
-//! loopback (a slow link between members) from [`slowlink`].
+//! which Prometheus and promtool from [`prometheus`], VictoriaMetrics from
+//! [`victoriametrics`], a synthetic fleet's history from [`fleet`], a
+//! delaying relay on loopback (a slow link between members) from [`slowlink`].
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod clock;
 pub mod dns;
 pub mod etcd;
 pub mod exporter;
+pub mod fleet;
 pub mod heavy;
 pub mod hostile;
 pub mod pki;
@@ -27,4 +29,5 @@ pub mod ports;
 pub mod process;
 pub mod prometheus;
 pub mod slowlink;
+pub mod victoriametrics;
 pub mod wait;

@@ -49,13 +49,18 @@ impl Prometheus {
     /// (TSDB in `dir/data`, log in `dir/prometheus.log`); does not wait for
     /// it (see [`Prometheus::wait_ready`]).
     pub fn spawn(dir: &Path, config: &str) -> Prometheus {
+        Prometheus::spawn_bin(&prometheus_bin(), dir, config, &[])
+    }
+
+    /// [`Prometheus::spawn`] with the binary `bin` and `extra` flags (a
+    /// test that needs Prometheus 3 whatever `PROMETHEUS` says, or a limit).
+    pub fn spawn_bin(bin: &Path, dir: &Path, config: &str, extra: &[&str]) -> Prometheus {
         let slot = heavy::slot();
         let addr = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
         let file = dir.join("prometheus.yml");
         std::fs::write(&file, config).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let bin = prometheus_bin();
-        let child = Command::new(&bin)
+        let child = Command::new(bin)
             .arg(format!("--config.file={}", file.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
@@ -63,6 +68,7 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address={addr}"))
             .arg("--log.level=warn")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
