@@ -23,6 +23,7 @@ pub mod http;
 pub mod localcluster;
 pub mod logging;
 pub mod metrics;
+pub mod redacted_url;
 pub use etcd_readiness_policy::yaml as policy_yaml;
 pub use etcd_readiness_policy::{duration, policy, policytest, signals, text, verdict};
 pub mod reload;

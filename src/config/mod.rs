@@ -34,6 +34,8 @@ pub enum ConfigError {
     TelemetryPath(String, &'static str),
     #[error("--etcd.endpoint {0:?} must start with http:// or https://")]
     Endpoint(String),
+    #[error("--etcd.endpoint {0:?} is not a URL: {1}")]
+    EndpointUrl(String, crate::redacted_url::UrlProblem),
     #[error(
         "--etcd.endpoint {0:?} is a list: it takes the one member this exporter sits beside \
          (run one exporter per member)"
@@ -251,15 +253,18 @@ fn check_sampling(a: &ServeArgs) -> Result<(), ConfigError> {
 
 /// `--etcd.*`: the endpoint, and TLS exactly when it is https://.
 fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
-    let ep = a.etcd_endpoint.trim();
+    let ep = a.etcd_endpoint.trimmed();
     // Every message below shows the endpoint without its credentials.
-    let shown = crate::sources::client::redact_credentials(ep).into_owned();
-    if ep.contains(',') || ep.contains(char::is_whitespace) {
+    let shown = ep.redacted().to_string();
+    if ep.contains(|c| c == ',' || c.is_whitespace()) {
         return Err(ConfigError::EndpointList(shown));
     }
     let https = ep.starts_with("https://");
     if !https && !ep.starts_with("http://") {
         return Err(ConfigError::Endpoint(shown));
+    }
+    if let Err(e) = ep.parse_http() {
+        return Err(ConfigError::EndpointUrl(shown, e));
     }
     let ep_shown = &shown;
     let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
@@ -293,7 +298,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         (None, _, _) => None,
     };
     Ok(EtcdConfig {
-        endpoint: ep.to_string(),
+        endpoint: ep,
         tls,
         probe_key: a.etcd_probe_key.clone(),
         interval: a.sample_interval,

@@ -27,6 +27,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::render::printable;
 use super::timeline::Grid;
+use crate::redacted_url::RedactedUrl;
 use crate::sources::client::{self, TlsFiles};
 use crate::sources::{Reason, SampleError};
 
@@ -108,7 +109,7 @@ pub struct Series {
 
 /// A Prometheus server.
 pub struct Prometheus {
-    base: String,
+    base: RedactedUrl,
     http: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
@@ -145,7 +146,7 @@ struct RawSeries {
 impl Prometheus {
     /// A client for the server at `url` (http or https), with `timeout` per
     /// request and at most `max_bytes` per answer.
-    pub fn new(url: &str, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
+    pub fn new(url: &RedactedUrl, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
         let base = client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
         let http = client::build_client(&TlsFiles::default(), timeout)
             .map_err(|e| PromError::Client(e.to_string()))?;
@@ -209,7 +210,7 @@ impl Prometheus {
             .append_pair("end", &secs(end_ms))
             .append_pair("step", &secs(step_ms))
             .finish();
-        let url = format!("{}/api/v1/query_range?{params}", self.base);
+        let url = self.base.join(&format!("/api/v1/query_range?{params}"));
         let fetched = client::get(&self.http, &url, self.timeout, self.max_bytes)
             .await
             .map_err(|e: SampleError| match e.reason {
@@ -218,7 +219,7 @@ impl Prometheus {
                     max: self.max_bytes,
                 },
                 _ => PromError::Unreachable {
-                    url: self.base.clone(),
+                    url: self.base.to_string(),
                     message: e.message,
                 },
             })?;

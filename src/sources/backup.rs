@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
 use super::{Reason, SampleError, Sampler};
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
@@ -31,7 +32,7 @@ pub enum BackupMode {
 #[derive(Clone, Debug)]
 pub struct BackupConfig {
     /// Base URL of the sidecar, e.g. `https://127.0.0.1:8080`.
-    pub url: String,
+    pub url: RedactedUrl,
     pub tls: TlsFiles,
     pub mode: BackupMode,
     pub interval: Duration,
@@ -55,7 +56,7 @@ struct Ids {
 /// Samples the backup sidecar.
 pub struct BackupSampler {
     cfg: BackupConfig,
-    base: String,
+    base: RedactedUrl,
     client: reqwest::Client,
     ids: Ids,
 }
@@ -105,7 +106,7 @@ impl BackupSampler {
             BackupMode::Metrics => ("metrics", snapshots_from_metrics),
             BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
         };
-        let url = format!("{}/{path}", self.base);
+        let url = self.base.join(&format!("/{path}"));
         let body = client::get_ok(
             &self.client,
             &url,
@@ -115,12 +116,12 @@ impl BackupSampler {
         .await?;
         parse(&body).map_err(|message| SampleError {
             reason: Reason::Parse,
-            message: client::redact_credentials(&format!("{url}: {message}")).into_owned(),
+            message: url.scrub(&format!("{url}: {message}")).into_owned(),
         })
     }
 
     async fn healthz(&self) -> Result<bool, SampleError> {
-        let url = format!("{}/healthz", self.base);
+        let url = self.base.join("/healthz");
         let f = client::get(
             &self.client,
             &url,

@@ -52,6 +52,7 @@ use super::identity::MemberInfo;
 use super::{
     MIN_REQUESTED_GAP, Reason, RoundNotifier, SampleError, SourceMetrics, staleness_bound,
 };
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust, Value};
 
 /// PEM material for mTLS to etcd.
@@ -65,7 +66,7 @@ pub struct EtcdTls {
 /// What the etcd source needs.
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
-    pub endpoint: String,
+    pub endpoint: RedactedUrl,
     pub tls: Option<EtcdTls>,
     pub probe_key: String,
     pub interval: Duration,
@@ -341,7 +342,7 @@ impl Shared {
             }
             opts = opts.with_tls(t);
         }
-        let endpoint = cfg.endpoint.clone();
+        let endpoint = cfg.endpoint.expose_for_request().to_string();
         let client = bounded(cfg.timeout, &cfg.endpoint, "connect", async move {
             Client::connect([endpoint], Some(opts)).await
         })
@@ -354,6 +355,7 @@ impl Shared {
 
     /// The connection broke: every signal is unknown now, with `why`.
     fn lost(&self, why: &str) {
+        let why = self.config.endpoint.scrub(why);
         let at = Instant::now();
         {
             let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
@@ -368,7 +370,7 @@ impl Shared {
                 .record_ok(self.ids.etcd_up, Value::Bool(false), at);
         }
         self.metrics.error(LABEL, Reason::Connect);
-        tracing::info!(endpoint = %super::client::redact_credentials(&self.config.endpoint), "connection to etcd lost: {why}");
+        tracing::info!(endpoint = %self.config.endpoint, "connection to etcd lost: {why}");
         self.round_finished();
     }
 
@@ -380,7 +382,7 @@ impl Shared {
             match self.open_watch().await {
                 Ok(mut stream) => {
                     if was_lost {
-                        tracing::info!(endpoint = %super::client::redact_credentials(&cfg.endpoint), "connection to etcd is back");
+                        tracing::info!(endpoint = %cfg.endpoint, "connection to etcd is back");
                     }
                     // Sample at once: the member answers again.
                     self.wake_status.notify_one();
@@ -909,7 +911,7 @@ fn record_status_err(ids: &Ids, store: &SignalStore, e: &SampleError, at: Instan
 /// node still times out at `timeout`.
 async fn bounded<T>(
     timeout: Duration,
-    endpoint: &str,
+    endpoint: &RedactedUrl,
     what: &str,
     call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, SampleError> {
@@ -921,7 +923,7 @@ async fn bounded<T>(
 /// the election credit of a linearizable read.
 async fn bounded_with<T>(
     timeout: Duration,
-    endpoint: &str,
+    endpoint: &RedactedUrl,
     what: &str,
     credit: &(dyn Fn() -> Duration + Sync),
     call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
@@ -981,13 +983,10 @@ async fn bounded_with<T>(
             if err.reason == Reason::Protocol {
                 let left = (timeout + granted).saturating_sub(started.elapsed());
                 if let Some(hint) = diagnose(endpoint, left).await {
-                    err.message = super::client::redact_credentials(&format!(
-                        "{what}: {hint} ({})",
-                        chain(&e)
-                    ))
-                    .into_owned();
+                    err.message = format!("{what}: {hint} ({})", chain(&e));
                 }
             }
+            err.message = endpoint.scrub(&err.message).into_owned();
             Err(err)
         }
         Some(Ok(v)) => Ok(v),
@@ -1138,15 +1137,9 @@ fn peer_from_reply(reply: &[u8]) -> Peer {
 /// Connect to `endpoint` in plain text, send the HTTP/2 preface and an
 /// empty SETTINGS frame, and look at the first bytes of the answer. Sends
 /// nothing etcd would act on. `None` if the probe itself fails.
-async fn probe(endpoint: &str, within: Duration) -> Option<Peer> {
+async fn probe(endpoint: &RedactedUrl, within: Duration) -> Option<Peer> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let url = reqwest::Url::parse(endpoint).ok()?;
-    let host = url
-        .host_str()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = url.port_or_known_default()?;
+    let (host, port) = endpoint.parse_http().ok()?.host_and_port()?;
     let work = async move {
         let mut s = tokio::net::TcpStream::connect((host.as_str(), port))
             .await
@@ -1163,7 +1156,7 @@ async fn probe(endpoint: &str, within: Duration) -> Option<Peer> {
 }
 
 /// A sentence naming what is wrong, from a probe of `endpoint`.
-async fn diagnose(endpoint: &str, within: Duration) -> Option<String> {
+async fn diagnose(endpoint: &RedactedUrl, within: Duration) -> Option<String> {
     let https = endpoint.starts_with("https://");
     match (probe(endpoint, within).await?, https) {
         (Peer::Http1, _) => Some(format!(

@@ -178,7 +178,7 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
     let db = cluster.status(0).await.map_or(0, |s| s.db_size());
 
     let e = Exporter::start(&endpoint, |a| {
-        a.etcd_metrics_url = Some(metrics_url.clone());
+        a.etcd_metrics_url = Some(metrics_url.clone().into());
         // Its deadline is --sample.timeout (250 ms here), at most this.
         a.etcd_metrics_interval = Duration::from_millis(200);
     })

@@ -32,7 +32,7 @@ async fn ready_exporters_with(cluster: &EtcdCluster, metrics: bool) -> Vec<Expor
         exporters.push(
             Exporter::start(&endpoint, |a| {
                 if metrics {
-                    a.etcd_metrics_url = Some(url);
+                    a.etcd_metrics_url = Some(url.into());
                 }
             })
             .await,
@@ -191,7 +191,7 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
     let endpoint = cluster.endpoint(survivor);
     let url = format!("{endpoint}/metrics");
     let plain = Exporter::start(&endpoint, |_| {}).await;
-    let read = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url)).await;
+    let read = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url.into())).await;
     for e in [&plain, &read] {
         assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
     }

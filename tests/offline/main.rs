@@ -12,3 +12,4 @@ mod diagnostics;
 mod http_api;
 mod reload;
 mod replay_hostile;
+mod secrets;
