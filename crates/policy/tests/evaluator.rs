@@ -240,6 +240,28 @@ fn regression_a_40_deep_let_chain_is_evaluated_and_explained_by_its_failing_term
     );
 }
 
+/// The checks of one report share the table of walked nodes: each check is
+/// still explained by everything that failed in it, including the `let`s
+/// an earlier check already walked.
+#[test]
+fn checks_sharing_lets_are_each_explained_in_full_in_one_report() {
+    let mut w = World::new();
+    let src = "let slow = qget_ms < 1000 && sget_ms < 1000\n\
+               check a: slow && leader\n\
+               check b: slow\n\
+               check c: leader && slow for 1h\n";
+    let mut ev = Evaluator::new(w.policy(src), w.t0);
+    w.set("qget_ms", Value::Num(1500.0));
+    w.set("sget_ms", Value::Num(2000.0));
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    let slow = "qget_ms < 1000 is false (qget_ms = 1500); sget_ms < 1000 is false (sget_ms = 2000)";
+    assert_eq!(rep[0].explanation, format!("{slow}; leader is false"));
+    assert_eq!(rep[1].explanation, slow);
+    assert_eq!(rep[2].explanation, format!("leader is false; {slow}"));
+}
+
 /// A term that uses a deep chain directly reports the unknown signals of the
 /// chain (from each `let`'s list of signals, not by expanding it) and the
 /// value of the `let` it names.

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Policy;
+use super::eval::Walked;
 use super::program::{Tri, Val};
 use crate::signals::Reading;
 use crate::text::fmt_duration;
@@ -257,10 +258,13 @@ impl Evaluator {
     ) -> Vec<CheckReport> {
         let policy = &*self.policy;
         // Every node's value, once for all the checks that need explaining.
-        let vals = if self.checks.iter().any(|rt| rt.raw != Tri::True) {
-            policy.node_values(readings, &self.lets)
+        let (vals, mut walked) = if self.checks.iter().any(|rt| rt.raw != Tri::True) {
+            (
+                policy.node_values(readings, &self.lets),
+                Walked::new(policy.node_count()),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), Walked::new(0))
         };
         policy
             .checks()
@@ -287,7 +291,7 @@ impl Evaluator {
                 } else if rt.raw == Tri::True {
                     String::new()
                 } else {
-                    let why = policy.explain_with(def.root, readings, &vals);
+                    let why = policy.explain_with(def.root, readings, &vals, &mut walked);
                     if let Some(left) = hold_left {
                         format!(
                             "{why} (held passing by `for {}`, {} left)",
