@@ -588,6 +588,42 @@ mod tests {
         assert_eq!(st.last_reload_error, None);
     }
 
+    /// The check gauges follow every change of state, also when only
+    /// the time in the state is written at evaluations where the state
+    /// stayed (the gauges of an unchanged state are not rewritten).
+    #[test]
+    fn check_gauges_follow_each_state_change() {
+        let (h, registry) = engine("check leader: leader\ncheck other: !learner\n");
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1));
+        let t0 = Instant::now();
+        let w0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        h.store()
+            .record_ok(h.catalogue().id("learner"), Value::Bool(false), t0);
+        let line = |state: &str| {
+            format!("etcd_readiness_check_state{{check=\"leader\",state=\"{state}\"}} 1")
+        };
+        for (i, leader) in [true, true, false, false, true].into_iter().enumerate() {
+            let at = t0 + Duration::from_millis(250) * i as u32;
+            h.store()
+                .record_ok(h.catalogue().id("leader"), Value::Bool(leader), at);
+            h.evaluate_at(at, w0 + Duration::from_millis(250) * i as u32);
+            let text = encode(&registry, Format::Text004);
+            let (want, passing) = if leader { ("pass", 1) } else { ("fail", 0) };
+            assert!(text.contains(&line(want)), "step {i}: {text}");
+            assert!(
+                text.contains(&format!(
+                    "etcd_readiness_check_passing{{check=\"leader\",kind=\"check\"}} {passing}"
+                )),
+                "step {i}: {text}"
+            );
+            assert!(
+                text.contains(&line("pass").replace("leader", "other")),
+                "step {i}: {text}"
+            );
+        }
+    }
+
     /// The candidate is evaluated at every evaluation on the same readings
     /// as the policy in force, never changes the live verdict, and the
     /// disagreement counters are the exact seconds the clock was stepped.
