@@ -426,12 +426,17 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             tracing::info!(check = %s.lane, suppressed = s.count, "{}: {} more transitions not logged in the last {}s (at most {} lines a second)", s.lane, s.count, loglimit::WINDOW.as_secs(), loglimit::LINES_PER_WINDOW);
         }
     }
-    for c in &verdict.checks {
-        let prev = st
-            .last_states
-            .iter()
-            .find(|(n, _)| n == &c.name)
-            .map(|(_, s)| *s);
+    for (i, c) in verdict.checks.iter().enumerate() {
+        // The checks keep their order between reloads: try the same position
+        // first, so this stays linear in the number of checks.
+        let prev = match st.last_states.get(i) {
+            Some((n, s)) if *n == c.name => Some(*s),
+            _ => st
+                .last_states
+                .iter()
+                .find(|(n, _)| n == &c.name)
+                .map(|(_, s)| *s),
+        };
         let changed = prev.is_some_and(|p| p != c.state);
         // A check's first state is logged when it is not passing, but it is
         // not a transition.
@@ -462,11 +467,23 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             );
         }
     }
-    st.last_states = verdict
-        .checks
-        .iter()
-        .map(|c| (c.name.clone(), c.state))
-        .collect();
+    let same_checks = st.last_states.len() == verdict.checks.len()
+        && st
+            .last_states
+            .iter()
+            .zip(&verdict.checks)
+            .all(|((n, _), c)| *n == c.name);
+    if same_checks {
+        for ((_, s), c) in st.last_states.iter_mut().zip(&verdict.checks) {
+            *s = c.state;
+        }
+    } else {
+        st.last_states = verdict
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), c.state))
+            .collect();
+    }
     if st.last_ready != Some(verdict.ready) {
         if st.last_ready.is_some() {
             metrics.readiness_transition();
