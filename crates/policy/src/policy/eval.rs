@@ -118,20 +118,23 @@ impl Policy {
     /// terms with the values observed, joined by `; `. `lets` as in [`eval`].
     pub fn explain(&self, root: NodeId, readings: &[Reading], lets: &[Val]) -> String {
         let vals = self.node_values(readings, lets);
-        self.explain_with(root, readings, &vals, &mut Walked::new(self.nodes.len()))
+        let mut walked = Walked::new(self.nodes.len());
+        self.explain_with(root, readings, &vals, &mut walked, MAX_EXPLANATION_BYTES)
     }
 
     /// [`explain`](Self::explain) with every node's value already computed by
     /// [`node_values`](Self::node_values) and one [`Walked`] table, both
-    /// shared by all checks of a report. At most [`MAX_EXPLANATION_BYTES`]
-    /// long: further terms are counted, not shown.
+    /// shared by all checks of a report. At most `cap` bytes long (at most
+    /// [`MAX_EXPLANATION_BYTES`]): further terms are counted, not shown.
     pub(super) fn explain_with(
         &self,
         root: NodeId,
         readings: &[Reading],
         vals: &[Val],
         walked: &mut Walked,
+        cap: usize,
     ) -> String {
+        let cap = cap.min(MAX_EXPLANATION_BYTES);
         let target = value_of(vals, root).tri();
         let mut terms: Vec<NodeId> = Vec::new();
         walked.next_round();
@@ -142,10 +145,10 @@ impl Policy {
             piece.clear();
             self.render_term(*t, readings, vals, &mut piece);
             let sep = if out.is_empty() { "" } else { "; " };
-            if out.len() + sep.len() + piece.len() > MAX_EXPLANATION_BYTES {
+            if out.len() + sep.len() + piece.len() > cap {
                 let mut shown = i;
                 if out.is_empty() {
-                    out.push_str(crate::text::cut_at(&piece, MAX_EXPLANATION_BYTES));
+                    out.push_str(crate::text::cut_at(&piece, cap));
                     out.push_str(crate::text::CUT_MARKER);
                     shown += 1;
                 }
@@ -345,6 +348,17 @@ impl Policy {
 /// Longest explanation of one check, in bytes; further terms are counted,
 /// not shown (`/readyz` shows at most 1,000 bytes of it anyway).
 pub const MAX_EXPLANATION_BYTES: usize = 8 * 1024;
+
+/// Longest the explanations of one report are together: what an evaluation
+/// spends on words is bounded whatever the number of failing checks (the
+/// kubelet reads 10 KB of `/readyz`; the page and JSON show the same
+/// words). Checks past it say so instead of being explained.
+pub const MAX_REPORT_EXPLANATION_BYTES: usize = 16 * 1024;
+
+/// What a failing check says once its report's explanations reached
+/// [`MAX_REPORT_EXPLANATION_BYTES`].
+pub const NOT_EXPLAINED: &str =
+    "not explained: the failing checks before it used this evaluation's 16 KiB of explanations";
 
 /// Which nodes the current explanation has walked, shared by the checks of
 /// one report: a node is walked in this round when its mark is the round's
