@@ -298,7 +298,7 @@ fn the_explanations_of_one_report_stay_within_their_budget() {
         explained.len()
     );
     assert!(
-        rep[0].explanation.len() > MAX_EXPLANATION_BYTES - 100,
+        rep[0].explanation.len() > MAX_EXPLANATION_BYTES.min(MAX_REPORT_EXPLANATION_BYTES) - 100,
         "{}",
         rep[0].explanation
     );
