@@ -36,7 +36,14 @@ def limits():
         m = re.search(rf"pub const {name}: usize = ([^;]+);", text)
         return int(eval(m.group(1).replace("_", "")))  # e.g. `64 * 1024`
 
-    names = ("MAX_POLICY_BYTES", "MAX_CHECKS", "MAX_LETS", "MAX_NODES", "MAX_EXPLANATION_BYTES")
+    names = (
+        "MAX_POLICY_BYTES",
+        "MAX_CHECKS",
+        "MAX_LETS",
+        "MAX_NODES",
+        "MAX_EXPLANATION_BYTES",
+        "MAX_REPORT_EXPLANATION_BYTES",
+    )
     return {n: const(n) for n in names}
 
 
@@ -60,9 +67,11 @@ def policy(lim, extra_terms):
     lines = ["# The costliest policy the limits accept (benches/worst_policy.py)."]
     # `bad` fails through every one of its terms: enough of them that the
     # explanation of every check that uses it reaches the explanation cap
+    # (of one check, or of the whole report if that is smaller)
     # (each rendered term is about 40 bytes: `qget_ms > 1000007 is false
     # (qget_ms = 1.234)`).
-    bad = lim["MAX_EXPLANATION_BYTES"] // 40 + 1
+    cap = min(lim["MAX_EXPLANATION_BYTES"], lim["MAX_REPORT_EXPLANATION_BYTES"])
+    bad = cap // 40 + 1
     lines.append("let bad = " + " && ".join(false_term(j) for j in range(bad)))
     lines.append("let l0 = qget_ms < 1000000")
     for i in range(1, lim["MAX_LETS"] - 1):
