@@ -353,12 +353,12 @@ pub const MAX_EXPLANATION_BYTES: usize = 8 * 1024;
 /// spends on words is bounded whatever the number of failing checks (the
 /// kubelet reads 10 KB of `/readyz`; the page and JSON show the same
 /// words). Checks past it say so instead of being explained.
-pub const MAX_REPORT_EXPLANATION_BYTES: usize = 4 * 1024;
+pub const MAX_REPORT_EXPLANATION_BYTES: usize = 2 * 1024;
 
 /// What a failing check says once its report's explanations reached
 /// [`MAX_REPORT_EXPLANATION_BYTES`].
 pub const NOT_EXPLAINED: &str =
-    "not explained: the failing checks before it used this evaluation's 4 KiB of explanations";
+    "not explained: the failing checks before it used this evaluation's 2 KiB of explanations";
 
 /// Which nodes the current explanation has walked, shared by the checks of
 /// one report: a node is walked in this round when its mark is the round's
