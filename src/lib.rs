@@ -25,6 +25,7 @@ pub mod lint;
 pub mod localcluster;
 pub mod logging;
 pub mod metrics;
+pub mod redacted_url;
 pub use etcd_readiness_policy::yaml as policy_yaml;
 pub use etcd_readiness_policy::{duration, policy, policytest, signals, text, verdict};
 pub mod reload;

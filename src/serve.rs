@@ -415,7 +415,7 @@ pub async fn start_with(
     )
     .await?;
     let probe_addr = servers.1;
-    tracing::info!(%addr, probe = ?probe_addr, endpoint = %crate::sources::client::redact_credentials(&config.etcd.endpoint), policy = %config.policy_path, "serving");
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
         probe_addr,

@@ -92,7 +92,7 @@ async fn huge_endless_and_compressed_bodies_are_cut_off_and_memory_stays_bounded
     // Timeouts long enough that even a loaded machine reads 4 MiB in time:
     // the limit, not the deadline, must be what ends each hostile round.
     let e = Exporter::start(&etcd.client_url, move |a| {
-        a.backup_url = Some(backup);
+        a.backup_url = Some(backup.into());
         a.config = Some(config);
         a.sample_interval = Duration::from_secs(1);
         a.sample_timeout = Duration::from_secs(1);
@@ -191,7 +191,7 @@ async fn absurd_snapshot_timestamps_are_unknown_and_the_backup_source_recovers()
     };
     sidecar.set(|s| s.metrics_body = Some(sane(3)));
     let url = sidecar.url.clone();
-    let e = Exporter::start(&etcd.client_url, move |a| a.backup_url = Some(url)).await;
+    let e = Exporter::start(&etcd.client_url, move |a| a.backup_url = Some(url.into())).await;
     wait_signal(&e, "snapshot_age", "a sane snapshot age", |s| {
         s["value"]
             .as_f64()
@@ -290,7 +290,7 @@ async fn the_etcd_metrics_source_cuts_off_endless_bodies_refuses_absurd_gauges_a
     hostile.set("/metrics", Behaviour::EndlessChunked);
     let url = hostile.url();
     let e = Exporter::start(&etcd.client_url, move |a| {
-        a.etcd_metrics_url = Some(url);
+        a.etcd_metrics_url = Some(url.into());
         a.etcd_metrics_interval = Duration::from_millis(250);
     })
     .await;

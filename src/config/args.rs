@@ -1,6 +1,8 @@
 //! The flags of `serve` as clap parses them ([`ServeArgs`]; each also read
 //! from an `ERE_*` environment variable), before any validation: ranges,
 //! pairings and files are checked by [`super::ServeConfig::from_args`].
+//! URLs are [`RedactedUrl`]s from the moment clap reads them, and `--help`
+//! does not show their variables' values: they may carry a password.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use clap::Args;
 
 use super::parse_duration;
 pub use crate::logging::{LogFormat, LogLevel};
+use crate::redacted_url::RedactedUrl;
 use crate::sources::backup::BackupMode;
 
 /// Flags of `serve`.
@@ -29,9 +32,10 @@ pub struct ServeArgs {
     #[arg(
         long = "etcd.endpoint",
         env = "ERE_ETCD_ENDPOINT",
+        hide_env_values = true,
         default_value = "http://127.0.0.1:2379"
     )]
-    pub etcd_endpoint: String,
+    pub etcd_endpoint: RedactedUrl,
     /// CA certificate (PEM) to verify etcd's server certificate.
     #[arg(long = "etcd.cacert", env = "ERE_ETCD_CACERT", value_name = "FILE")]
     pub etcd_cacert: Option<PathBuf>,
@@ -69,9 +73,10 @@ pub struct ServeArgs {
     #[arg(
         long = "etcd.metrics-url",
         env = "ERE_ETCD_METRICS_URL",
+        hide_env_values = true,
         value_name = "URL"
     )]
-    pub etcd_metrics_url: Option<String>,
+    pub etcd_metrics_url: Option<RedactedUrl>,
     /// Time between reads of --etcd.metrics-url (each is one GET of etcd's
     /// whole /metrics); its deadline is --sample.timeout, at most this.
     #[arg(long = "etcd.metrics-interval", env = "ERE_ETCD_METRICS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
@@ -162,8 +167,8 @@ pub struct ServeArgs {
     #[arg(long = "policy.reload-interval", env = "ERE_POLICY_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub policy_reload_interval: Duration,
     /// Base URL of the etcd-backup-restore sidecar.
-    #[arg(long = "backup.url", env = "ERE_BACKUP_URL")]
-    pub backup_url: Option<String>,
+    #[arg(long = "backup.url", env = "ERE_BACKUP_URL", hide_env_values = true)]
+    pub backup_url: Option<RedactedUrl>,
     /// CA certificate (PEM) to verify the sidecar's server certificate (https://).
     #[arg(long = "backup.cacert", env = "ERE_BACKUP_CACERT", value_name = "FILE")]
     pub backup_cacert: Option<PathBuf>,
@@ -222,7 +227,7 @@ impl ServeArgs {
             args: ServeArgs,
         }
         let mut a = Wrap::parse_from(["serve"]).args;
-        a.etcd_endpoint = endpoint.to_string();
+        a.etcd_endpoint = RedactedUrl::new(endpoint);
         a
     }
 }

@@ -35,6 +35,8 @@ pub enum ConfigError {
     TelemetryPath(String, &'static str),
     #[error("--etcd.endpoint {0:?} must start with http:// or https://")]
     Endpoint(String),
+    #[error("--etcd.endpoint {0:?} is not a URL: {1}")]
+    EndpointUrl(String, crate::redacted_url::UrlProblem),
     #[error(
         "--etcd.endpoint {0:?} is a list: it takes the one member this exporter sits beside \
          (run one exporter per member)"
@@ -237,15 +239,18 @@ fn check_sampling(a: &ServeArgs) -> Result<(), ConfigError> {
 
 /// `--etcd.*`: the endpoint, and TLS exactly when it is https://.
 fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
-    let ep = a.etcd_endpoint.trim();
+    let ep = a.etcd_endpoint.trimmed();
     // Every message below shows the endpoint without its credentials.
-    let shown = crate::sources::client::redact_credentials(ep).into_owned();
-    if ep.contains(',') || ep.contains(char::is_whitespace) {
+    let shown = ep.redacted().to_string();
+    if ep.contains(|c| c == ',' || c.is_whitespace()) {
         return Err(ConfigError::EndpointList(shown));
     }
     let https = ep.starts_with("https://");
     if !https && !ep.starts_with("http://") {
         return Err(ConfigError::Endpoint(shown));
+    }
+    if let Err(e) = ep.parse_http() {
+        return Err(ConfigError::EndpointUrl(shown, e));
     }
     let ep_shown = &shown;
     let tls = match (&a.etcd_cacert, &a.etcd_cert, &a.etcd_key) {
@@ -295,7 +300,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         }
     };
     Ok(EtcdConfig {
-        endpoint: ep.to_string(),
+        endpoint: ep,
         tls,
         auth,
         probe_key: a.etcd_probe_key.clone(),
@@ -356,11 +361,11 @@ fn backup_config(a: &ServeArgs) -> Option<BackupConfig> {
 /// was never read.
 fn etcd_metrics_config(a: &ServeArgs) -> Result<Option<EtcdMetricsConfig>, ConfigError> {
     let flag = match &a.etcd_metrics_url {
-        Some(flag) if flag.trim().is_empty() => return Ok(None),
-        Some(flag) => flag.as_str(),
-        None => a.etcd_endpoint.trim(),
+        Some(flag) if flag.expose_for_request().trim().is_empty() => return Ok(None),
+        Some(flag) => flag.clone(),
+        None => a.etcd_endpoint.trimmed(),
     };
-    let url = crate::sources::etcd_metrics::metrics_url(flag)
+    let url = crate::sources::etcd_metrics::metrics_url(&flag)
         .map_err(|e| ConfigError::EtcdMetrics(e.to_string()))?;
     in_range(
         "--etcd.metrics-interval",
@@ -550,14 +555,14 @@ mod tests {
     {
         let a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
         let m = ServeConfig::from_args(&a).unwrap().etcd_metrics.unwrap();
-        assert_eq!(m.url, "http://127.0.0.1:2379/metrics");
+        assert_eq!(m.url.expose_for_request(), "http://127.0.0.1:2379/metrics");
         assert!(m.tls.ca.is_none());
         let mut a = ServeArgs::for_endpoint("http://127.0.0.1:2379");
-        a.etcd_metrics_url = Some(String::new());
+        a.etcd_metrics_url = Some(String::new().into());
         assert!(ServeConfig::from_args(&a).unwrap().etcd_metrics.is_none());
         a.etcd_metrics_url = Some("http://127.0.0.1:2381".into());
         let m = ServeConfig::from_args(&a).unwrap().etcd_metrics.unwrap();
-        assert_eq!(m.url, "http://127.0.0.1:2381/metrics");
+        assert_eq!(m.url.expose_for_request(), "http://127.0.0.1:2381/metrics");
     }
 
     #[test]

@@ -213,7 +213,9 @@ pub struct CandidateMetrics {
     check_state: Family<CheckStateLabels, Gauge>,
     would_fail_while_ready: CounterF,
     would_pass_while_unready: CounterF,
-    exported_checks: Arc<Mutex<HashSet<String>>>,
+    /// The checks exported, in the verdict's order, with the state last
+    /// written to their gauges.
+    exported_checks: Arc<Mutex<Vec<(String, CheckState)>>>,
 }
 
 impl CandidateMetrics {
@@ -270,17 +272,34 @@ impl CandidateMetrics {
         if verdict.reason.is_some() && verdict.checks.is_empty() {
             return;
         }
-        let current: HashSet<String> = verdict.checks.iter().map(|c| c.name.clone()).collect();
-        for gone in exported.difference(&current) {
-            for s in CheckState::ALL {
-                self.check_state.remove(&CheckStateLabels {
-                    check: gone.clone(),
-                    state: s.as_str().to_string(),
-                });
+        // Between reloads the checks are the same, in the same order: only
+        // a state that changed is written.
+        let same_checks = exported.len() == verdict.checks.len()
+            && exported
+                .iter()
+                .zip(&verdict.checks)
+                .all(|((n, _), c)| *n == c.name);
+        if !same_checks {
+            let current: HashSet<&str> = verdict.checks.iter().map(|c| c.name.as_str()).collect();
+            for (gone, _) in exported
+                .iter()
+                .filter(|(n, _)| !current.contains(n.as_str()))
+            {
+                for s in CheckState::ALL {
+                    self.check_state.remove(&CheckStateLabels {
+                        check: gone.clone(),
+                        state: s.as_str().to_string(),
+                    });
+                }
             }
+            *exported = Vec::new();
         }
-        *exported = current;
-        for c in &verdict.checks {
+        for (i, c) in verdict.checks.iter().enumerate() {
+            match exported.get_mut(i) {
+                Some(e) if e.1 == c.state => continue,
+                Some(e) => e.1 = c.state,
+                None => exported.push((c.name.clone(), c.state)),
+            }
             for s in CheckState::ALL {
                 self.check_state
                     .get_or_create(&CheckStateLabels {

@@ -240,21 +240,19 @@ impl History {
         let mut lanes: Vec<(Lane, LaneState)> = Vec::with_capacity(verdict.checks.len() + 1);
         lanes.push((Lane::Readiness, LaneState::of_verdict(verdict)));
         let starting = verdict.reason.is_some() && verdict.checks.is_empty();
-        for c in &verdict.checks {
+        for (i, c) in verdict.checks.iter().enumerate() {
             let state = LaneState::of_report(c);
             // Reuse the Arc of a known lane: the buffer shares one name.
-            let lane = ring
-                .current
-                .iter()
-                .find(|(l, _, _)| matches!(l, Lane::Check(n) if **n == *c.name))
+            let is_it = |l: &Lane| matches!(l, Lane::Check(n) if **n == *c.name);
+            let lane = at_or_find(&ring.current, i + 1, is_it)
                 .map(|(l, _, _)| l.clone())
                 .unwrap_or_else(|| Lane::Check(Arc::from(c.name.as_str())));
             lanes.push((lane, state));
         }
         let mut changed = false;
         let mut next: Vec<(Lane, LaneState, SystemTime)> = Vec::with_capacity(lanes.len());
-        for (lane, state) in lanes {
-            let prev = ring.current.iter().find(|(l, _, _)| *l == lane);
+        for (i, (lane, state)) in lanes.into_iter().enumerate() {
+            let prev = at_or_find(&ring.current, i, |l| *l == lane);
             let since = match prev {
                 Some((_, s, since)) if *s == state => *since,
                 _ => {
@@ -269,8 +267,13 @@ impl History {
             };
             next.push((lane, state, since));
         }
-        // Checks a reload removed (not while starting: there are no checks yet).
-        if !starting {
+        // Checks a reload removed (not while starting: there are no checks
+        // yet). Between reloads the lanes are the same, in the same order.
+        let same_lanes = ring.current.len() == next.len()
+            && ring.current.iter().zip(&next).all(|(a, b)| a.0 == b.0);
+        if same_lanes {
+            // Nothing removed, nothing to keep aside.
+        } else if !starting {
             let gone: Vec<Lane> = ring
                 .current
                 .iter()
@@ -304,6 +307,21 @@ impl History {
             };
             self.published.store(Arc::new(snap));
         }
+    }
+}
+
+/// The entry of `lanes` at `i` if `is_it` says it is the one, else the
+/// first that is: the lanes of consecutive evaluations are in the same
+/// order, so this is one comparison per check, not a search through all of
+/// them (which made each evaluation quadratic in the number of checks).
+fn at_or_find<T>(
+    lanes: &[(Lane, LaneState, T)],
+    i: usize,
+    is_it: impl Fn(&Lane) -> bool,
+) -> Option<&(Lane, LaneState, T)> {
+    match lanes.get(i) {
+        Some(e) if is_it(&e.0) => Some(e),
+        _ => lanes.iter().find(|e| is_it(&e.0)),
     }
 }
 

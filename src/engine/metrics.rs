@@ -56,7 +56,9 @@ pub struct EngineMetrics {
     signal_age: Family<SignalLabels, GaugeF>,
     /// (check, kind) label sets currently exported, to drop those of checks a
     /// policy swap removed.
-    exported_checks: Arc<Mutex<HashSet<(String, CheckKind)>>>,
+    /// The checks exported, in the verdict's order, with the state last
+    /// written to their gauges.
+    exported_checks: Arc<Mutex<Vec<(String, CheckKind, CheckState)>>>,
 }
 
 impl EngineMetrics {
@@ -148,16 +150,38 @@ impl EngineMetrics {
             .exported_checks
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let current: HashSet<(String, CheckKind)> = verdict
-            .checks
-            .iter()
-            .map(|c| (c.name.clone(), c.kind))
-            .collect();
-        for (name, kind) in exported.difference(&current) {
-            self.remove_check(name, *kind);
+        // Between reloads the checks are the same, in the same order: the
+        // gauges of a check whose state did not change keep their values,
+        // and only its time in the state is written.
+        let same_checks = exported.len() == verdict.checks.len()
+            && exported
+                .iter()
+                .zip(&verdict.checks)
+                .all(|((n, k, _), c)| *n == c.name && *k == c.kind);
+        if !same_checks {
+            let current: HashSet<(&str, CheckKind)> = verdict
+                .checks
+                .iter()
+                .map(|c| (c.name.as_str(), c.kind))
+                .collect();
+            for (name, kind, _) in exported.iter() {
+                if !current.contains(&(name.as_str(), *kind)) {
+                    self.remove_check(name, *kind);
+                }
+            }
+            *exported = Vec::new();
         }
-        *exported = current;
-        for c in &verdict.checks {
+        for (i, c) in verdict.checks.iter().enumerate() {
+            self.check_in_state
+                .get_or_create(&CheckLabels {
+                    check: c.name.clone(),
+                })
+                .set(c.in_state_for.as_secs_f64());
+            match exported.get_mut(i) {
+                Some(e) if e.2 == c.state => continue,
+                Some(e) => e.2 = c.state,
+                None => exported.push((c.name.clone(), c.kind, c.state)),
+            }
             self.check_passing
                 .get_or_create(&CheckKindLabels {
                     check: c.name.clone(),
@@ -172,11 +196,6 @@ impl EngineMetrics {
                     })
                     .set(i64::from(c.state == s));
             }
-            self.check_in_state
-                .get_or_create(&CheckLabels {
-                    check: c.name.clone(),
-                })
-                .set(c.in_state_for.as_secs_f64());
         }
         for info in store.snapshot(now) {
             if !catalogue.is_enabled(info.id) {

@@ -496,12 +496,17 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             tracing::info!(check = %s.lane, suppressed = s.count, "{}: {} more transitions not logged in the last {}s (at most {} lines a second)", s.lane, s.count, loglimit::WINDOW.as_secs(), loglimit::LINES_PER_WINDOW);
         }
     }
-    for c in &verdict.checks {
-        let prev = st
-            .last_states
-            .iter()
-            .find(|(n, _)| n == &c.name)
-            .map(|(_, s)| *s);
+    for (i, c) in verdict.checks.iter().enumerate() {
+        // The checks keep their order between reloads: try the same position
+        // first, so this stays linear in the number of checks.
+        let prev = match st.last_states.get(i) {
+            Some((n, s)) if *n == c.name => Some(*s),
+            _ => st
+                .last_states
+                .iter()
+                .find(|(n, _)| n == &c.name)
+                .map(|(_, s)| *s),
+        };
         let changed = prev.is_some_and(|p| p != c.state);
         // A check's first state is logged when it is not passing, but it is
         // not a transition.
@@ -529,11 +534,23 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             );
         }
     }
-    st.last_states = verdict
-        .checks
-        .iter()
-        .map(|c| (c.name.clone(), c.state))
-        .collect();
+    let same_checks = st.last_states.len() == verdict.checks.len()
+        && st
+            .last_states
+            .iter()
+            .zip(&verdict.checks)
+            .all(|((n, _), c)| *n == c.name);
+    if same_checks {
+        for ((_, s), c) in st.last_states.iter_mut().zip(&verdict.checks) {
+            *s = c.state;
+        }
+    } else {
+        st.last_states = verdict
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), c.state))
+            .collect();
+    }
     if st.last_ready != Some(verdict.ready) {
         if st.last_ready.is_some() {
             metrics.readiness_transition();
@@ -693,6 +710,42 @@ mod tests {
         let st = h.policy_status();
         assert_eq!(st.policy.path(), "p2");
         assert_eq!(st.last_reload_error, None);
+    }
+
+    /// The check gauges follow every change of state, also when only
+    /// the time in the state is written at evaluations where the state
+    /// stayed (the gauges of an unchanged state are not rewritten).
+    #[test]
+    fn check_gauges_follow_each_state_change() {
+        let (h, registry) = engine("check leader: leader\ncheck other: !learner\n");
+        let t0 = Instant::now();
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1), t0);
+        let w0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        h.store()
+            .record_ok(h.catalogue().id("learner"), Value::Bool(false), t0);
+        let line = |state: &str| {
+            format!("etcd_readiness_check_state{{check=\"leader\",state=\"{state}\"}} 1")
+        };
+        for (i, leader) in [true, true, false, false, true].into_iter().enumerate() {
+            let at = t0 + Duration::from_millis(250) * i as u32;
+            h.store()
+                .record_ok(h.catalogue().id("leader"), Value::Bool(leader), at);
+            h.evaluate_at(at, w0 + Duration::from_millis(250) * i as u32);
+            let text = encode(&registry, Format::Text004);
+            let (want, passing) = if leader { ("pass", 1) } else { ("fail", 0) };
+            assert!(text.contains(&line(want)), "step {i}: {text}");
+            assert!(
+                text.contains(&format!(
+                    "etcd_readiness_check_passing{{check=\"leader\",kind=\"check\"}} {passing}"
+                )),
+                "step {i}: {text}"
+            );
+            assert!(
+                text.contains(&line("pass").replace("leader", "other")),
+                "step {i}: {text}"
+            );
+        }
     }
 
     /// The candidate is evaluated at every evaluation on the same readings

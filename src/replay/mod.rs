@@ -59,9 +59,10 @@ pub struct ReplayArgs {
     #[arg(
         long = "prometheus.url",
         env = "ERE_PROMETHEUS_URL",
+        hide_env_values = true,
         value_name = "URL"
     )]
-    pub prometheus_url: String,
+    pub prometheus_url: crate::redacted_url::RedactedUrl,
     /// The candidate policy file.
     #[arg(long = "policy", value_name = "FILE")]
     pub policy: PathBuf,

@@ -34,6 +34,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::render::printable;
 use super::timeline::Grid;
+use crate::redacted_url::RedactedUrl;
 use crate::sources::client::{self, TlsFiles};
 use crate::sources::{Reason, SampleError};
 
@@ -305,7 +306,7 @@ enum Take {
 
 /// A Prometheus server (or any store answering its HTTP query API).
 pub struct Prometheus {
-    base: String,
+    base: RedactedUrl,
     http: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
@@ -368,7 +369,7 @@ fn api_secs(ms: i64) -> String {
 impl Prometheus {
     /// A client for the server at `url` (http or https), with `timeout` per
     /// request and at most `max_bytes` per answer.
-    pub fn new(url: &str, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
+    pub fn new(url: &RedactedUrl, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
         let base = client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
         let http = crate::sources::tls_material::build_client(&TlsFiles::default(), timeout)
             .map_err(|e| PromError::Client(e.to_string()))?;
@@ -602,7 +603,9 @@ impl Prometheus {
         for (k, v) in params {
             query.append_pair(k, v);
         }
-        let url = format!("{}/api/v1/{endpoint}?{}", self.base, query.finish());
+        let url = self
+            .base
+            .join(&format!("/api/v1/{endpoint}?{}", query.finish()));
         let fetched = client::get(&self.http, &url, self.timeout, self.max_bytes)
             .await
             .map_err(|e: SampleError| match e.reason {
@@ -611,7 +614,7 @@ impl Prometheus {
                     max: self.max_bytes,
                 },
                 reason => PromError::Unreachable {
-                    url: self.base.clone(),
+                    url: self.base.to_string(),
                     message: e.message,
                     timed_out: reason == Reason::Timeout,
                 },

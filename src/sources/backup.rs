@@ -17,6 +17,7 @@ use super::promtext;
 use super::tls_material::{Credentials, HttpClient, TlsKind};
 use super::{Reason, SampleError, Sampler};
 use crate::clock::Clock;
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
@@ -33,7 +34,7 @@ pub enum BackupMode {
 #[derive(Clone, Debug)]
 pub struct BackupConfig {
     /// Base URL of the sidecar, e.g. `https://127.0.0.1:8080`.
-    pub url: String,
+    pub url: RedactedUrl,
     pub tls: TlsFiles,
     pub mode: BackupMode,
     pub interval: Duration,
@@ -57,7 +58,7 @@ struct Ids {
 /// Samples the backup sidecar.
 pub struct BackupSampler {
     cfg: BackupConfig,
-    base: String,
+    base: RedactedUrl,
     /// Rebuilt when the `--backup.*` TLS files change.
     http: HttpClient,
     ids: Ids,
@@ -119,16 +120,16 @@ impl BackupSampler {
             BackupMode::Metrics => ("metrics", snapshots_from_metrics),
             BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
         };
-        let url = format!("{}/{path}", self.base);
+        let url = self.base.join(&format!("/{path}"));
         let body = client::get_ok(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         parse(&body).map_err(|message| SampleError {
             reason: Reason::Parse,
-            message: client::redact_credentials(&format!("{url}: {message}")).into_owned(),
+            message: url.scrub(&format!("{url}: {message}")).into_owned(),
         })
     }
 
     async fn healthz(&self, http: &reqwest::Client) -> Result<bool, SampleError> {
-        let url = format!("{}/healthz", self.base);
+        let url = self.base.join("/healthz");
         let f = client::get(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         Ok(f.status.is_success())
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::{Reason, SampleError};
 use crate::bounded_read::ReadError;
+use crate::redacted_url::RedactedUrl;
 use crate::reload::Problem;
 
 /// PEM files for talking HTTPS: a CA bundle to verify the server, and a client
@@ -147,15 +148,10 @@ pub const REFUSED_AFTER_HANDSHAKE: &str = "the server closed the connection righ
      handshake, which is how a server refuses a missing or unaccepted client certificate";
 
 /// Check that `url` is an absolute http(s) URL; returns it without a trailing `/`.
-pub fn base_url(url: &str) -> Result<String, SourceError> {
-    let parsed = reqwest::Url::parse(url)
+pub fn base_url(url: &RedactedUrl) -> Result<RedactedUrl, SourceError> {
+    url.parse_http()
         .map_err(|e| SourceError::Invalid(format!("invalid URL `{url}`: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(SourceError::Invalid(format!(
-            "invalid URL `{url}`: the scheme must be http or https"
-        )));
-    }
-    Ok(url.trim_end_matches('/').to_string())
+    Ok(url.without_trailing_slash())
 }
 
 /// Default of `--source.max-body-bytes`: a real etcd or sidecar `/metrics`
@@ -175,30 +171,31 @@ pub struct Fetched {
 /// (reqwest is built without it and we send no `Accept-Encoding`); a
 /// compressed answer is refused, so a gzip bomb costs at most `max_body`.
 ///
-/// Credentials in `url` (`user:pass@`) are redacted in every error message.
+/// Credentials in `url` (`user:pass@`) are redacted in every error message:
+/// messages name it by its `Display`, and library texts are scrubbed.
 pub async fn get(
     client: &reqwest::Client,
-    url: &str,
+    url: &RedactedUrl,
     timeout: Duration,
     max_body: u64,
 ) -> Result<Fetched, SampleError> {
-    get_unredacted(client, url, timeout, max_body)
+    get_inner(client, url, timeout, max_body)
         .await
         .map_err(|mut e| {
-            e.message = redact_credentials(&e.message).into_owned();
+            e.message = url.scrub(&e.message).into_owned();
             e
         })
 }
 
-async fn get_unredacted(
+async fn get_inner(
     client: &reqwest::Client,
-    url: &str,
+    url: &RedactedUrl,
     timeout: Duration,
     max_body: u64,
 ) -> Result<Fetched, SampleError> {
     let fut = async {
         let mut resp = client
-            .get(url)
+            .get(url.expose_for_request())
             .send()
             .await
             .map_err(|e| classify(url, &e))?;
@@ -239,7 +236,7 @@ async fn get_unredacted(
 /// Read the body chunk by chunk, never holding more than `max` bytes.
 async fn read_body(
     resp: &mut reqwest::Response,
-    url: &str,
+    url: &RedactedUrl,
     max: u64,
 ) -> Result<Vec<u8>, SampleError> {
     let too_large = |what: String| {
@@ -279,7 +276,7 @@ async fn read_body(
 /// GET `url` and require a 2xx status.
 pub async fn get_ok(
     client: &reqwest::Client,
-    url: &str,
+    url: &RedactedUrl,
     timeout: Duration,
     max_body: u64,
 ) -> Result<String, SampleError> {
@@ -287,7 +284,7 @@ pub async fn get_ok(
     if !f.status.is_success() {
         return Err(SampleError {
             reason: Reason::Status,
-            message: format!("GET {}: status {}", redact_credentials(url), f.status),
+            message: format!("GET {url}: status {}", f.status),
         });
     }
     Ok(f.body)
@@ -318,7 +315,7 @@ pub fn causes<'a>(
 }
 
 /// Map a reqwest error to a bounded reason, with the whole cause chain as message.
-pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
+pub fn classify(url: &RedactedUrl, e: &reqwest::Error) -> SampleError {
     let mut chain = String::new();
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     while let Some(err) = cur {
@@ -352,74 +349,29 @@ pub fn classify(url: &str, e: &reqwest::Error) -> SampleError {
     };
     SampleError {
         reason,
-        message: redact_credentials(&format!("GET {url}: {chain}")).into_owned(),
+        message: url.scrub(&format!("GET {url}: {chain}")).into_owned(),
     }
-}
-
-/// `text` with the user information of every URL in it (`user:pass@` after
-/// `scheme://`) replaced by `<redacted>@`: what any message or log line
-/// naming an endpoint or URL goes through, so a password given in a flag
-/// or in `--config` is never written out.
-pub fn redact_credentials(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("://") || !text.contains('@') {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        // The authority ends at the first '/', '?', '#', space or quote.
-        let end = tail
-            .find(|c: char| {
-                matches!(c, '/' | '?' | '#' | '`' | '"' | '\'' | ')' | ']' | ',')
-                    || c.is_whitespace()
-            })
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
-            Some(at) => {
-                out.push_str("<redacted>");
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Issue 21: `user:pass@` in `--etcd.endpoint` was written to the
-    /// start-up log line.
-    #[test]
-    fn credentials_in_urls_are_redacted_wherever_they_appear() {
-        assert_eq!(
-            redact_credentials("serving endpoint=http://user:s3cret@10.0.0.1:2379 policy=x"),
-            "serving endpoint=http://<redacted>@10.0.0.1:2379 policy=x"
-        );
-        assert_eq!(
-            redact_credentials(
-                "GET https://a:b@h/metrics: error sending request for url (https://a:b@h/metrics)"
-            ),
-            "GET https://<redacted>@h/metrics: error sending request for url (https://<redacted>@h/metrics)"
-        );
-        assert_eq!(redact_credentials("http://h:1/x@y"), "http://h:1/x@y");
-        assert_eq!(redact_credentials("user@example.com"), "user@example.com");
-        assert_eq!(redact_credentials("http://p%40ss@h"), "http://<redacted>@h");
-    }
-
     #[test]
     fn base_url_wants_http_or_https() {
+        let base = |s: &str| base_url(&RedactedUrl::new(s));
         assert_eq!(
-            base_url("http://127.0.0.1:8080/").unwrap(),
+            base("http://127.0.0.1:8080/").unwrap().expose_for_request(),
             "http://127.0.0.1:8080"
         );
-        assert!(base_url("127.0.0.1:8080").is_err());
-        assert!(base_url("unix:///run/x.sock").is_err());
+        assert!(base("127.0.0.1:8080").is_err());
+        assert!(base("unix:///run/x.sock").is_err());
+        let e = base("http://u:S3cret@127.0.0.1:bad/")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid URL `http://<redacted>@127.0.0.1:bad/`: invalid port number"
+        );
     }
 }

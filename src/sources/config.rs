@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::client::TlsFiles;
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
 
 /// Default `interval` of a scrape source.
@@ -45,7 +46,7 @@ pub struct ScrapeConfig {
     /// Names the source in metrics (`scrape:<name>`) and messages.
     pub name: String,
     /// The full URL to GET, e.g. `http://127.0.0.1:2381/metrics`.
-    pub url: String,
+    pub url: RedactedUrl,
     #[serde(default = "default_interval", deserialize_with = "duration")]
     pub interval: Duration,
     #[serde(default = "default_timeout", deserialize_with = "duration")]
@@ -129,8 +130,10 @@ pub enum ConfigError {
     /// would say it twice.
     #[error("cannot read the config file {path}: {error}")]
     Read { path: String, error: std::io::Error },
+    /// The parser's message, which quotes the offending line, with the
+    /// user information of anything URL-like in it redacted.
     #[error("{0}")]
-    Yaml(crate::policy_yaml::YamlError),
+    Yaml(String),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -172,7 +175,9 @@ impl Config {
 
     /// Parse and validate config text; `path` is only used in messages.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = crate::policy_yaml::from_str(path, text).map_err(ConfigError::Yaml)?;
+        let config: Config = crate::policy_yaml::from_str(path, text).map_err(|e| {
+            ConfigError::Yaml(crate::redacted_url::scrub_quoted_lines(&e.to_string()).into_owned())
+        })?;
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_string(),
             message,

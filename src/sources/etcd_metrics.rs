@@ -26,13 +26,14 @@ use super::scrape::extract;
 use super::tls_material::{Credentials, HttpClient};
 use super::{Reason, SampleError, Sampler};
 use crate::clock::Clock;
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Validated settings of the etcd metrics source.
 #[derive(Clone, Debug)]
 pub struct EtcdMetricsConfig {
     /// The URL to GET (`/metrics` added when the flag had no path).
-    pub url: String,
+    pub url: RedactedUrl,
     /// With an `https://` URL: the etcd source's `--etcd.cacert`,
     /// `--etcd.cert`, `--etcd.key` (the client port wants the same client
     /// certificate as the gRPC API); empty for `http://`.
@@ -46,12 +47,13 @@ pub struct EtcdMetricsConfig {
 /// `--etcd.metrics-url` as written → the URL to GET: etcd's
 /// `--listen-metrics-urls` value (`http://127.0.0.1:2381`) gets `/metrics`;
 /// a URL with a path is taken as it is.
-pub fn metrics_url(flag: &str) -> Result<String, SourceError> {
-    let base = client::base_url(flag.trim())?;
-    let parsed = reqwest::Url::parse(&base)
+pub fn metrics_url(flag: &RedactedUrl) -> Result<RedactedUrl, SourceError> {
+    let base = client::base_url(&flag.trimmed())?;
+    let parsed = base
+        .parse_http()
         .map_err(|e| SourceError::Invalid(format!("invalid URL `{base}`: {e}")))?;
-    if parsed.path().is_empty() || parsed.path() == "/" {
-        Ok(format!("{base}/metrics"))
+    if parsed.has_empty_path() {
+        Ok(base.join("/metrics"))
     } else {
         Ok(base)
     }
@@ -295,7 +297,7 @@ impl Sampler for EtcdMetricsSampler {
             .and_then(|body| {
                 promtext::parse(&body).map_err(|e| SampleError {
                     reason: Reason::Parse,
-                    message: client::redact_credentials(&format!("{url}: {e}")).into_owned(),
+                    message: url.scrub(&format!("{url}: {e}")).into_owned(),
                 })
             });
         let at = clock.now();
@@ -312,7 +314,7 @@ impl Sampler for EtcdMetricsSampler {
         let m = read_metrics(&samples);
         let mut first_fault: Option<SampleError> = None;
         let mut missing = |id: SignalId, e: Missing| {
-            let msg = client::redact_credentials(&format!("{url}: {}", e.message)).into_owned();
+            let msg = url.scrub(&format!("{url}: {}", e.message)).into_owned();
             store.record_err(id, Arc::from(msg.as_str()), at);
             if e.fault && first_fault.is_none() {
                 first_fault = Some(SampleError::new(e.reason, msg));
@@ -470,19 +472,21 @@ etcd_server_version{server_version=\"3.5.30\"} 1
 
     #[test]
     fn the_flag_gets_metrics_when_it_has_no_path() {
+        let url =
+            |s: &str| metrics_url(&RedactedUrl::new(s)).map(|u| u.expose_for_request().to_string());
         assert_eq!(
-            metrics_url("http://127.0.0.1:2381").unwrap(),
+            url("http://127.0.0.1:2381").unwrap(),
             "http://127.0.0.1:2381/metrics"
         );
         assert_eq!(
-            metrics_url("http://127.0.0.1:2381/").unwrap(),
+            url("http://127.0.0.1:2381/").unwrap(),
             "http://127.0.0.1:2381/metrics"
         );
         assert_eq!(
-            metrics_url("https://10.0.0.1:2379/metrics").unwrap(),
+            url("https://10.0.0.1:2379/metrics").unwrap(),
             "https://10.0.0.1:2379/metrics"
         );
-        assert!(metrics_url("127.0.0.1:2381").is_err());
-        assert!(metrics_url("unix:///x").is_err());
+        assert!(url("127.0.0.1:2381").is_err());
+        assert!(url("unix:///x").is_err());
     }
 }

@@ -138,7 +138,11 @@ impl Sampler for ScrapeSampler {
         .and_then(|body| {
             promtext::parse(&body).map_err(|e| SampleError {
                 reason: Reason::Parse,
-                message: client::redact_credentials(&format!("{}: {e}", self.cfg.url)).into_owned(),
+                message: self
+                    .cfg
+                    .url
+                    .scrub(&format!("{}: {e}", self.cfg.url))
+                    .into_owned(),
             })
         });
         let at = clock.now();
@@ -157,9 +161,11 @@ impl Sampler for ScrapeSampler {
             match extract(&samples, spec) {
                 Ok(v) => store.record_ok(*id, Value::Num(v), at),
                 Err(e) => {
-                    let msg =
-                        client::redact_credentials(&format!("{}: {}", self.cfg.url, e.message))
-                            .into_owned();
+                    let msg = self
+                        .cfg
+                        .url
+                        .scrub(&format!("{}: {}", self.cfg.url, e.message))
+                        .into_owned();
                     store.record_err(*id, Arc::from(msg.as_str()), at);
                     first_err.get_or_insert(SampleError {
                         reason: e.reason,

@@ -26,7 +26,7 @@ async fn card_exporter(endpoint: &str, sidecar: &Sidecar, dns: &Dnsmasq) -> Expo
     let ns = dns.addr.to_string();
     Exporter::start(endpoint, move |a| {
         a.policy = Some(CARD.into());
-        a.backup_url = Some(backup);
+        a.backup_url = Some(backup.into());
         a.owner_name = Some(OWNER.to_string());
         a.owner_id = Some("cluster-a".to_string());
         a.owner_nameserver = Some(ns);

@@ -178,14 +178,17 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
     let db = cluster.status(0).await.map_or(0, |s| s.db_size());
 
     let e = Exporter::start(&endpoint, |a| {
-        a.etcd_metrics_url = Some(metrics_url.clone());
+        a.etcd_metrics_url = Some(metrics_url.clone().into());
         // Its deadline is --sample.timeout (250 ms here), at most this.
         a.etcd_metrics_interval = Duration::from_millis(200);
     })
     .await;
     // Beside it, the default policy without the metrics source (turned off
     // by an empty flag): only the blocked reads can tell.
-    let plain = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(String::new())).await;
+    let plain = Exporter::start(&endpoint, |a| {
+        a.etcd_metrics_url = Some(String::new().into())
+    })
+    .await;
     for x in [&e, &plain] {
         let r = x.wait_for("/readyz", 200, Duration::from_secs(20)).await;
         assert_eq!(r.status, 200, "{}", r.body);

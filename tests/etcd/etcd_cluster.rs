@@ -31,7 +31,7 @@ async fn ready_exporters_with(cluster: &EtcdCluster, metrics: bool) -> Vec<Expor
         exporters.push(
             Exporter::start(&endpoint, |a| {
                 if !metrics {
-                    a.etcd_metrics_url = Some(String::new());
+                    a.etcd_metrics_url = Some(String::new().into());
                 }
             })
             .await,
@@ -120,7 +120,7 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
     let mut refused = Vec::new();
     for endpoint in cluster.endpoints() {
         let url = format!("{endpoint}/refused/metrics");
-        let e = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url)).await;
+        let e = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(url.into())).await;
         let r = e.wait_for("/readyz", 200, READY).await;
         assert_eq!(
             r.status, 200,
@@ -206,7 +206,10 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
     };
     let survivor = (leader + 1) % 3;
     let endpoint = cluster.endpoint(survivor);
-    let plain = Exporter::start(&endpoint, |a| a.etcd_metrics_url = Some(String::new())).await;
+    let plain = Exporter::start(&endpoint, |a| {
+        a.etcd_metrics_url = Some(String::new().into())
+    })
+    .await;
     // The default: the member's own /metrics on its client port.
     let read = Exporter::start(&endpoint, |_| {}).await;
     for e in [&plain, &read] {

@@ -464,3 +464,46 @@ fn man_page_renders_with_name_synopsis_and_every_serve_flag() {
         assert!(page.contains(&f), "man page lacks {f}");
     }
 }
+
+/// `--web.telemetry-path` must mean one thing: a path that curl, browsers
+/// or Prometheus would normalise before sending (dot and empty segments,
+/// percent-encoded unreserved characters, lower-case hex, `\`) would serve
+/// the metrics at a path no client requests. Each exits 2 at start, from
+/// the flag and from its variable, naming the flag and the rule.
+#[test]
+fn a_telemetry_path_a_client_would_normalise_exits_2_naming_the_rule() {
+    let cases = [
+        ("/../metrics", "dot segment"),
+        ("/a/./b", "dot segment"),
+        ("/metrics/..", "dot segment"),
+        ("//", "empty segment"),
+        ("//metrics", "empty segment"),
+        ("/a//b", "empty segment"),
+        ("/%2e%2e", "lower case"),
+        ("/%2E%2E/metrics", "percent-encoded letter, digit"),
+        ("/%6Detrics", "percent-encoded letter, digit"),
+        ("/a%", "not followed by two hex digits"),
+        ("/a%zz", "not followed by two hex digits"),
+        ("/a\\b", "turned into / by browsers"),
+    ];
+    for (path, rule) in cases {
+        for how in ["flag", "env"] {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["serve", "--etcd.endpoint", "http://127.0.0.1:9"])
+                .args(["--web.listen-address", "127.0.0.1:0"])
+                .env_remove("ERE_WEB_TELEMETRY_PATH");
+            if how == "flag" {
+                cmd.arg(format!("--web.telemetry-path={path}"));
+            } else {
+                cmd.env("ERE_WEB_TELEMETRY_PATH", path);
+            }
+            let out = cmd.output().unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{how} {path:?}: {err}");
+            assert!(
+                err.contains("--web.telemetry-path") && err.contains(rule),
+                "{how} {path:?}: expected the rule {rule:?} in: {err}"
+            );
+        }
+    }
+}

@@ -81,24 +81,24 @@ fn limits_give_errors() {
             Err(d) => d.one_line(),
             Ok(_) => panic!("accepted"),
         };
-    // 100,000 deep is over the size limit; 60,000 deep fits and hits the depth limit.
+    // 100,000 deep is over the size limit; 7,000 deep fits and hits the depth limit.
     let deep = format!("{}leader{}", "(".repeat(100_000), ")".repeat(100_000));
     assert_eq!(
         compile_err("deep.policy", &deep),
-        "deep.policy:1:1: policy is 200006 bytes, more than the limit of 65536 bytes"
+        "deep.policy:1:1: policy is 200006 bytes, more than the limit of 8192 bytes"
     );
-    let deep = format!("{}leader", "(".repeat(60_000));
+    let deep = format!("{}leader", "(".repeat(7_000));
     let msg = compile_err("deep.policy", &deep);
     assert_eq!(
         msg,
         "deep.policy:1:65: expression nested more than 64 levels deep"
     );
-    let many: String = (0..200).map(|i| format!("check c{i}: leader\n")).collect();
+    let many: String = (0..20).map(|i| format!("check c{i}: leader\n")).collect();
     let msg = match Policy::compile("many.policy", &many, &Catalogue::builtin()) {
         Err(d) => d.one_line(),
         Ok(_) => panic!("accepted"),
     };
-    assert!(msg.contains("more than 128 checks"), "{msg}");
+    assert!(msg.contains("more than 16 checks"), "{msg}");
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {

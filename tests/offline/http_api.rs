@@ -436,6 +436,10 @@ async fn telemetry_path_is_a_literal_path_never_a_pattern() {
         "/",
         "metrics",
         "/a\u{1b}b",
+        "/../metrics",
+        "//",
+        "/%2e%2e",
+        "/a/./b",
     ];
     let (mut st, _) = state();
     for path in hostile {
@@ -453,6 +457,8 @@ async fn telemetry_path_is_a_literal_path_never_a_pattern() {
         "/a:b",
         "/a*b",
         "/%7Bx%7D",
+        "/a%20b",
+        "/a.b/..c",
     ] {
         assert_eq!(telemetry_path_problem(path), None, "{path:?}");
     }

@@ -14,3 +14,4 @@ mod http_api;
 mod reload;
 mod replay_hostile;
 mod samples;
+mod secrets;

@@ -91,7 +91,7 @@ async fn rotated_backup_tls_files_are_used_without_a_restart() {
     );
     let url = first.url.clone();
     let e = Exporter::start(&etcd.client_url, |a| {
-        a.backup_url = Some(url);
+        a.backup_url = Some(url.into());
         a.backup_cacert = Some(ca);
         a.backup_cert = Some(cert);
         a.backup_key = Some(key);

@@ -24,7 +24,7 @@ async fn bare_ports_answer_on_ipv4_and_ipv6_and_an_ipv6_etcd_makes_it_ready() {
         // The sidecar component's flags, on free ports.
         a.web_listen_address = ":0".into();
         a.web_probe_listen_address = Some(":0".into());
-        a.etcd_metrics_url = Some(metrics_url);
+        a.etcd_metrics_url = Some(metrics_url.into());
     })
     .await;
     let main = e.addr().port();

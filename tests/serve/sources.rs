@@ -95,7 +95,7 @@ async fn sample_etcd(
 ) -> (EtcdSource, i64) {
     let task = etcd_source::spawn(
         EtcdConfig {
-            endpoint: etcd.client_url.clone(),
+            endpoint: etcd.client_url.clone().into(),
             tls: None,
             auth: None,
             probe_key: "/etcd-readiness-probe".to_string(),
@@ -192,7 +192,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 
     // The sidecar has not snapshotted yet: its gauges are all 0.
     let cfg = BackupConfig {
-        url: sidecar.url.clone(),
+        url: sidecar.url.clone().into(),
         tls: Default::default(),
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
@@ -234,7 +234,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     // this store: each of its signals has a value or a reason.
     EtcdMetricsSampler::new(
         EtcdMetricsConfig {
-            url: metrics_url(&etcd.metrics_url).unwrap(),
+            url: metrics_url(&etcd.metrics_url.as_str().into()).unwrap(),
             tls: Default::default(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
@@ -354,7 +354,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
 async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up() {
     let cat = Catalogue::builtin();
     let cfg = |url: &str| BackupConfig {
-        url: url.to_string(),
+        url: url.into(),
         tls: Default::default(),
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
@@ -591,7 +591,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
     });
     let cat = Catalogue::builtin();
     let config = |ca: &str, client: bool| BackupConfig {
-        url: sidecar.url.clone(),
+        url: sidecar.url.clone().into(),
         tls: TlsFiles {
             ca: Some(pki.path(ca)),
             cert: client.then(|| pki.path("client.pem")),

@@ -240,6 +240,90 @@ fn regression_a_40_deep_let_chain_is_evaluated_and_explained_by_its_failing_term
     );
 }
 
+/// The checks of one report share the table of walked nodes: each check is
+/// still explained by everything that failed in it, including the `let`s
+/// an earlier check already walked.
+#[test]
+fn checks_sharing_lets_are_each_explained_in_full_in_one_report() {
+    let mut w = World::new();
+    let src = "let slow = qget_ms < 1000 && sget_ms < 1000\n\
+               check a: slow && leader\n\
+               check b: slow\n\
+               check c: leader && slow for 1h\n";
+    let mut ev = Evaluator::new(w.policy(src), w.t0);
+    w.set("qget_ms", Value::Num(1500.0));
+    w.set("sget_ms", Value::Num(2000.0));
+    w.set("leader", Value::Bool(false));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    let slow = "qget_ms < 1000 is false (qget_ms = 1500); sget_ms < 1000 is false (sget_ms = 2000)";
+    assert_eq!(rep[0].explanation, format!("{slow}; leader is false"));
+    assert_eq!(rep[1].explanation, slow);
+    assert_eq!(rep[2].explanation, format!("leader is false; {slow}"));
+}
+
+/// What one report spends on explanations is bounded whatever the number
+/// of failing checks: the most checks a policy may have, failing through
+/// the same long `let`, are explained in order until the report's budget is
+/// spent; the rest say
+/// they are not explained, and none is empty.
+#[test]
+fn the_explanations_of_one_report_stay_within_their_budget() {
+    use etcd_readiness_policy::policy::eval::{
+        MAX_EXPLANATION_BYTES, MAX_REPORT_EXPLANATION_BYTES, NOT_EXPLAINED,
+    };
+    let mut w = World::new();
+    let terms: Vec<String> = (0..200)
+        .map(|j| format!("qget_ms > {}", 1_000_000 + j))
+        .collect();
+    let mut src = format!("let bad = {}\n", terms.join(" && "));
+    for c in 0..limits::MAX_CHECKS {
+        src.push_str(&format!("check c{c}: bad && leader\n"));
+    }
+    let mut ev = Evaluator::new(w.policy(&src), w.t0);
+    w.set("qget_ms", Value::Num(1.5));
+    w.set("leader", Value::Bool(true));
+    ev.evaluate(&w.r, w.at(0.0));
+    let rep = ev.report(&w.r, w.at(0.0), SystemTime::now());
+    let explained: Vec<usize> = rep
+        .iter()
+        .filter(|r| r.explanation != NOT_EXPLAINED)
+        .map(|r| r.explanation.len())
+        .collect();
+    // Each explanation may end with its count of terms not shown.
+    let total: usize = explained.iter().sum();
+    assert!(
+        total <= MAX_REPORT_EXPLANATION_BYTES + 40 * explained.len(),
+        "{total} bytes in {} explanations",
+        explained.len()
+    );
+    assert!(
+        rep[0].explanation.len() > MAX_EXPLANATION_BYTES.min(MAX_REPORT_EXPLANATION_BYTES) - 100,
+        "{}",
+        rep[0].explanation
+    );
+    assert!(
+        rep[0]
+            .explanation
+            .starts_with("qget_ms > 1000000 is false (qget_ms = 1.5); ")
+    );
+    assert!(
+        rep[0].explanation.contains("more terms"),
+        "{}",
+        rep[0].explanation
+    );
+    assert!(rep.iter().all(|r| !r.explanation.is_empty()));
+    let unexplained = rep
+        .iter()
+        .filter(|r| r.explanation == NOT_EXPLAINED)
+        .count();
+    assert!(
+        unexplained >= limits::MAX_CHECKS - 2,
+        "{unexplained} not explained"
+    );
+    assert_eq!(rep[limits::MAX_CHECKS - 1].explanation, NOT_EXPLAINED);
+}
+
 /// A term that uses a deep chain directly reports the unknown signals of the
 /// chain (from each `let`'s list of signals, not by expanding it) and the
 /// value of the `let` it names.

@@ -55,7 +55,7 @@ impl Shared {
                 .with_user(auth.user(), p.password.expose())
                 .with_auto_token_refresh(true);
         }
-        let endpoint = cfg.endpoint.clone();
+        let endpoint = cfg.endpoint.expose_for_request().to_string();
         let client = self
             // Boxed: tonic's connect future is large, and every future that
             // may connect (all of them) would carry it inline.
@@ -92,6 +92,7 @@ impl Shared {
 
     /// The connection broke: every signal is unknown now, with `why`.
     pub(super) fn lost(&self, why: &str) {
+        let why = self.config.endpoint.scrub(why);
         let at = self.clock.now();
         {
             let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
@@ -105,7 +106,7 @@ impl Shared {
                 .record_ok(self.ids.etcd_up, Value::Bool(false), at);
         }
         self.metrics.error(LABEL, Reason::Connect);
-        tracing::info!(endpoint = %crate::sources::client::redact_credentials(&self.config.endpoint), "connection to etcd lost: {why}");
+        tracing::info!(endpoint = %self.config.endpoint, "connection to etcd lost: {why}");
         self.round_finished();
     }
 

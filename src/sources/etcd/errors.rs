@@ -8,6 +8,7 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use super::super::{Reason, SampleError};
+use crate::redacted_url::RedactedUrl;
 
 pub(super) fn fmt_ms(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -134,7 +135,7 @@ pub(super) fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) ->
 pub(super) async fn explain(
     what: &str,
     e: &etcd_client::Error,
-    endpoint: &str,
+    endpoint: &RedactedUrl,
     timeout: Duration,
     left: Duration,
 ) -> SampleError {
@@ -150,10 +151,9 @@ pub(super) async fn explain(
     if err.reason == Reason::Protocol
         && let Some(hint) = diagnose(endpoint, left).await
     {
-        err.message =
-            crate::sources::client::redact_credentials(&format!("{what}: {hint} ({})", chain(e)))
-                .into_owned();
+        err.message = format!("{what}: {hint} ({})", chain(e));
     }
+    err.message = endpoint.scrub(&err.message).into_owned();
     err
 }
 
@@ -182,15 +182,9 @@ fn peer_from_reply(reply: &[u8]) -> Peer {
 /// Connect to `endpoint` in plain text, send the HTTP/2 preface and an
 /// empty SETTINGS frame, and look at the first bytes of the answer. Sends
 /// nothing etcd would act on. `None` if the probe itself fails.
-async fn probe(endpoint: &str, within: Duration) -> Option<Peer> {
+async fn probe(endpoint: &RedactedUrl, within: Duration) -> Option<Peer> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let url = reqwest::Url::parse(endpoint).ok()?;
-    let host = url
-        .host_str()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = url.port_or_known_default()?;
+    let (host, port) = endpoint.parse_http().ok()?.host_and_port()?;
     let work = async move {
         let mut s = tokio::net::TcpStream::connect((host.as_str(), port))
             .await
@@ -207,7 +201,7 @@ async fn probe(endpoint: &str, within: Duration) -> Option<Peer> {
 }
 
 /// A sentence naming what is wrong, from a probe of `endpoint`.
-async fn diagnose(endpoint: &str, within: Duration) -> Option<String> {
+async fn diagnose(endpoint: &RedactedUrl, within: Duration) -> Option<String> {
     let https = endpoint.starts_with("https://");
     match (probe(endpoint, within).await?, https) {
         (Peer::Http1, _) => Some(format!(

@@ -63,6 +63,7 @@ use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND}
 use super::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::clock::Clock;
+use crate::redacted_url::RedactedUrl;
 use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 
 /// The etcd TLS files (CA; client certificate and key, `None` for
@@ -72,7 +73,7 @@ pub type EtcdTls = crate::sources::tls_material::Credentials;
 /// What the etcd source needs.
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
-    pub endpoint: String,
+    pub endpoint: RedactedUrl,
     pub tls: Option<EtcdTls>,
     /// `--etcd.user` and its password file, when etcd's authentication is on.
     pub auth: Option<crate::sources::etcd_auth::EtcdAuth>,

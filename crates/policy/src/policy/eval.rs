@@ -118,28 +118,37 @@ impl Policy {
     /// terms with the values observed, joined by `; `. `lets` as in [`eval`].
     pub fn explain(&self, root: NodeId, readings: &[Reading], lets: &[Val]) -> String {
         let vals = self.node_values(readings, lets);
-        self.explain_with(root, readings, &vals)
+        let mut walked = Walked::new(self.nodes.len());
+        self.explain_with(root, readings, &vals, &mut walked, MAX_EXPLANATION_BYTES)
     }
 
     /// [`explain`](Self::explain) with every node's value already computed by
-    /// [`node_values`](Self::node_values) (shared by all checks of a report).
-    /// At most [`MAX_EXPLANATION_BYTES`] long: further terms are counted, not
-    /// shown.
-    pub(super) fn explain_with(&self, root: NodeId, readings: &[Reading], vals: &[Val]) -> String {
+    /// [`node_values`](Self::node_values) and one [`Walked`] table, both
+    /// shared by all checks of a report. At most `cap` bytes long (at most
+    /// [`MAX_EXPLANATION_BYTES`]): further terms are counted, not shown.
+    pub(super) fn explain_with(
+        &self,
+        root: NodeId,
+        readings: &[Reading],
+        vals: &[Val],
+        walked: &mut Walked,
+        cap: usize,
+    ) -> String {
+        let cap = cap.min(MAX_EXPLANATION_BYTES);
         let target = value_of(vals, root).tri();
         let mut terms: Vec<NodeId> = Vec::new();
-        let mut visited = vec![false; self.nodes.len()];
-        self.blame(root, target, vals, &mut visited, &mut terms);
+        walked.next_round();
+        self.blame(root, target, vals, walked, &mut terms);
         let mut out = String::new();
         let mut piece = String::new();
         for (i, t) in terms.iter().enumerate() {
             piece.clear();
             self.render_term(*t, readings, vals, &mut piece);
             let sep = if out.is_empty() { "" } else { "; " };
-            if out.len() + sep.len() + piece.len() > MAX_EXPLANATION_BYTES {
+            if out.len() + sep.len() + piece.len() > cap {
                 let mut shown = i;
                 if out.is_empty() {
-                    out.push_str(crate::text::cut_at(&piece, MAX_EXPLANATION_BYTES));
+                    out.push_str(crate::text::cut_at(&piece, cap));
                     out.push_str(crate::text::CUT_MARKER);
                     shown += 1;
                 }
@@ -163,7 +172,7 @@ impl Policy {
     /// (false or unknown), descending through `&&`, `||` and lets.
     ///
     /// `result` is always the node's own value, so what a node contributes
-    /// depends only on the node: `visited` makes each node (and so each `let`
+    /// depends only on the node: `walked` makes each node (and so each `let`
     /// body, however often the let is used) walked at most once, which keeps
     /// this linear in the size of the program.
     fn blame(
@@ -171,15 +180,14 @@ impl Policy {
         id: NodeId,
         result: Tri,
         vals: &[Val],
-        visited: &mut [bool],
+        walked: &mut Walked,
         out: &mut Vec<NodeId>,
     ) {
         let Some(node) = self.nodes.get(id as usize) else {
             return;
         };
-        match visited.get_mut(id as usize) {
-            Some(seen) if !*seen => *seen = true,
-            _ => return,
+        if !walked.first_visit(id) {
+            return;
         }
         match node.op {
             Op::Bin(op @ (BinOp::And | BinOp::Or), a, b) => {
@@ -194,15 +202,15 @@ impl Policy {
                     _ => v != Tri::True,
                 };
                 if culprit(x) {
-                    self.blame(a, x, vals, visited, out);
+                    self.blame(a, x, vals, walked, out);
                 }
                 if culprit(y) {
-                    self.blame(b, y, vals, visited, out);
+                    self.blame(b, y, vals, walked, out);
                 }
             }
             // A let stands for its expression: blame what inside it failed.
             Op::Let(i) => match self.lets.get(i as usize) {
-                Some(l) => self.blame(l.root, result, vals, visited, out),
+                Some(l) => self.blame(l.root, result, vals, walked, out),
                 None => out.push(id),
             },
             _ => out.push(id),
@@ -340,6 +348,55 @@ impl Policy {
 /// Longest explanation of one check, in bytes; further terms are counted,
 /// not shown (`/readyz` shows at most 1,000 bytes of it anyway).
 pub const MAX_EXPLANATION_BYTES: usize = 8 * 1024;
+
+/// Longest the explanations of one report are together: what an evaluation
+/// spends on words is bounded whatever the number of failing checks (the
+/// kubelet reads 10 KB of `/readyz`; the page and JSON show the same
+/// words). Checks past it say so instead of being explained.
+pub const MAX_REPORT_EXPLANATION_BYTES: usize = 2 * 1024;
+
+/// What a failing check says once its report's explanations reached
+/// [`MAX_REPORT_EXPLANATION_BYTES`].
+pub const NOT_EXPLAINED: &str =
+    "not explained: the failing checks before it used this evaluation's 2 KiB of explanations";
+
+/// Which nodes the current explanation has walked, shared by the checks of
+/// one report: a node is walked in this round when its mark is the round's
+/// number, so starting the next check's explanation is one increment, not
+/// clearing a table the size of the program (every check of a large policy
+/// cleared one such table per evaluation).
+pub(super) struct Walked {
+    marks: Vec<u32>,
+    round: u32,
+}
+
+impl Walked {
+    pub(super) fn new(nodes: usize) -> Self {
+        Walked {
+            marks: vec![0; nodes],
+            round: 0,
+        }
+    }
+
+    fn next_round(&mut self) {
+        self.round = self.round.wrapping_add(1);
+        if self.round == 0 {
+            self.marks.fill(0);
+            self.round = 1;
+        }
+    }
+
+    /// Whether `id` is walked for the first time this round (and mark it).
+    fn first_visit(&mut self, id: NodeId) -> bool {
+        match self.marks.get_mut(id as usize) {
+            Some(m) if *m != self.round => {
+                *m = self.round;
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 fn value_of(vals: &[Val], id: NodeId) -> Val {
     vals.get(id as usize).copied().unwrap_or(Val::N(None))

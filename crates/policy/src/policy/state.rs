@@ -21,10 +21,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Policy;
+use super::eval::{MAX_REPORT_EXPLANATION_BYTES, NOT_EXPLAINED, Walked};
 use super::program::{Tri, Val};
 use crate::signals::Reading;
 use crate::text::fmt_duration;
 use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
+
+/// Below this much of a report's explanation budget, a failing check is not
+/// explained at all rather than by a fragment.
+const MIN_EXPLANATION_BYTES: usize = 200;
 
 #[derive(Clone, Debug)]
 struct CheckRuntime {
@@ -257,10 +262,15 @@ impl Evaluator {
     ) -> Vec<CheckReport> {
         let policy = &*self.policy;
         // Every node's value, once for all the checks that need explaining.
-        let vals = if self.checks.iter().any(|rt| rt.raw != Tri::True) {
-            policy.node_values(readings, &self.lets)
+        // What this report may still spend on explanations.
+        let mut budget = MAX_REPORT_EXPLANATION_BYTES;
+        let (vals, mut walked) = if self.checks.iter().any(|rt| rt.raw != Tri::True) {
+            (
+                policy.node_values(readings, &self.lets),
+                Walked::new(policy.node_count()),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), Walked::new(0))
         };
         policy
             .checks()
@@ -287,7 +297,14 @@ impl Evaluator {
                 } else if rt.raw == Tri::True {
                     String::new()
                 } else {
-                    let why = policy.explain_with(def.root, readings, &vals);
+                    let why = if budget < MIN_EXPLANATION_BYTES {
+                        NOT_EXPLAINED.to_string()
+                    } else {
+                        let why =
+                            policy.explain_with(def.root, readings, &vals, &mut walked, budget);
+                        budget = budget.saturating_sub(why.len());
+                        why
+                    };
                     if let Some(left) = hold_left {
                         format!(
                             "{why} (held passing by `for {}`, {} left)",
