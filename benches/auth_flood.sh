@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Basic auth under a wrong-password flood (issue 21), on the release binary:
+# Basic auth under a wrong-password flood, on the release binary:
 #
 # 1. flood: an exporter with TLS and one bcrypt cost-10 user; CONNS
 #    keep-alive TLS connections (half from 127.0.0.1, half from 127.0.0.2)

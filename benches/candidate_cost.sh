@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does a candidate policy slow /readyz down? (Issue 26: with a candidate as
+# Does a candidate policy slow /readyz down? (The aim: with a candidate as
 # large as the live policy, /readyz throughput and p99 within the resolution
 # of the paired-rounds method of without.)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# /readyz latency while clients misbehave (issue 10). Starts one local etcd
+# /readyz latency while clients misbehave. Starts one local etcd
 # member (free ports, temp dir) and the release exporter under
 # `prlimit --nofile=1024:1024`, then:
 #   idle: a Python client opens and holds 1,100 idle TCP connections (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does the status page slow /readyz down? (Issue 14: /readyz throughput and
+# Does the status page slow /readyz down? (/readyz throughput and
 # p99 with the page fetched every second within 5 % of without.)
 #
 # Two designs, both on a local 3-member etcd cluster with the release exporter

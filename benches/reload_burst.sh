@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A burst of concurrent lifecycle reloads (issue 21: 500 concurrent
+# A burst of concurrent lifecycle reloads (regression: 500 concurrent
 # POST /-/reload spawned ~480 OS threads and kept ~30 MB): the release
 # exporter with --web.enable-lifecycle and a policy file, no etcd; N
 # connections opened first, then all send POST /-/reload at once (a

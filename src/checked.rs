@@ -134,7 +134,7 @@ pub fn duration_in_range(
 
 /// `d` exactly, in the units of a duration flag (`1h1ms`, `1s500ms`,
 /// `0s`): what a range error shows of the value given, where [`human`]
-/// rounds (issue 21: `1h1ms` was shown as `1h`, inside the range it
+/// rounds (regression: `1h1ms` was shown as `1h`, inside the range it
 /// failed).
 pub fn exact(d: Duration) -> String {
     if d.is_zero() {
@@ -170,7 +170,7 @@ pub fn human(d: Duration) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 21: `--sample.interval 1h1ms` said "1h is out of range:
+    /// Regression: `--sample.interval 1h1ms` said "1h is out of range:
     /// allowed 10ms to 1h".
     #[test]
     fn range_errors_state_the_value_given() {

@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(scrub_quoted_lines("no at sign"), "no at sign");
     }
 
-    /// Issue 21: `user:pass@` in `--etcd.endpoint` was written to the
+    /// Regression: `user:pass@` in `--etcd.endpoint` was written to the
     /// start-up log line; library errors quote URLs in their own spelling.
     #[test]
     fn scrub_removes_the_secret_from_library_texts() {

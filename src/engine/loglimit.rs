@@ -1,4 +1,4 @@
-//! Rate limit of the engine's transition log lines (issue 21: a check
+//! Rate limit of the engine's transition log lines (regression: a check
 //! flapping every few milliseconds wrote ~134 INFO lines a second, 17 MB in
 //! 15 minutes). Each lane — one check, or the member's readiness — may log
 //! at most [`LINES_PER_WINDOW`] transitions per [`WINDOW`]; the rest are
@@ -81,7 +81,7 @@ impl TransitionLog {
 mod tests {
     use super::*;
 
-    /// Issue 21: a check flapping every 5 ms logged every transition. Now
+    /// Regression: a check flapping every 5 ms logged every transition. Now
     /// at most LINES_PER_WINDOW a second, then one count of the rest.
     #[test]
     fn a_check_flapping_every_few_ms_logs_a_few_lines_then_a_count() {

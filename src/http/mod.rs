@@ -72,7 +72,7 @@ type ReloadAnswer = (StatusCode, String);
 
 /// Coalesces `POST /-/reload`: one reload runs at a time, in a task of its
 /// own (so a client that goes away does not abandon it); requests arriving
-/// while it runs wait for its answer instead of starting another (issue 21:
+/// while it runs wait for its answer instead of starting another (before,
 /// 500 concurrent reloads spawned ~480 OS threads and kept ~30 MB).
 #[derive(Debug, Default)]
 pub struct ReloadFlight {

@@ -195,7 +195,7 @@ impl Config {
                 return Err(invalid(format!("source `{n}` is defined twice")));
             }
             super::client::base_url(&src.url).map_err(|e| invalid(format!("source `{n}`: {e}")))?;
-            // Bounded like --sample.interval / --sample.timeout (issue 21:
+            // Bounded like --sample.interval / --sample.timeout (before,
             // `interval: 1ms` sent 1,002 requests a second to the target).
             let ranges = crate::checked::FlagRanges::SAMPLE_INTERVAL;
             crate::checked::duration_in_range(
@@ -398,7 +398,7 @@ mod tests {
         assert!(e.contains("source name `A-b`"), "{e}");
     }
 
-    /// Issue 21: a scrape source accepted `interval: 1ms` (1,002 requests a
+    /// Regression: a scrape source accepted `interval: 1ms` (1,002 requests a
     /// second to its target, 20 % of a core) while --sample.interval is
     /// bounded to 10ms–1h. Now the same ranges hold for every source.
     #[test]

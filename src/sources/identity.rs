@@ -351,7 +351,7 @@ mod tests {
         );
     }
 
-    /// Issue 21: on a learner, MemberList was asked again on every Status
+    /// Regression: on a learner, MemberList was asked again on every Status
     /// (~10 calls/s) because only an answer set the time of the last call.
     /// Now a call of any outcome does; new IDs and a promotion ask at once.
     #[test]

@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(a.cached(), (0, 0));
     }
 
-    /// Issue 21: about 100 wrong passwords pushed the good entry out of the
+    /// Regression: about 100 wrong passwords pushed the good entry out of the
     /// one FIFO cache that held successes and failures alike.
     #[tokio::test]
     async fn wrong_passwords_never_evict_a_cached_success() {
@@ -477,7 +477,7 @@ mod tests {
         );
     }
 
-    /// Issue 21: a good credential queued behind every waiting bcrypt. Now
+    /// Regression: a good credential queued behind every waiting bcrypt. Now
     /// one address may hold at most MAX_PENDING_PER_CLIENT places and the
     /// whole queue MAX_PENDING; beyond that a check is refused at once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -552,7 +552,7 @@ mod tests {
         assert_eq!(cost_of(&dummy_hash(12)), 12);
     }
 
-    /// Issue 21: an unknown user was checked against a fixed cost-10 hash,
+    /// Regression: an unknown user was checked against a fixed cost-10 hash,
     /// so a cost-5 user answered in 3 ms, a cost-12 one in 287 ms and an
     /// unknown one in 76 ms. Now an unknown user is checked at the highest
     /// configured cost, and a cheaper user's failure is padded to the

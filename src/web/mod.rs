@@ -275,7 +275,7 @@ impl WebState {
 }
 
 /// Export the validity of `config`'s serving certificate and warn when it
-/// is expired or not yet valid (issue 21: an expired certificate was taken
+/// is expired or not yet valid (regression: an expired certificate was taken
 /// at reload without a word). It is still served: refusing it would turn a
 /// late rotation into an outage of the scrape, and clients refuse it anyway.
 fn note_certificate(config: &WebConfig, metrics: &WebMetrics, trigger: &str) {
@@ -371,7 +371,7 @@ mod tests {
         WebConfig::from_text(Path::new("w.yml"), &text, &|_, _| unreachable!()).unwrap()
     }
 
-    /// Issue 21: an expired serving certificate was accepted at reload
+    /// Regression: an expired serving certificate was accepted at reload
     /// without a warning. Its validity is now exported (and a warning
     /// logged at start and at every reload that applies it).
     #[test]
@@ -425,7 +425,7 @@ mod tests {
         assert!((0..100).all(|_| open.allow(&open.current(), a)));
     }
 
-    /// Issue 21: one global bucket turned a flood from one address into
+    /// Regression: one global bucket turned a flood from one address into
     /// 429s for the legitimate scraper (15 of 15). With `per_client` each
     /// source address has its own.
     #[test]

@@ -400,7 +400,7 @@ mod tests {
         }
     }
 
-    /// Issue 10: `Duration::from_secs_f64` panicked on a huge `step` or `at`,
+    /// Regression: `Duration::from_secs_f64` panicked on a huge `step` or `at`,
     /// `step * i` could overflow, and a huge `at` simulated billions of steps.
     #[test]
     fn regression_absurd_steps_and_times_are_errors_not_panics_or_wedges() {
