@@ -773,6 +773,21 @@ async fn doc_examples_of_readyz_and_livez() {
     ] {
         assert_example(name, example(&st, uri, json).await);
     }
+    // `linearizable_read` true again, held failing by a recovery hold.
+    let mut v = failing_verdict();
+    let read = &mut v.checks[1];
+    read.state = CheckState::Fail;
+    read.explanation = "recovering: true for 12s of 30s".to_string();
+    read.signals[0].value = Some(0.9.into());
+    (read.recovering, read.true_for) = (true, Some(Duration::from_secs(12)));
+    read.recover_left = Some(Duration::from_secs(18));
+    engine.publish(v);
+    for (name, json) in [
+        ("http_doc__readyz_check_recovering", false),
+        ("http_doc__readyz_check_recovering_json", true),
+    ] {
+        assert_example(name, example(&st, "/readyz/linearizable_read", json).await);
+    }
 }
 
 /// docs/http.md's `/signals`, `/policy` and `/history` examples: `/signals`

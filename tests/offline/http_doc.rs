@@ -226,7 +226,8 @@ async fn every_help_and_type_line_in_http_md_is_one_the_exporter_emits() {
         .map(str::to_string)
         .collect();
     assert!(documented.len() >= 10, "{documented:?}");
-    let (_child, addr, _, _) = crate::cli_conventions::serve(&[]);
+    // Its log stays read (`_log`), so it never writes to a closed pipe.
+    let (_child, addr, _, _log) = crate::cli_conventions::serve(&[]);
     let found = etcd_readiness_testkit::wait::poll(
         std::time::Duration::from_secs(30),
         std::time::Duration::from_millis(200),
