@@ -735,7 +735,6 @@ async fn doc_examples_of_readyz_and_livez() {
     let (st, engine) = state();
     engine.publish(passing_verdict());
     for (name, uri) in [
-        ("http_doc__readyz_ready", "/readyz"),
         ("http_doc__readyz_ready_verbose", "/readyz?verbose"),
         (
             "http_doc__readyz_unknown_check",
@@ -758,11 +757,6 @@ async fn doc_examples_of_readyz_and_livez() {
             "http_doc__readyz_check_failing",
             "/readyz/linearizable_read",
             false,
-        ),
-        (
-            "http_doc__readyz_check_failing_json",
-            "/readyz/linearizable_read",
-            true,
         ),
         (
             "http_doc__readyz_warn_check",

@@ -1,9 +1,10 @@
 //! docs/http.md's examples are what the code answers: every fenced block
 //! after a `<!-- snapshot: NAME -->` line must equal `tests/snapshots/NAME.snap`
-//! (written by `http_api::doc_example_*` from the router on a hand-made
+//! (written by `http_api::doc_examples_*` from the router on a hand-made
 //! verdict), times, ages and hashes compared as `_` on both sides; every
 //! `# HELP` / `# TYPE` line in the page must be one the real binary's
-//! registry emits. A response body pasted without a marker is refused.
+//! registry emits. A response body pasted without a marker is refused, and
+//! so is an example snapshot the page does not show.
 
 use std::path::PathBuf;
 
@@ -202,6 +203,20 @@ fn every_marked_example_in_http_md_is_its_snapshot() {
             wrong.push(format!(
                 "docs/http.md:{line}: a response without `<!-- snapshot: NAME -->`:\n{text}"
             ));
+        }
+    }
+    // And every example snapshot is on the page: none left behind.
+    for e in std::fs::read_dir(root().join("tests/snapshots")).unwrap() {
+        let file = e.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(name) = file
+            .strip_suffix(".snap")
+            .filter(|n| n.starts_with("http_doc__"))
+        {
+            if !examples.iter().any(|m| m.name == name) {
+                wrong.push(format!(
+                    "tests/snapshots/{file} is on no `<!-- snapshot: {name} -->`"
+                ));
+            }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
