@@ -25,7 +25,7 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Kills the exporter when dropped, so a failing assertion leaves nothing.
-struct Kill(Child);
+pub(crate) struct Kill(Child);
 
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -37,7 +37,7 @@ impl Drop for Kill {
 /// `serve` on a free loopback port against an etcd that is not there (what
 /// is checked needs no etcd); returns the process, the address it logged and
 /// a channel with every further stderr line.
-fn serve(extra: &[&str]) -> (Kill, String, Vec<String>, mpsc::Receiver<String>) {
+pub(crate) fn serve(extra: &[&str]) -> (Kill, String, Vec<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -132,7 +132,7 @@ fn logfmt(line: &str) -> Result<BTreeMap<String, String>, String> {
 }
 
 /// GET `path` over plain HTTP/1.1 with a deadline; the body.
-fn get(addr: &str, path: &str) -> String {
+pub(crate) fn get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect to the exporter");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(

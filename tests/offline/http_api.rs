@@ -718,3 +718,156 @@ async fn absurd_waits_are_a_400_and_livez_is_never_held() {
     assert_eq!(get(&st, "/readyz?wait=0s", None).await.0, StatusCode::OK);
     assert_eq!(get(&st, "/readyz?wait=0s", None).await.0, StatusCode::OK);
 }
+
+/// One answer as docs/http.md shows it: the `curl` that asks, the status
+/// line and content type, a blank line, the body.
+async fn example(st: &AppState, uri: &str, json: bool) -> String {
+    let (code, ct, body) = get(st, uri, json.then_some("application/json")).await;
+    let accept = if json {
+        "-H 'Accept: application/json' "
+    } else {
+        ""
+    };
+    format!(
+        "$ curl -si {accept}'http://localhost:9379{uri}'\nHTTP/1.1 {code}\ncontent-type: {ct}\n\n{body}"
+    )
+}
+
+/// docs/http.md's `/readyz`, `/readyz/NAME`, `/livez` and long-poll
+/// examples (`http_doc` compares the page with these snapshots).
+#[tokio::test]
+async fn doc_examples_of_readyz_and_livez() {
+    use crate::http_doc::assert_example;
+    let (st, engine) = state();
+    engine.publish(passing_verdict());
+    for (name, uri) in [
+        ("http_doc__readyz_ready_verbose", "/readyz?verbose"),
+        (
+            "http_doc__readyz_unknown_check",
+            "/readyz/linearizable_reed",
+        ),
+        ("http_doc__readyz_bad_wait", "/readyz?wait=1h"),
+    ] {
+        assert_example(name, example(&st, uri, false).await);
+    }
+    engine.publish(failing_verdict());
+    for (name, uri, json) in [
+        ("http_doc__readyz_failing", "/readyz", false),
+        ("http_doc__readyz_failing_json", "/readyz", true),
+        (
+            "http_doc__readyz_exclude",
+            "/readyz?verbose&exclude=linearizable_read",
+            false,
+        ),
+        (
+            "http_doc__readyz_check_failing",
+            "/readyz/linearizable_read",
+            false,
+        ),
+        (
+            "http_doc__readyz_warn_check",
+            "/readyz/nospace?verbose",
+            false,
+        ),
+        ("http_doc__livez_verbose", "/livez?verbose", false),
+    ] {
+        assert_example(name, example(&st, uri, json).await);
+    }
+    // `linearizable_read` true again, held failing by a recovery hold.
+    let mut v = failing_verdict();
+    let read = &mut v.checks[1];
+    read.state = CheckState::Fail;
+    read.explanation = "recovering: true for 12s of 30s".to_string();
+    read.signals[0].value = Some(0.9.into());
+    (read.recovering, read.true_for) = (true, Some(Duration::from_secs(12)));
+    read.recover_left = Some(Duration::from_secs(18));
+    engine.publish(v);
+    for (name, json) in [
+        ("http_doc__readyz_check_recovering", false),
+        ("http_doc__readyz_check_recovering_json", true),
+    ] {
+        assert_example(name, example(&st, "/readyz/linearizable_read", json).await);
+    }
+}
+
+/// docs/http.md's `/signals`, `/policy` and `/history` examples: `/signals`
+/// cut to three signals (one known, one failed, one with a read in flight),
+/// `/policy`'s text to its first line, `/history` after one evaluation to
+/// the readiness and `leader` lanes.
+#[tokio::test]
+async fn doc_examples_of_signals_policy_and_history() {
+    use crate::http_doc::assert_example;
+    use etcd_readiness_exporter::signals::Value;
+    let (st, engine) = state();
+    let (store, cat) = (engine.store(), engine.catalogue());
+    let now = Instant::now();
+    let ago = |ms| now.checked_sub(Duration::from_millis(ms)).unwrap();
+    store.record_ok(cat.id("leader"), Value::Bool(true), ago(400));
+    let qget = cat.id("qget_ms");
+    store.record_ok(qget, Value::Num(0.9), ago(4_800));
+    store.record_err(
+        qget,
+        "linearizable read: request timed out after 500ms".into(),
+        ago(800),
+    );
+    let sget = cat.id("sget_ms");
+    store.record_ok(sget, Value::Num(0.3), ago(300));
+    store.record_pending(
+        sget,
+        ago(200),
+        Some(1000.0),
+        Duration::from_millis(100),
+        "read",
+    );
+    engine.notifier().round_finished(
+        &etcd_readiness_exporter::signals::Source::Etcd,
+        Duration::from_secs(1),
+        Instant::now(),
+    );
+    engine.evaluate_now();
+    let (_, _, body) = get(&st, "/signals", None).await;
+    let all: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    let excerpt: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|s| ["leader", "qget_ms", "sget_ms"].contains(&s["name"].as_str().unwrap()))
+        .collect();
+    assert_example(
+        "http_doc__signals",
+        format!(
+            "$ curl -s 'http://localhost:9379/signals'\n{}",
+            serde_json::to_string_pretty(&excerpt).unwrap()
+        ),
+    );
+    let (_, _, body) = get(&st, "/policy", None).await;
+    let mut policy: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let first = policy["text"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    policy["text"] = format!("{first}\n…").into();
+    assert_example(
+        "http_doc__policy",
+        format!(
+            "$ curl -s 'http://localhost:9379/policy'\n{}",
+            serde_json::to_string_pretty(&policy).unwrap()
+        ),
+    );
+    let (_, _, body) = get(&st, "/history", None).await;
+    let mut history: serde_json::Value = serde_json::from_str(&body).unwrap();
+    for lanes in ["current", "transitions"] {
+        history[lanes]
+            .as_array_mut()
+            .unwrap()
+            .retain(|l| ["readiness", "leader"].contains(&l["name"].as_str().unwrap()));
+    }
+    assert_example(
+        "http_doc__history",
+        format!(
+            "$ curl -s 'http://localhost:9379/history'\n{}",
+            serde_json::to_string_pretty(&history).unwrap()
+        ),
+    );
+}
