@@ -37,3 +37,40 @@ impl Drop for ChildGuard {
         self.kill();
     }
 }
+
+/// Wait until the server `guard` runs answers `GET path` on `addr` with 200;
+/// panic naming `name`, with `log()`, when it exits or `within` passes
+/// first. The readiness wait of every HTTP server a test starts.
+pub async fn wait_http_ready(
+    guard: &mut ChildGuard,
+    addr: std::net::SocketAddr,
+    path: &str,
+    name: &str,
+    within: std::time::Duration,
+    log: impl Fn() -> String,
+) {
+    use std::time::Duration;
+    let ready = crate::wait::poll(within, Duration::from_millis(200), || {
+        let exited = guard.try_wait();
+        async move {
+            if let Some(st) = exited {
+                return Ok(Some(st));
+            }
+            match tokio::time::timeout(
+                Duration::from_secs(2),
+                etcd_readiness_exporter::localcluster::http_get(addr, path, None),
+            )
+            .await
+            {
+                Ok(Ok((200, _, _))) => Ok(None),
+                _ => Err(()),
+            }
+        }
+    })
+    .await;
+    match ready {
+        Ok(None) => {}
+        Ok(Some(st)) => panic!("{name} exited with {st}:\n{}", log()),
+        Err(()) => panic!("{name} not ready in {within:?}:\n{}", log()),
+    }
+}

@@ -22,7 +22,6 @@ use etcd_readiness_exporter::localcluster::http_get;
 use crate::heavy::{self, Slot};
 use crate::ports::free_tcp_port;
 use crate::process::ChildGuard;
-use crate::wait::poll;
 
 /// The `prometheus` binary the tests run (see the module docs).
 pub fn prometheus_bin() -> PathBuf {
@@ -90,27 +89,17 @@ impl Prometheus {
     /// Wait until `/-/ready` answers 200; panic with its log when it exits
     /// or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let addr = self.addr;
-        let ready = poll(within, Duration::from_millis(200), || {
-            let exited = self.guard.try_wait();
-            async move {
-                if let Some(st) = exited {
-                    return Ok(Some(st));
-                }
-                match tokio::time::timeout(Duration::from_secs(2), http_get(addr, "/-/ready", None))
-                    .await
-                {
-                    Ok(Ok((200, _, _))) => Ok(None),
-                    _ => Err(()),
-                }
-            }
-        })
+        let (addr, dir) = (self.addr, self.dir.clone());
+        let log = move || std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+        crate::process::wait_http_ready(
+            &mut self.guard,
+            addr,
+            "/-/ready",
+            "prometheus",
+            within,
+            log,
+        )
         .await;
-        match ready {
-            Ok(None) => {}
-            Ok(Some(st)) => panic!("prometheus exited with {st}:\n{}", self.log()),
-            Err(()) => panic!("prometheus not ready in {within:?}:\n{}", self.log()),
-        }
     }
 
     pub fn url(&self) -> String {
