@@ -3,7 +3,9 @@
 //! waits for a fixed time and hopes. [`poll`] returns the last failed probe
 //! to a caller that explains it (the exporter's `wait_until` prints
 //! `/readyz?verbose` and `/signals`); [`wait_until`] panics naming what it
-//! waited for.
+//! waited for. [`poll_blocking`] is the same loop for test code without a
+//! runtime (a plain `#[test]`, a thread). `.ci/test-loops` fails on a
+//! deadline loop written anywhere else in the tests.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -21,6 +23,24 @@ where
             Ok(v) => return Ok(v),
             Err(last) if Instant::now() >= end => return Err(last),
             Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// The blocking twin of [`poll`]: probe every `every` (sleeping the thread)
+/// until `probe` answers `Ok` (returned) or `within` passes (the last `Err`
+/// returned). The probe runs at least once.
+pub fn poll_blocking<T, E>(
+    within: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    let end = Instant::now() + within;
+    loop {
+        match probe() {
+            Ok(v) => return Ok(v),
+            Err(last) if Instant::now() >= end => return Err(last),
+            Err(_) => std::thread::sleep(every),
         }
     }
 }
