@@ -288,7 +288,7 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
         "learner1",
         &dir.path().join("learner.etcd"),
         &client,
-        &peer,
+        peer,
         &format!("m1={m1_peer},learner1={peer}"),
     );
     cmd.args(["--initial-cluster-state", "existing"])
