@@ -14,6 +14,7 @@ use std::time::Duration;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, post};
+use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::wait::{poll, wait_until};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -178,12 +179,7 @@ async fn a_fifo_or_device_as_the_startup_policy_is_a_clear_error() {
 async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
     let dir = tempfile::tempdir().unwrap();
     let mut volume = AtomicWriterVolume::create(dir.path(), "policy", V1).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
     let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
     // No etcd: the exporter serves (not ready) without one.
     let mut child = std::process::Command::new(bin)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::pki;
 use etcd_readiness_testkit::wait::poll;
 
@@ -458,12 +458,8 @@ async fn sampling_alone_does_not_grow_the_raft_index() {
 }
 
 async fn sample_rounds(e: &Exporter) -> f64 {
-    let m = e.get("/metrics").await.body;
-    m.lines()
-        .find(|l| l.starts_with("etcd_readiness_sample_duration_seconds_count{source=\"etcd\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    let series = "etcd_readiness_sample_duration_seconds_count{source=\"etcd\"}";
+    metric_value(&e.get("/metrics").await.body, series).unwrap_or(0.0)
 }
 
 /// The recovery hold end to end: a member restarted under a live cluster is

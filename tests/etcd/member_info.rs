@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::localcluster::etcd_member_command;
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::ports::{free_ports, free_tcp_port};
 use etcd_readiness_testkit::wait::poll;
 
@@ -216,14 +216,8 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
 
 /// `etcd_readiness_source_requests_total{source="etcd",call=CALL}` of a scrape.
 async fn requests(e: &Exporter, call: &str) -> f64 {
-    let want = format!("etcd_readiness_source_requests_total{{source=\"etcd\",call=\"{call}\"}} ");
-    e.get("/metrics")
-        .await
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix(want.as_str()))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    let series = format!("etcd_readiness_source_requests_total{{source=\"etcd\",call=\"{call}\"}}");
+    metric_value(&e.get("/metrics").await.body, &series).unwrap_or(0.0)
 }
 
 /// etcdctl against `endpoint`, with a 5 s command timeout: its stdout.

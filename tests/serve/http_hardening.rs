@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 
 const READY: Duration = Duration::from_secs(30);
 /// A bound on waiting for an answer, not a performance figure.
@@ -135,10 +135,7 @@ impl Drop for ChildExporter {
 
 /// The value of one exposition line `series value` (series with its labels).
 fn metric(exposition: &str, series: &str) -> f64 {
-    exposition
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
+    metric_value(exposition, series).unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
 }
 
 /// Wait until the peer closes `s` (EOF or reset), for at most `deadline`.
