@@ -9,11 +9,13 @@
 //! good file is picked up as soon as it is back.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, post};
+use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::wait::{poll, wait_until};
 
 const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\n";
@@ -42,11 +44,11 @@ async fn sighup_is_handled(e: &Exporter) {
     let reloader = e.running.reloader.clone().unwrap();
     let before = reloader.reads();
     sighup();
-    let end = Instant::now() + WAIT;
-    while reloader.reads() == before {
-        assert!(Instant::now() < end, "SIGHUP caused no re-read");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("SIGHUP to cause a re-read", WAIT, || {
+        let reads = reloader.reads();
+        async move { reads != before }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,12 +179,7 @@ async fn a_fifo_or_device_as_the_startup_policy_is_a_clear_error() {
 async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
     let dir = tempfile::tempdir().unwrap();
     let mut volume = AtomicWriterVolume::create(dir.path(), "policy", V1).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
     let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
     // No etcd: the exporter serves (not ready) without one.
     let mut child = std::process::Command::new(bin)
@@ -195,11 +192,11 @@ async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let end = Instant::now() + WAIT;
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(Instant::now() < end, "the exporter did not listen");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(WAIT, Duration::from_millis(50), || {
+        tokio::net::TcpStream::connect(addr)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the exporter did not listen: {e}"));
     volume
         .update_with(|p| {
             let st = std::process::Command::new("mkfifo").arg(p).status()?;
@@ -217,17 +214,16 @@ async fn the_binary_exits_on_sigterm_with_a_fifo_as_its_policy() {
         .status()
         .unwrap();
     assert!(st.success());
-    let end = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the exporter ignored SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let child = &mut child;
+    let exited = poll(WAIT, Duration::from_millis(50), || {
+        let exited = child.try_wait().unwrap().ok_or(());
+        async move { exited }
+    })
+    .await;
+    let Ok(status) = exited else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the exporter ignored SIGTERM");
     };
     assert!(status.success(), "{status:?}");
 }

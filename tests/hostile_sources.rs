@@ -9,7 +9,7 @@
 //! backup source is back to normal by itself once the sidecar is sane.
 //! Absurd flags exit 2 naming the flag.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_testkit::backup::Sidecar;
 use etcd_readiness_testkit::clock::now_unix;
@@ -17,6 +17,7 @@ use etcd_readiness_testkit::etcd::Etcd;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::hostile::{Behaviour, HostileServer, gzip_bomb, rss_kib};
 use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::wait::{poll, poll_blocking};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// The per-connection bound asserted on what a hostile server could push:
@@ -33,15 +34,13 @@ async fn wait_signal(
     what: &str,
     cond: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let end = Instant::now() + WAIT;
-    loop {
+    let cond = &cond;
+    poll(WAIT, Duration::from_millis(50), || async move {
         let s = e.signal(name).await;
-        if cond(&s) {
-            return s;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if cond(&s) { Ok(s) } else { Err(s) }
+    })
+    .await
+    .unwrap_or_else(|s| panic!("timed out waiting for {what}: {s}"))
 }
 
 fn error_has(s: &serde_json::Value, text: &str) -> bool {
@@ -487,20 +486,21 @@ fn range_messages_state_the_value_lists_are_refused_and_credentials_never_logged
         .stderr(log)
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let text = loop {
+    let started = poll_blocking(Duration::from_secs(30), Duration::from_millis(100), || {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        // The start-up line, then a second of rounds against the endpoint.
         if text.contains("serving") {
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            break std::fs::read_to_string(&log_path).unwrap_or_default();
+            Ok(())
+        } else {
+            Err(text)
         }
-        if std::time::Instant::now() > end {
-            let _ = child.kill();
-            panic!("no start-up line and error within 30 s:\n{text}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    });
+    if let Err(text) = started {
+        let _ = child.kill();
+        panic!("no start-up line and error within 30 s:\n{text}");
+    }
+    // The start-up line, then a second of rounds against the endpoint.
+    std::thread::sleep(Duration::from_secs(1));
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
     let _ = child.kill();
     let _ = child.wait();
     assert!(!text.contains("s3cret"), "{text}");

@@ -16,10 +16,13 @@ use etcd_readiness_testkit::etcd::{EtcdCluster, read_revision, write_until_revis
 use etcd_readiness_testkit::exporter::{Exporter, Resp};
 use etcd_readiness_testkit::ports::free_ports;
 use etcd_readiness_testkit::process::ChildGuard;
+use etcd_readiness_testkit::wait::{poll, until_some};
 
 const OWNER: &str = "etcd-main.example.test";
 const CARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/card.policy");
 const WAIT: Duration = Duration::from_secs(20);
+/// The step of this file's polls of `/readyz`.
+const STEP: Duration = Duration::from_millis(100);
 
 async fn card_exporter(endpoint: &str, sidecar: &Sidecar, dns: &Dnsmasq) -> Exporter {
     let backup = sidecar.url.clone();
@@ -48,24 +51,24 @@ async fn expect_ready(e: &Exporter, why: &str) {
 
 /// Wait for a 503 whose only failing check is `term`, and return its line.
 async fn expect_only_failing(e: &Exporter, term: &str) -> String {
-    let end = std::time::Instant::now() + WAIT;
-    loop {
+    poll(WAIT, STEP, || async move {
         let r = e.get("/readyz").await;
         let lines = failing(&r);
         if r.status == 503
             && lines.len() == 1
             && lines[0].starts_with(&format!("[-]{term} failed: "))
         {
-            return lines[0].to_string();
+            return Ok(lines[0].to_string());
         }
-        assert!(
-            std::time::Instant::now() < end,
+        Err(r)
+    })
+    .await
+    .unwrap_or_else(|r| {
+        panic!(
             "expected only `{term}` to fail, got {}:\n{}",
-            r.status,
-            r.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            r.status, r.body
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,11 +78,8 @@ async fn card_policy_each_term_ready_and_not_ready_with_real_sources() {
     let sidecar = Sidecar::start().await;
     let mut client = cluster.client(0).await;
     // Wait for the cluster to elect a leader and accept a read.
-    let end = std::time::Instant::now() + WAIT;
-    while cluster.leader().await.is_none() {
-        assert!(std::time::Instant::now() < end, "no leader");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let c = &cluster;
+    until_some("a leader", WAIT, || async move { c.leader().await }).await;
     let (rev, _) = read_revision(&mut client).await;
     sidecar.set(|s| {
         s.full_revision = rev;
@@ -132,18 +132,16 @@ async fn card_policy_each_term_ready_and_not_ready_with_real_sources() {
     assert_eq!(r.status, 200, "{}", r.body);
     cluster.kill(1);
     cluster.kill(2);
-    let r = e.wait_for("/readyz", 503, WAIT).await;
-    let end = std::time::Instant::now() + WAIT;
-    let mut r = r;
-    while !r.body.contains("[-]leader failed: leader is false") {
-        assert!(
-            std::time::Instant::now() < end,
-            "leader never reported lost:\n{}",
-            r.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        r = e.get("/readyz").await;
-    }
+    e.wait_for("/readyz", 503, WAIT).await;
+    let lost = "[-]leader failed: leader is false";
+    let r = e
+        .wait_until("/readyz", WAIT, |r| r.body.contains(lost))
+        .await;
+    assert!(
+        r.body.contains(lost),
+        "leader never reported lost:\n{}",
+        r.body
+    );
     assert!(!r.body.contains("[-]owner_ok"), "{}", r.body);
     cluster.restart(1);
     cluster.restart(2);
@@ -163,22 +161,23 @@ async fn add_learner(cluster: &EtcdCluster) -> Learner {
     let (client_port, peer_port) = (ports[0], ports[1]);
     let peer = format!("http://127.0.0.1:{peer_port}");
     let endpoint = format!("http://127.0.0.1:{client_port}");
-    let mut c = cluster.client(0).await;
+    let c = cluster.client(0).await;
     // etcd refuses membership changes until every member has been connected
     // for a few seconds ("unhealthy cluster"): retry until a deadline.
-    let end = std::time::Instant::now() + WAIT;
-    loop {
-        let opts = etcd_client::MemberAddOptions::new().with_is_learner();
-        match c.member_add([peer.clone()], Some(opts)).await {
-            Ok(_) => break,
-            Err(e)
-                if e.to_string().contains("unhealthy cluster")
-                    && std::time::Instant::now() < end =>
-            {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+    let added = poll(WAIT, Duration::from_millis(250), || {
+        let (mut c, peer) = (c.clone(), peer.clone());
+        async move {
+            let opts = etcd_client::MemberAddOptions::new().with_is_learner();
+            match c.member_add([peer], Some(opts)).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.to_string().contains("unhealthy cluster") => Err(e),
+                Err(e) => panic!("member add --learner: {e}"),
             }
-            Err(e) => panic!("member add --learner: {e}"),
         }
+    })
+    .await;
+    if let Err(e) = added {
+        panic!("member add --learner: {e}");
     }
     let mut initial: Vec<String> = cluster
         .members

@@ -20,6 +20,7 @@
 //! takes), at most 1 s: a loaded 2-core box delays the exporter's rounds
 //! and its evaluation, not its logic. Every figure is printed.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 use etcd_readiness_exporter::localcluster::{LocalCluster, default_etcd, http_get};
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::wait::{poll, sample};
 
 /// Live data written before the defrag: 256 values of 1 MiB (about 280 MB
 /// of database, the member's data on /dev/shm like every local cluster's).
@@ -64,15 +66,18 @@ async fn member(etcd: &Path) -> LocalCluster {
         .metrics()
         .start()
         .expect("etcd member");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.status(0).await.is_none() {
-        if Instant::now() > deadline {
-            panic!(
-                "etcd did not answer Status within 20 s:\n{}",
-                cluster.log_tails()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let c = &cluster;
+    let answered = poll(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || async move { c.status(0).await.ok_or(()) },
+    )
+    .await;
+    if answered.is_err() {
+        panic!(
+            "etcd did not answer Status within 20 s:\n{}",
+            cluster.log_tails()
+        );
     }
     cluster
 }
@@ -206,9 +211,10 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
         let stop = stop.clone();
         async move {
             let mut probes = tokio::task::JoinSet::new();
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
-                tick.tick().await;
+            sample(Duration::from_secs(60), Duration::from_millis(100), || {
+                if stop.load(Ordering::Relaxed) {
+                    return std::future::ready(ControlFlow::Break(()));
+                }
                 probes.spawn(async move {
                     let sent = t0.elapsed().as_secs_f64();
                     let answer = match tokio::time::timeout(
@@ -227,7 +233,9 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
                         answer,
                     }
                 });
-            }
+                std::future::ready(ControlFlow::Continue(()))
+            })
+            .await;
             let mut done = Vec::new();
             while let Some(p) = probes.join_next().await {
                 done.push(p.expect("probe task"));
@@ -250,14 +258,23 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
         }
     });
     // What a probe sees meanwhile.
-    let mut verbose_during = None;
-    while !defrag.is_finished() && t0.elapsed() < Duration::from_secs(60) {
-        let r = e.get("/readyz?verbose").await;
-        if r.status == 503 && r.body.contains("[-]not_defragmenting") {
-            verbose_during.get_or_insert(r.body);
+    let during = &std::cell::RefCell::new(None);
+    let exporter = &e;
+    sample(Duration::from_secs(60), Duration::from_millis(20), || {
+        let finished = defrag.is_finished();
+        async move {
+            if finished {
+                return ControlFlow::Break(());
+            }
+            let r = exporter.get("/readyz?verbose").await;
+            if r.status == 503 && r.body.contains("[-]not_defragmenting") {
+                during.borrow_mut().get_or_insert(r.body);
+            }
+            ControlFlow::Continue(())
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    let verbose_during = during.take();
     let (out, took) = defrag.await.unwrap();
     let end_wall = t0_wall + took.as_secs_f64();
     assert!(

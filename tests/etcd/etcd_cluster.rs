@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::pki;
+use etcd_readiness_testkit::wait::poll;
 
 const READY: Duration = Duration::from_secs(30);
 
@@ -142,20 +143,19 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
             .filter(|(_, i, _)| *i != leader)
     };
     // A new leader, seen by every survivor's exporters.
-    let deadline = std::time::Instant::now() + READY;
-    for (name, _, e) in survivors() {
-        loop {
+    let survivors = &survivors;
+    let elected = poll(READY, Duration::from_millis(50), || async move {
+        for (name, _, e) in survivors() {
             let changes = e.signal("leader_changes").await["value"].as_f64();
-            if changes.is_some_and(|c| c >= 1.0) {
-                break;
+            if !changes.is_some_and(|c| c >= 1.0) {
+                return Err((name, e.get("/signals").await.body));
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "survivor {name} saw no new leader: {}",
-                e.get("/signals").await.body
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        Ok(())
+    })
+    .await;
+    if let Err((name, signals)) = elected {
+        panic!("survivor {name} saw no new leader: {signals}");
     }
     // Settled: one more second for any late transition to be recorded.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -192,18 +192,12 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_read() {
     let mut cluster = EtcdCluster::builder(3).start();
-    let deadline = std::time::Instant::now() + READY;
-    let leader = loop {
-        if let Some(l) = cluster.leader().await {
-            break l;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no leader: {}",
-            cluster.log_tails()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let c = &cluster;
+    let leader = poll(READY, Duration::from_millis(100), || async move {
+        c.leader().await.ok_or(())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("no leader: {}", cluster.log_tails()));
     let survivor = (leader + 1) % 3;
     let endpoint = cluster.endpoint(survivor);
     let plain = Exporter::start(&endpoint, |a| {
@@ -356,10 +350,18 @@ async fn nospace_alarm_is_a_warning_not_unreadiness() {
         }
     }
     assert!(refused, "etcd never raised NOSPACE");
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    while e.signal("alarm_nospace").await["value"] != true {
-        assert!(std::time::Instant::now() < end, "alarm_nospace never true");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let exporter = &e;
+    let raised = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async move {
+            let s = exporter.signal("alarm_nospace").await;
+            if s["value"] == true { Ok(()) } else { Err(s) }
+        },
+    )
+    .await;
+    if let Err(s) = raised {
+        panic!("alarm_nospace never true: {s}");
     }
     let r = e.get("/readyz?verbose").await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -390,14 +392,18 @@ async fn mtls_reads_through_tls_and_a_wrong_ca_is_a_clear_tls_error() {
     })
     .await;
     // Wait for the first round to fail (the verdict says `starting` until then).
-    let end = std::time::Instant::now() + READY;
-    let s = loop {
-        let s = bad.signal("leader").await;
-        if !s["last_error"].is_null() || std::time::Instant::now() > end {
-            break s;
+    let bad_ref = &bad;
+    let failed = poll(READY, Duration::from_millis(100), || async move {
+        let s = bad_ref.signal("leader").await;
+        if s["last_error"].is_null() {
+            Err(s)
+        } else {
+            Ok(s)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
+    // Timed out: the assertion below says what the signal holds.
+    let s = failed.unwrap_or_else(|s| s);
     let err = s["last_error"].as_str().unwrap_or_default().to_string();
     assert!(err.contains("TLS error"), "{s}");
     let r = bad.wait_for("/readyz/leader", 503, READY).await;
@@ -413,35 +419,50 @@ async fn sampling_alone_does_not_grow_the_raft_index() {
     assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
     // etcd publishes its member attributes and cluster version through raft
     // shortly after start; wait until the index settles.
-    let mut last = e.signal("raft_index").await["value"].as_f64().unwrap();
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let last = std::cell::Cell::new(e.signal("raft_index").await["value"].as_f64().unwrap());
+    let (exporter, last) = (&e, &last);
+    // A probe is one second apart from the one before: the index settled
+    // when it did not move in that second.
+    let settled = poll(Duration::from_secs(10), Duration::ZERO, || async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = e.signal("raft_index").await["value"].as_f64().unwrap();
-        if now == last {
-            break;
+        let now = exporter.signal("raft_index").await["value"]
+            .as_f64()
+            .unwrap();
+        if now == last.replace(now) {
+            Ok(())
+        } else {
+            Err(now)
         }
-        assert!(std::time::Instant::now() < end, "raft index never settled");
-        last = now;
+    })
+    .await;
+    if let Err(now) = settled {
+        panic!("raft index never settled: {now}");
     }
     let rounds_before = sample_rounds(&e).await;
     let start = e.signal("raft_index").await["value"].as_f64().unwrap();
-    let end = std::time::Instant::now() + Duration::from_secs(15);
-    while sample_rounds(&e).await < rounds_before + 8.0 {
-        assert!(std::time::Instant::now() < end, "sampler stalled");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let sampled = poll(
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        || async move {
+            let rounds = sample_rounds(exporter).await;
+            if rounds >= rounds_before + 8.0 {
+                Ok(())
+            } else {
+                Err(rounds)
+            }
+        },
+    )
+    .await;
+    if let Err(rounds) = sampled {
+        panic!("sampler stalled: {rounds} rounds, {rounds_before} before");
     }
     let after = e.signal("raft_index").await["value"].as_f64().unwrap();
     assert_eq!(start, after, "8 sample rounds grew the raft index");
 }
 
 async fn sample_rounds(e: &Exporter) -> f64 {
-    let m = e.get("/metrics").await.body;
-    m.lines()
-        .find(|l| l.starts_with("etcd_readiness_sample_duration_seconds_count{source=\"etcd\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    let series = "etcd_readiness_sample_duration_seconds_count{source=\"etcd\"}";
+    metric_value(&e.get("/metrics").await.body, series).unwrap_or(0.0)
 }
 
 /// The recovery hold end to end: a member restarted under a live cluster is

@@ -5,29 +5,26 @@
 //! `/readyz` answers 503 with the sentence in the explanation.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::pki;
 use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::process::ChildGuard;
-use etcd_readiness_testkit::wait::wait_until;
+use etcd_readiness_testkit::wait::{poll, wait_until};
 
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Wait until the `leader` signal failed with an error containing `text`.
 async fn leader_error(e: &Exporter, text: &str) -> String {
-    let end = Instant::now() + WAIT;
-    loop {
+    poll(WAIT, Duration::from_millis(100), || async move {
         let s = e.signal("leader").await;
         let err = s["last_error"].as_str().unwrap_or_default().to_string();
-        if err.contains(text) {
-            return err;
-        }
-        assert!(Instant::now() < end, "timed out waiting for `{text}`: {s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if err.contains(text) { Ok(err) } else { Err(s) }
+    })
+    .await
+    .unwrap_or_else(|s| panic!("timed out waiting for `{text}`: {s}"))
 }
 
 async fn not_ready_saying(e: &Exporter, text: &str) {
@@ -36,18 +33,17 @@ async fn not_ready_saying(e: &Exporter, text: &str) {
     let l = e.get("/livez").await;
     assert_eq!(l.status, 200, "{}", l.body);
     // The explanation may lag one round behind the signal; wait for it.
-    let end = Instant::now() + WAIT;
-    loop {
+    let said = poll(WAIT, Duration::from_millis(100), || async move {
         let r = e.get("/readyz?verbose").await;
         if r.body.contains(text) {
-            return;
+            Ok(())
+        } else {
+            Err(r.body)
         }
-        assert!(
-            Instant::now() < end,
-            "/readyz never said `{text}`:\n{}",
-            r.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    if let Err(body) = said {
+        panic!("/readyz never said `{text}`:\n{body}");
     }
 }
 

@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::localcluster::etcd_member_command;
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::ports::{free_ports, free_tcp_port};
+use etcd_readiness_testkit::wait::poll;
 
 const DEADLINE: Duration = Duration::from_secs(30);
+/// The step of this file's polls.
+const STEP: Duration = Duration::from_millis(100);
 
 /// The `etcd_readiness_member_info` lines of a scrape.
 async fn info_lines(e: &Exporter) -> Vec<String> {
@@ -28,17 +31,13 @@ async fn info_lines(e: &Exporter) -> Vec<String> {
 
 /// Poll until the exporter exports exactly `want` as its member_info line.
 async fn wait_info(e: &Exporter, want: &str) {
-    let end = Instant::now() + DEADLINE;
-    loop {
+    let exported = poll(DEADLINE, STEP, || async move {
         let lines = info_lines(e).await;
-        if lines == [want] {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {want:?}; member_info lines: {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if lines == [want] { Ok(()) } else { Err(lines) }
+    })
+    .await;
+    if let Err(lines) = exported {
+        panic!("timed out waiting for {want:?}; member_info lines: {lines:?}");
     }
 }
 
@@ -47,15 +46,12 @@ async fn wait_info(e: &Exporter, want: &str) {
 /// 3.5 in JSON, `"msg":"starting local member","local-member-id":"…",
 /// "cluster-id":"…"`.
 async fn logged_ids(path: &std::path::Path) -> (String, String) {
-    let end = Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, STEP, || async move {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(ids) = ids_in_etcd_log(&text) {
-            return ids;
-        }
-        assert!(Instant::now() < end, "etcd did not start:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ids_in_etcd_log(&text).ok_or(text)
+    })
+    .await
+    .unwrap_or_else(|text| panic!("etcd did not start:\n{text}"))
 }
 
 fn ids_in_etcd_log(log: &str) -> Option<(String, String)> {
@@ -146,14 +142,18 @@ async fn the_identity_is_read_without_quorum_and_kept_while_the_member_is_frozen
     cluster.stop(1);
     cluster.stop(2);
     // m2 does not answer: known as down, and still the same member.
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let up = watching_m2.signal("etcd_up").await;
+    let watching = &watching_m2;
+    let down = poll(DEADLINE, STEP, || async move {
+        let up = watching.signal("etcd_up").await;
         if up["value"] == false {
-            break;
+            Ok(())
+        } else {
+            Err(up)
         }
-        assert!(Instant::now() < end, "etcd_up never turned false: {up}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    if let Err(up) = down {
+        panic!("etcd_up never turned false: {up}");
     }
     assert_eq!(info_lines(&watching_m2).await, [m2_line]);
 
@@ -216,14 +216,8 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
 
 /// `etcd_readiness_source_requests_total{source="etcd",call=CALL}` of a scrape.
 async fn requests(e: &Exporter, call: &str) -> f64 {
-    let want = format!("etcd_readiness_source_requests_total{{source=\"etcd\",call=\"{call}\"}} ");
-    e.get("/metrics")
-        .await
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix(want.as_str()))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    let series = format!("etcd_readiness_source_requests_total{{source=\"etcd\",call=\"{call}\"}}");
+    metric_value(&e.get("/metrics").await.body, &series).unwrap_or(0.0)
 }
 
 /// etcdctl against `endpoint`, with a 5 s command timeout: its stdout.
@@ -257,24 +251,22 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
         format!("http://127.0.0.1:{}", ports[0]),
         format!("http://127.0.0.1:{}", ports[1]),
     );
-    let end = Instant::now() + DEADLINE;
-    let added = loop {
-        match etcdctl(
-            &m1,
+    let (m1, peer) = (&m1, &peer);
+    let added = poll(DEADLINE, Duration::from_millis(200), || async move {
+        etcdctl(
+            m1,
             &[
                 "member",
                 "add",
                 "learner1",
                 "--learner",
                 "--peer-urls",
-                &peer,
+                peer,
             ],
-        ) {
-            Ok(out) => break out,
-            Err(e) => assert!(Instant::now() < end, "member add --learner: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        )
+    })
+    .await
+    .unwrap_or_else(|e| panic!("member add --learner: {e}"));
     // "Member 8e9e05c52164694d added to cluster cdf818194e3a8c32"
     let mut words = added
         .split_whitespace()
@@ -290,7 +282,7 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
         "learner1",
         &dir.path().join("learner.etcd"),
         &client,
-        &peer,
+        peer,
         &format!("m1={m1_peer},learner1={peer}"),
     );
     cmd.args(["--initial-cluster-state", "existing"])
@@ -304,10 +296,18 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
     let first = Instant::now();
     // Status keeps running (several a second); MemberList does not follow.
     let status_before = requests(&e, "status").await;
-    let end = Instant::now() + DEADLINE;
-    while requests(&e, "status").await < status_before + 40.0 {
-        assert!(Instant::now() < end, "Status is not being asked");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let exporter = &e;
+    let asked_status = poll(DEADLINE, STEP, || async move {
+        let n = requests(exporter, "status").await;
+        if n >= status_before + 40.0 {
+            Ok(())
+        } else {
+            Err(n)
+        }
+    })
+    .await;
+    if let Err(n) = asked_status {
+        panic!("Status is not being asked: {n} calls, {status_before} before");
     }
     let asked = requests(&e, "member_list").await;
     let allowed = 1.0 + (first.elapsed().as_secs() / 30) as f64 + 1.0;
@@ -330,11 +330,12 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
     );
 
     // Promoted (once it has caught up): named at once, not 30 s later.
-    let end = Instant::now() + DEADLINE;
-    while let Err(e) = etcdctl(&m1, &["member", "promote", &learner_id]) {
-        assert!(Instant::now() < end, "member promote: {e}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let id = &learner_id;
+    poll(DEADLINE, Duration::from_millis(300), || async move {
+        etcdctl(m1, &["member", "promote", id])
+    })
+    .await
+    .unwrap_or_else(|e| panic!("member promote: {e}"));
     // wait_info's deadline is RELIST_EVERY (30 s): the name must come
     // from the promotion, not from the periodic re-ask.
     assert_eq!(

@@ -12,13 +12,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_exporter::engine::history::LaneState;
 use etcd_readiness_exporter::http::page::timeline::MIN_SPAN;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::wait::{poll, poll_blocking};
 
+/// The step of the waits for the lanes to settle.
+const STEP: Duration = Duration::from_millis(200);
 const WAIT: Duration = Duration::from_secs(20);
 /// Longest a Chromium run may take (a loaded 2-core machine).
 const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
@@ -73,18 +76,16 @@ async fn chromium(url: String, args: Vec<String>) -> String {
             let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
             s
         });
-        let end = Instant::now() + BROWSER_DEADLINE;
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                assert!(st.success(), "chromium {args:?} exited with {st}");
-                break;
-            }
-            if Instant::now() > end {
+        let exited = poll_blocking(BROWSER_DEADLINE, Duration::from_millis(50), || {
+            child.try_wait().unwrap().ok_or(())
+        });
+        match exited {
+            Ok(st) => assert!(st.success(), "chromium {args:?} exited with {st}"),
+            Err(()) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!("chromium {args:?} did not finish within {BROWSER_DEADLINE:?}");
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
         reader.join().unwrap()
     })
@@ -169,8 +170,7 @@ fn text(html: &str) -> String {
 /// than [`MIN_SPAN`], so the timeline draws it as its own labelled span
 /// rather than as part of a "flapping" run.
 async fn wait_settled(e: &Exporter, want: &[(&str, LaneState)]) {
-    let end = Instant::now() + MIN_SPAN + WAIT;
-    loop {
+    let settled = poll(MIN_SPAN + WAIT, STEP, || async move {
         let h = e.running.engine.history().snapshot();
         let now = std::time::SystemTime::now();
         let settled = want.iter().all(|(name, state)| {
@@ -182,14 +182,14 @@ async fn wait_settled(e: &Exporter, want: &[(&str, LaneState)]) {
             })
         });
         if settled {
-            return;
+            Ok(())
+        } else {
+            Err(h.current.clone())
         }
-        assert!(
-            Instant::now() < end,
-            "lanes not settled in {want:?}: {:?}",
-            h.current
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(current) = settled {
+        panic!("lanes not settled in {want:?}: {current:?}");
     }
 }
 
@@ -398,9 +398,9 @@ async fn the_candidates_lanes_and_disagreement_in_headless_chromium() {
     assert_eq!(r.status, 200, "{}", r.body);
     wait_settled(&e, &[("readiness", LaneState::Ready)]).await;
     // The candidate's lanes are recorded by the same engine, from the same evaluations.
-    let end = Instant::now() + WAIT;
-    loop {
-        let h = e.running.engine.candidate_history().snapshot();
+    let exporter = &e;
+    let settled = poll(WAIT, STEP, || async move {
+        let h = exporter.running.engine.candidate_history().snapshot();
         let now = std::time::SystemTime::now();
         let settled = [
             ("readiness", LaneState::NotReady),
@@ -415,10 +415,14 @@ async fn the_candidates_lanes_and_disagreement_in_headless_chromium() {
             })
         });
         if settled {
-            break;
+            Ok(())
+        } else {
+            Err(h.current.clone())
         }
-        assert!(Instant::now() < end, "candidate lanes: {:?}", h.current);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(current) = settled {
+        panic!("candidate lanes: {current:?}");
     }
     let url = format!("{}/", e.url());
     let page = dom(&url, 1_000).await;

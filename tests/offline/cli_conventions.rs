@@ -9,7 +9,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::wait::poll_blocking;
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
 
@@ -61,9 +64,9 @@ pub(crate) fn serve(extra: &[&str]) -> (Kill, String, Vec<String>, mpsc::Receive
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
-    while Instant::now() < deadline {
+    // Each probe waits up to 200 ms for a line itself: no sleep between.
+    let serving = poll_blocking(Duration::from_secs(30), Duration::ZERO, || {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(line) => {
                 let addr = logfmt(&line)
@@ -75,15 +78,21 @@ pub(crate) fn serve(extra: &[&str]) -> (Kill, String, Vec<String>, mpsc::Receive
                         (v["msg"] == "serving").then(|| v["addr"].as_str().unwrap().to_string())
                     });
                 seen.push(line);
-                if let Some(addr) = addr {
-                    return (child, addr, seen, rx);
-                }
+                addr.ok_or(())
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(()),
+            // The exporter exited: no line will come.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the exporter logged no `serving` line; its log:\n{seen:#?}")
+            }
+        }
+    });
+    match serving {
+        Ok(addr) => (child, addr, seen, rx),
+        Err(()) => {
+            panic!("the exporter logged no `serving` line within 30 s; its log:\n{seen:#?}")
         }
     }
-    panic!("the exporter logged no `serving` line within 30 s; its log:\n{seen:#?}");
 }
 
 /// A logfmt line as key -> value (go-logfmt's quoting), or why it is not one.
@@ -294,12 +303,7 @@ fn a_misspelt_log_level_exits_2_naming_the_valid_levels() {
     }
     // Upper case is the same level, not a misspelling: at WARN the exporter
     // serves and logs no INFO line (not even "serving").
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("127.0.0.1:{}", free_tcp_port());
     let child = Command::new(BIN)
         .args([
             "serve",
@@ -312,8 +316,10 @@ fn a_misspelt_log_level_exits_2_naming_the_valid_levels() {
         .spawn()
         .unwrap();
     let mut child = Kill(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(&addr).is_err() {
+    let listening = poll_blocking(Duration::from_secs(30), Duration::from_millis(50), || {
+        if TcpStream::connect(&addr).is_ok() {
+            return Ok(());
+        }
         if let Ok(Some(status)) = child.0.try_wait() {
             let mut err = String::new();
             child
@@ -325,11 +331,10 @@ fn a_misspelt_log_level_exits_2_naming_the_valid_levels() {
                 .unwrap();
             panic!("--log.level=WARN: exited {status}: {err}");
         }
-        assert!(
-            Instant::now() < deadline,
-            "--log.level=WARN: not listening on {addr} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        Err(())
+    });
+    if listening.is_err() {
+        panic!("--log.level=WARN: not listening on {addr} within 30 s");
     }
     let _ = get(&addr, "/livez");
     let _ = child.0.kill();

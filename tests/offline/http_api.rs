@@ -19,6 +19,7 @@ use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+use etcd_readiness_testkit::wait::poll;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -491,11 +492,14 @@ async fn concurrent_reloads_are_coalesced_into_one_in_flight() {
                 .await
         })
     };
-    let end = Instant::now() + Duration::from_secs(10);
-    while flight.counts().0 < 1 {
-        assert!(Instant::now() < end, "the first reload never started");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let within = Duration::from_secs(10);
+    let flight_ref = &flight;
+    poll(within, Duration::from_millis(5), || {
+        let counts = flight_ref.counts();
+        async move { if counts.0 >= 1 { Ok(()) } else { Err(counts) } }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the first reload never started"));
     let mut followers = Vec::new();
     for _ in 0..500 {
         let flight = flight.clone();
@@ -505,10 +509,13 @@ async fn concurrent_reloads_are_coalesced_into_one_in_flight() {
                 .await
         }));
     }
-    while flight.counts().1 < 500 {
-        assert!(Instant::now() < end, "joined: {:?}", flight.counts());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let flight_ref = &flight;
+    poll(within, Duration::from_millis(5), || {
+        let counts = flight_ref.counts();
+        async move { if counts.1 >= 500 { Ok(()) } else { Err(counts) } }
+    })
+    .await
+    .unwrap_or_else(|counts| panic!("joined: {counts:?}"));
     gate.notify_one();
     let want = (StatusCode::OK, "policy reloaded once\n".to_string());
     assert_eq!(leader.await.unwrap(), want);
@@ -593,20 +600,16 @@ fn spawn_get(
 
 async fn wait_held(st: &AppState, n: usize) {
     let holds = st.holds.clone();
-    let held = etcd_readiness_testkit::wait::poll(
-        Duration::from_secs(5),
-        Duration::from_millis(5),
-        || {
-            let holds = holds.clone();
-            async move {
-                if holds.held() == n {
-                    Ok(())
-                } else {
-                    Err(holds.held())
-                }
+    let held = poll(Duration::from_secs(5), Duration::from_millis(5), || {
+        let holds = holds.clone();
+        async move {
+            if holds.held() == n {
+                Ok(())
+            } else {
+                Err(holds.held())
             }
-        },
-    )
+        }
+    })
     .await;
     assert_eq!(held, Ok(()), "requests held");
 }

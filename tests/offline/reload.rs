@@ -24,6 +24,7 @@ use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Source, Value};
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_exporter::verdict::{CheckState, Verdict};
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
+use etcd_readiness_testkit::wait::poll;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 use tower::ServiceExt;
@@ -243,13 +244,13 @@ fn expected_metrics(successful: bool, ok: u64, failed: u64, in_force: &str) -> V
 }
 
 async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    let waited = poll(DEADLINE, Duration::from_millis(2), || {
+        let held = cond();
+        async move { if held { Ok(()) } else { Err(()) } }
+    })
+    .await;
+    if waited.is_err() {
+        panic!("timed out after {DEADLINE:?} waiting for {what}");
     }
 }
 

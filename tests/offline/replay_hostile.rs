@@ -7,10 +7,12 @@
 //! `query_range` with bodies the test chose; the replay is the real binary.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use etcd_readiness_testkit::wait::sample_blocking;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
@@ -92,16 +94,15 @@ async fn replay(args: Vec<String>) -> (Output, u64) {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let end = Instant::now() + Duration::from_secs(120);
         let watch = std::thread::spawn(move || {
             let mut peak = 0;
-            while Instant::now() < end {
+            sample_blocking(Duration::from_secs(120), Duration::from_millis(5), || {
                 match peak_kib(pid) {
                     Some(p) => peak = peak.max(p),
-                    None => break,
+                    None => return ControlFlow::Break(()),
                 }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+                ControlFlow::Continue(())
+            });
             peak
         });
         let out = child.wait_with_output().unwrap();

@@ -8,15 +8,16 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_readiness_exporter::localcluster::http_get;
 use etcd_readiness_testkit::ports::free_tcp_port;
+use etcd_readiness_testkit::wait::poll;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 
 const READY: Duration = Duration::from_secs(30);
 /// A bound on waiting for an answer, not a performance figure.
@@ -84,25 +85,28 @@ impl ChildExporter {
 
     /// GET within [`ANSWER`]; None when it did not answer (or the connect failed).
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        match tokio::time::timeout(ANSWER, http_get(self.addr, path, None)).await {
-            Ok(Ok((status, _, body))) => Some((status, body)),
-            _ => None,
-        }
+        get_within_answer(self.addr, path).await
     }
 
     async fn wait_ready(&mut self) {
-        let end = Instant::now() + READY;
-        loop {
-            if let Some((200, _)) = self.get("/readyz").await {
-                return;
-            }
-            assert!(self.alive(), "exporter exited:\n{}", self.log());
+        let (addr, child, log) = (self.addr, &mut self.child, &self.log);
+        let ready = poll(READY, Duration::from_millis(100), || {
+            let exited = child.try_wait().unwrap();
             assert!(
-                Instant::now() < end,
-                "not ready within {READY:?}:\n{}",
-                self.log()
+                exited.is_none(),
+                "exporter exited:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
             );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            async move {
+                match get_within_answer(addr, "/readyz").await {
+                    Some((200, _)) => Ok(()),
+                    _ => Err(()),
+                }
+            }
+        })
+        .await;
+        if ready.is_err() {
+            panic!("not ready within {READY:?}:\n{}", self.log());
         }
     }
 
@@ -110,6 +114,15 @@ impl ChildExporter {
         let (status, body) = self.get("/metrics").await.expect("/metrics answers");
         assert_eq!(status, 200);
         metric(&body, series)
+    }
+}
+
+/// GET `path` from `addr` within [`ANSWER`]; None when it did not answer
+/// (or the connect failed).
+async fn get_within_answer(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    match tokio::time::timeout(ANSWER, http_get(addr, path, None)).await {
+        Ok(Ok((status, _, body))) => Some((status, body)),
+        _ => None,
     }
 }
 
@@ -122,10 +135,7 @@ impl Drop for ChildExporter {
 
 /// The value of one exposition line `series value` (series with its labels).
 fn metric(exposition: &str, series: &str) -> f64 {
-    exposition
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
+    metric_value(exposition, series).unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
 }
 
 /// Wait until the peer closes `s` (EOF or reset), for at most `deadline`.
@@ -339,13 +349,14 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
         .await
         .unwrap();
     // The server holds it (this scrape is the other open connection).
-    let end = Instant::now() + ANSWER;
-    while exporter.metric("etcd_readiness_http_connections").await < 2.0 {
-        assert!(
-            Instant::now() < end,
-            "the half-sent request was not accepted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let held = &exporter;
+    let accepted = poll(ANSWER, Duration::from_millis(50), || async move {
+        let n = held.metric("etcd_readiness_http_connections").await;
+        if n >= 2.0 { Ok(()) } else { Err(n) }
+    })
+    .await;
+    if let Err(n) = accepted {
+        panic!("the half-sent request was not accepted: {n} connections");
     }
     let st = Command::new("kill")
         .args(["-TERM", &exporter.pid().to_string()])
@@ -353,17 +364,14 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
         .unwrap();
     assert!(st.success());
     // 2s shutdown timeout + 8s slack for a loaded machine.
-    let end = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = exporter.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < end,
-            "still running 10s after SIGTERM:\n{}",
-            exporter.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let child = &mut exporter.child;
+    let exited = poll(Duration::from_secs(10), Duration::from_millis(50), || {
+        let exited = child.try_wait().unwrap().ok_or(());
+        async move { exited }
+    })
+    .await;
+    let Ok(status) = exited else {
+        panic!("still running 10s after SIGTERM:\n{}", exporter.log());
     };
     assert_eq!(status.code(), Some(0), "{}", exporter.log());
     assert!(closed_within(&mut half, ANSWER).await);

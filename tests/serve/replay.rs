@@ -11,13 +11,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use etcd_readiness_exporter::localcluster::http_get;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::prometheus::{Prometheus, promtool_bin};
+use etcd_readiness_testkit::wait::poll;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
@@ -773,14 +774,21 @@ async fn replay_of_a_live_exporter_scraped_by_prometheus() {
     let wait_ready = |want: bool, what: &'static str| {
         let prom = &prom;
         async move {
-            let end = Instant::now() + Duration::from_secs(40);
-            loop {
-                let r = prom.query("etcd_readiness_ready").await;
-                if r.len() == 1 && (r[0]["value"][1] == "1") == want {
-                    return;
-                }
-                assert!(Instant::now() < end, "timed out waiting for {what}: {r:?}");
-                tokio::time::sleep(Duration::from_millis(250)).await;
+            let seen = poll(
+                Duration::from_secs(40),
+                Duration::from_millis(250),
+                || async {
+                    let r = prom.query("etcd_readiness_ready").await;
+                    if r.len() == 1 && (r[0]["value"][1] == "1") == want {
+                        Ok(())
+                    } else {
+                        Err(r)
+                    }
+                },
+            )
+            .await;
+            if let Err(r) = seen {
+                panic!("timed out waiting for {what}: {r:?}");
             }
         }
     };

@@ -14,6 +14,7 @@ use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter;
 use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::wait::poll;
 
 const WAIT: Duration = Duration::from_secs(20);
 const V1: &str = "check leader: leader\ncheck linearizable_read: qget_ms < 1000\n";
@@ -202,18 +203,12 @@ async fn a_configmap_swap_of_config_moves_a_scrape_source_and_bad_files_are_kept
     let wait_value = |want: f64, what: &'static str| {
         let e = &e;
         async move {
-            let end = std::time::Instant::now() + WAIT;
-            loop {
+            poll(WAIT, Duration::from_millis(50), || async move {
                 let s = e.signal("probe_value").await;
-                if s["value"] == want {
-                    return s;
-                }
-                assert!(
-                    std::time::Instant::now() < end,
-                    "timed out waiting for {what}: {s}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+                if s["value"] == want { Ok(s) } else { Err(s) }
+            })
+            .await
+            .unwrap_or_else(|s| panic!("timed out waiting for {what}: {s}"))
         }
     };
     let metric = |scrape: &str, name: &str| exporter::metric_line(scrape, name);

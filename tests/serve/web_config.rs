@@ -8,6 +8,7 @@
 //! keeps the last good one. Certificates are generated in the test
 //! (tests/pki); every wait has a deadline.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +20,7 @@ use etcd_readiness_testkit::exporter;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::pki;
 use etcd_readiness_testkit::prometheus::Prometheus;
-use etcd_readiness_testkit::wait::until_some;
+use etcd_readiness_testkit::wait::{poll, until_some};
 
 const WAIT: Duration = Duration::from_secs(60);
 const PASSWORD: &str = "correct horse battery staple";
@@ -196,26 +197,27 @@ impl Prom {
     /// Wait until `n` more successful scrapes of `job` were seen (by its
     /// `lastScrape` changing while its health is "up").
     async fn wait_scrapes(&self, job: &str, n: usize) {
-        let end = Instant::now() + WAIT;
-        let mut seen: Vec<String> = Vec::new();
-        loop {
+        let seen: &RefCell<Vec<String>> = &RefCell::default();
+        let scraped = poll(WAIT, Duration::from_millis(200), || async move {
             let t = self.target(job).await;
             if let Some((health, _, last)) = &t
                 && health == "up"
-                && !seen.contains(last)
+                && !seen.borrow().contains(last)
             {
-                seen.push(last.clone());
+                seen.borrow_mut().push(last.clone());
                 // The first one seen may predate the call.
-                if seen.len() > n {
-                    return;
+                if seen.borrow().len() > n {
+                    return Ok(());
                 }
             }
-            assert!(
-                Instant::now() < end,
+            Err(t)
+        })
+        .await;
+        if let Err(t) = scraped {
+            panic!(
                 "timed out waiting for {n} successful scrapes of {job}: {t:?}\n{}",
                 self.log()
             );
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }

@@ -9,13 +9,15 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
+
+use crate::wait::poll;
 
 /// What the fake sidecar serves.
 #[derive(Clone, Debug)]
@@ -156,13 +158,20 @@ impl Sidecar {
             .trim_start_matches("http://")
             .trim_start_matches("https://")
             .to_string();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while tokio::net::TcpStream::connect(&addr).await.is_ok() {
-            assert!(
-                Instant::now() < deadline,
-                "the sidecar still accepts on {addr}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let addr = &addr;
+        let refused = poll(
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            || async move {
+                match tokio::net::TcpStream::connect(addr).await {
+                    Ok(_) => Err(()),
+                    Err(_) => Ok(()),
+                }
+            },
+        )
+        .await;
+        if refused.is_err() {
+            panic!("the sidecar still accepts on {addr}");
         }
     }
 }

@@ -12,7 +12,7 @@ pub use etcd_readiness_exporter::localcluster::ServerTls;
 use etcd_readiness_exporter::localcluster::{Builder, LocalCluster};
 
 use crate::heavy::{self, Slot};
-use crate::wait::wait_until;
+use crate::wait::{poll, wait_until};
 
 /// Builds an [`EtcdCluster`]: the library's [`LocalCluster`] with test
 /// timings (50 ms heartbeat, 500 ms election timeout: fast failover).
@@ -181,13 +181,12 @@ pub async fn read_revision(client: &mut etcd_client::Client) -> (i64, f64) {
 
 /// Write keys (64 in flight) until the revision is at least `target`.
 pub async fn write_until_revision(client: &etcd_client::Client, target: i64) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
+    // Each probe writes the next batch itself: no sleep between.
+    let written = poll(Duration::from_secs(40), Duration::ZERO, || async move {
         let (rev, _) = read_revision(&mut client.clone()).await;
         if rev >= target {
-            return rev;
+            return Ok(rev);
         }
-        assert!(Instant::now() < deadline, "etcd revision stuck at {rev}");
         let n = (target - rev).min(2000);
         let mut tasks = tokio::task::JoinSet::new();
         for w in 0..64 {
@@ -203,5 +202,8 @@ pub async fn write_until_revision(client: &etcd_client::Client, target: i64) -> 
         while let Some(r) = tasks.join_next().await {
             r.unwrap();
         }
-    }
+        Err(rev)
+    })
+    .await;
+    written.unwrap_or_else(|rev| panic!("etcd revision stuck at {rev}"))
 }

@@ -172,6 +172,19 @@ pub fn metric_line(scrape: &str, name: &str) -> String {
         .to_string()
 }
 
+/// The value of the exposition line `series value` (`series` with its
+/// labels, exactly as exposed); None when the scrape has no such line or
+/// its value is no number.
+pub fn metric_value(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// `POST path` with an empty body; (status, body). 10 s deadline.
 pub async fn post(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

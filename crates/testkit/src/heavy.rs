@@ -15,7 +15,9 @@
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::wait::poll_blocking;
 
 /// The longest a test waits for a slot before it fails, saying so.
 const WAIT: Duration = Duration::from_secs(30 * 60);
@@ -49,8 +51,7 @@ pub fn slot() -> Slot {
     }
     let n = slots();
     let dir = std::env::temp_dir();
-    let start = Instant::now();
-    loop {
+    let taken = poll_blocking(WAIT, Duration::from_millis(50), || {
         for i in 0..n {
             let path = dir.join(format!("etcd-readiness-heavy-test-{i}.lock"));
             let file = OpenOptions::new()
@@ -62,17 +63,18 @@ pub fn slot() -> Slot {
             if file.try_lock().is_ok() {
                 let f = Arc::new(file);
                 HELD.with(|h| *h.borrow_mut() = Some(Arc::downgrade(&f)));
-                return Slot(f);
+                return Ok(Slot(f));
             }
         }
-        assert!(
-            start.elapsed() < WAIT,
+        Err(())
+    });
+    taken.unwrap_or_else(|()| {
+        panic!(
             "no heavy-test slot of {n} free within {WAIT:?} (ERE_HEAVY_TESTS; lock files \
              etcd-readiness-heavy-test-*.lock in {})",
             dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        )
+    })
 }
 
 #[cfg(test)]
