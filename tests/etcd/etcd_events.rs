@@ -80,9 +80,11 @@ async fn a_pending_read_fails_the_threshold_with_its_own_explanation_before_its_
     assert_eq!(r.status, 200, "{}", r.body);
 
     cluster.stop(0);
+    // Status and the reads run on loops of their own, each every 6 s: which
+    // is sent first after the freeze is chance. Wait for the read's bound.
     let r = e
         .wait_until("/readyz?verbose", Duration::from_secs(25), |r| {
-            r.status == 503
+            r.status == 503 && r.body.contains("[-]linearizable_read failed: ")
         })
         .await;
     assert_eq!(r.status, 503, "{}", r.body);
@@ -97,9 +99,13 @@ async fn a_pending_read_fails_the_threshold_with_its_own_explanation_before_its_
         "{line}"
     );
     assert!(!r.body.contains("timed out"), "{}", r.body);
-    // The leader check still passes: Status is pending too, its signals are
-    // the last answers, well within their staleness bound.
-    assert!(r.body.contains("[+]leader ok"), "{}", r.body);
+    // The leader check passes on Status's last answer while it is trusted,
+    // and at worst has it outdated: never a timeout, 30 s away.
+    assert!(
+        r.body.contains("[+]leader ok") || r.body.contains("the last answer is outdated"),
+        "{}",
+        r.body
+    );
     // /signals shows the read in flight next to the last answer.
     let q = e.signal("qget_ms").await;
     assert!(q["value"].is_number(), "{q}");
