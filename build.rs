@@ -1,7 +1,7 @@
 //! Build script: records what `--version` and `etcd_readiness_build_info`
 //! report about the build — git revision and branch, build date, rustc
 //! version and target — as `ERE_BUILD_*` environment variables for
-//! `src/build_info.rs`.
+//! `src/metrics/build_info.rs`.
 //!
 //! - Revision: the first 12 hex digits of the commit `HEAD` names, read
 //!   from the files of `.git` (`build/git_dir.rs`: HEAD, the loose ref,

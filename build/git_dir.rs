@@ -3,7 +3,7 @@
 //! names, else `packed-refs`. Both a plain `.git` directory and a worktree's
 //! or submodule's `.git` file (`gitdir: …`, with `commondir` for the refs)
 //! are followed. Pure reading, no writes, bounded: shared by `build.rs` and
-//! its unit tests in `src/build_info.rs`.
+//! its unit tests in `src/metrics/build_info.rs`.
 
 use std::path::{Path, PathBuf};
 

@@ -17,13 +17,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::localcluster::http_get;
-use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadMetrics, Reloader, WatchOptions, spawn_watcher,
 };
-use etcd_readiness_exporter::signals::Catalogue;
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::Catalogue;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
@@ -130,7 +130,7 @@ async fn main() -> Result<()> {
             a.web_listen_address = "127.0.0.1:0".to_string();
             a.policy = Some(path.clone());
             let running =
-                etcd_readiness_exporter::serve::start(ServeConfig::from_args(&a)?).await?;
+                etcd_readiness_exporter::cmd::serve::start(ServeConfig::from_args(&a)?).await?;
             (Probe::Http(running.addr), Box::new(running))
         }
         other => bail!("mode must be sink or http, not {other}"),

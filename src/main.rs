@@ -3,5 +3,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    etcd_readiness_exporter::cli::run()
+    etcd_readiness_exporter::cmd::cli::run()
 }

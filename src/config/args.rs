@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::parse_duration;
-pub use crate::logging::{LogFormat, LogLevel};
-use crate::redacted_url::RedactedUrl;
+use crate::outside::redacted_url::RedactedUrl;
+pub use crate::runtime::logging::{LogFormat, LogLevel};
 use crate::sources::backup::BackupMode;
 
 /// Flags of `serve`.
@@ -212,7 +212,7 @@ pub struct ServeArgs {
     #[arg(
         long = "source.max-body-bytes",
         env = "ERE_SOURCE_MAX_BODY_BYTES",
-        default_value_t = crate::sources::client::DEFAULT_MAX_BODY_BYTES
+        default_value_t = crate::outside::http_client::DEFAULT_MAX_BODY_BYTES
     )]
     pub source_max_body_bytes: u64,
 }

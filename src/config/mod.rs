@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::checked::FlagRanges;
 pub use crate::http::listen::ListenAddr;
+use crate::outside::checked::FlagRanges;
+use crate::outside::http_client::TlsFiles;
 use crate::sources::backup::BackupConfig;
-use crate::sources::client::TlsFiles;
 use crate::sources::config::Config as ScrapeFile;
 use crate::sources::etcd::{EtcdConfig, EtcdTls};
 use crate::sources::etcd_metrics::EtcdMetricsConfig;
@@ -36,7 +36,7 @@ pub enum ConfigError {
     #[error("--etcd.endpoint {0:?} must start with http:// or https://")]
     Endpoint(String),
     #[error("--etcd.endpoint {0:?} is not a URL: {1}")]
-    EndpointUrl(String, crate::redacted_url::UrlProblem),
+    EndpointUrl(String, crate::outside::redacted_url::UrlProblem),
     #[error(
         "--etcd.endpoint {0:?} is a list: it takes the one member this exporter sits beside \
          (run one exporter per member)"
@@ -266,7 +266,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
             )));
         }
         (Some(ca), cert, key) => {
-            crate::sources::client::cert_key_pair(
+            crate::outside::http_client::cert_key_pair(
                 cert.as_ref(),
                 key.as_ref(),
                 "--etcd.cert and --etcd.key",
@@ -491,11 +491,11 @@ const MAX_PARSED_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The project's one duration grammar (`500ms`, `1.5s`, `1m30s`, see
 /// `etcd_readiness_policy::duration`); anything beyond a year is an error (clap turns them into exit code 2 naming the flag).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::duration::parse(s, MAX_PARSED_DURATION).map_err(|e| e.to_string())
+    etcd_readiness_policy::duration::parse(s, MAX_PARSED_DURATION).map_err(|e| e.to_string())
 }
 
 fn in_range(flag: &str, v: Duration, range: (Duration, Duration)) -> Result<(), ConfigError> {
-    crate::checked::duration_in_range(flag, v, range.0, range.1)
+    crate::outside::checked::duration_in_range(flag, v, range.0, range.1)
         .map(|_| ())
         .map_err(ConfigError::Range)
 }

@@ -31,8 +31,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::EngineHandle;
-use crate::policy::{Evaluator, Policy};
-use crate::verdict::{CheckState, Verdict};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::verdict::{CheckState, Verdict};
 
 /// The candidate's policy and its reload state, as `/policy?policy=candidate`
 /// and the status page show it.
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn each_interval_goes_to_the_direction_published_at_its_start() {
-        let catalogue = crate::signals::Catalogue::builtin();
+        let catalogue = etcd_readiness_policy::signals::Catalogue::builtin();
         let p = Arc::new(Policy::compile("c", "check leader: leader\n", &catalogue).unwrap());
         let t0 = Instant::now();
         let w0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);

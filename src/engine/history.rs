@@ -26,8 +26,8 @@ use std::time::{Instant, SystemTime};
 use arc_swap::ArcSwap;
 use serde::Serialize;
 
-use crate::signals::Reading;
-use crate::verdict::{CheckReport, CheckState, Verdict};
+use etcd_readiness_policy::signals::Reading;
+use etcd_readiness_policy::verdict::{CheckReport, CheckState, Verdict};
 
 /// Most transitions kept. At about 40 bytes each this is at most ~160 KiB;
 /// a policy of 128 checks all flapping at every 250 ms evaluation fills it in
@@ -353,7 +353,7 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{CheckKind, CheckReport};
+    use etcd_readiness_policy::verdict::{CheckKind, CheckReport};
     use std::time::Duration;
 
     fn at(s: u64) -> SystemTime {

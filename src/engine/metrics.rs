@@ -14,8 +14,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::signals::{Catalogue, SignalStore, Unknown};
-use crate::verdict::{CheckKind, CheckState, Verdict};
+use etcd_readiness_policy::signals::{Catalogue, SignalStore, Unknown};
+use etcd_readiness_policy::verdict::{CheckKind, CheckState, Verdict};
 
 type GaugeF = Gauge<f64, AtomicU64>;
 

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::clock::{Clock, NodeTime};
+use crate::runtime::clock::{Clock, NodeTime};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::task::JoinHandle;
@@ -17,11 +17,11 @@ pub mod history;
 pub mod loglimit;
 pub mod metrics;
 
-use crate::policy::{Evaluator, Policy};
-use crate::signals::{Catalogue, Reading, SignalStore, Source};
 use crate::sources::RoundNotifier;
-use crate::verdict::{CheckKind, CheckState, Verdict};
 pub use candidate::{CandidateMetrics, CandidatePublished, CandidateSink, CandidateStatus};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, Reading, SignalStore, Source};
+use etcd_readiness_policy::verdict::{CheckKind, CheckState, Verdict};
 pub use metrics::EngineMetrics;
 
 /// How often the engine re-evaluates without a new sample round.
@@ -399,7 +399,7 @@ impl EngineHandle {
         let mut guard = self.lock_eval();
         let st = &mut *guard;
         // The node's contended CPU time now: a call pending through a
-        // moment of contention is trusted longer (crate::contention).
+        // moment of contention is trusted longer (crate::runtime::contention).
         if let Some(stalled) = node.cpu_stalled {
             sh.store.set_cpu_stalled(stalled);
         }
@@ -576,7 +576,7 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
 mod tests {
     use super::*;
     use crate::metrics::{Format, encode};
-    use crate::signals::Value;
+    use etcd_readiness_policy::signals::Value;
 
     fn engine(src: &str) -> (EngineHandle, Arc<prometheus_client::registry::Registry>) {
         engine_with(src, Clock::node())
@@ -822,7 +822,7 @@ mod tests {
     fn the_change_generation_moves_when_an_answer_may_change_and_only_then() {
         let (h, _) = engine("check leader: leader\n");
         let mut rx = h.changes();
-        let check = |state: CheckState, why: &str| crate::verdict::CheckReport {
+        let check = |state: CheckState, why: &str| etcd_readiness_policy::verdict::CheckReport {
             name: "leader".into(),
             kind: CheckKind::Check,
             state,
@@ -901,7 +901,7 @@ mod tests {
                 let at = t0 + Duration::from_millis(250) * i;
                 for (id, def) in h.catalogue().iter() {
                     let v = match def.ty {
-                        crate::signals::SignalType::Bool => {
+                        etcd_readiness_policy::signals::SignalType::Bool => {
                             Value::Bool(!(def.name.contains("alarm") || def.name == "learner"))
                         }
                         _ => Value::Num(1.0),

@@ -20,9 +20,9 @@ use axum::http::StatusCode;
 
 use super::readyz::{MAX_ECHO, Rendered};
 use crate::engine::Timing;
+use crate::runtime::supervise::TaskStatus;
 use crate::sources::Rounds;
-use crate::supervise::TaskStatus;
-use crate::text::cut;
+use etcd_readiness_policy::text::cut;
 
 /// Everything one `/livez` answer reads.
 #[derive(Clone, Debug)]

@@ -28,7 +28,7 @@ use prometheus_client::registry::Registry;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
-use crate::signals::{Catalogue, SignalStore};
+use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 pub use metrics::{ConnectionMetrics, HttpMetrics};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
 
@@ -524,9 +524,12 @@ fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Rendere
         live_ready: published.live_ready,
         would_fail_while_ready: d.would_fail_while_ready,
         would_pass_while_unready: d.would_pass_while_unready,
-        disagreeing: published
-            .disagreeing_since
-            .map(|(dir, since)| (dir.as_str(), crate::verdict::unix_seconds(since))),
+        disagreeing: published.disagreeing_since.map(|(dir, since)| {
+            (
+                dir.as_str(),
+                etcd_readiness_policy::verdict::unix_seconds(since),
+            )
+        }),
     };
     readyz::render_candidate(
         &published.verdict,

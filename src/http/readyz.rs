@@ -10,10 +10,10 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::longpoll::MAX_WAIT;
-use crate::duration::{self, DurationError};
-use crate::policy::diag::did_you_mean;
-use crate::text::cut;
-use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
+use etcd_readiness_policy::duration::{self, DurationError};
+use etcd_readiness_policy::policy::diag::did_you_mean;
+use etcd_readiness_policy::text::cut;
+use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
 /// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
 pub const MAX_BODY: usize = 10_000;
@@ -312,7 +312,7 @@ pub fn render_one(
     text(status, failing, terse, vec![line])
 }
 
-use crate::verdict::unix_seconds as unix;
+use etcd_readiness_policy::verdict::unix_seconds as unix;
 
 /// `?policy=` named neither `live` nor `candidate`.
 pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
@@ -452,7 +452,7 @@ pub fn render_bad_wait(e: &DurationError, json: bool) -> Rendered {
     let msg = format!(
         "bad wait: {}; wait=DURATION holds the answer until it changes, at most {} (e.g. wait=5s)",
         e,
-        crate::text::fmt_duration(MAX_WAIT.as_secs_f64())
+        etcd_readiness_policy::text::fmt_duration(MAX_WAIT.as_secs_f64())
     );
     Rendered {
         status: StatusCode::BAD_REQUEST,
@@ -609,7 +609,7 @@ mod tests {
     /// and always the same status.
     #[test]
     fn the_candidate_answer_says_it_decides_nothing() {
-        use crate::verdict::{CheckKind, CheckReport};
+        use etcd_readiness_policy::verdict::{CheckKind, CheckReport};
         let check = |name: &str, state: CheckState, why: &str| CheckReport {
             name: name.into(),
             kind: CheckKind::Check,

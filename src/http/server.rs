@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::metrics::{ConnectionMetrics, TimeoutPhase};
-use crate::supervise::Supervisor;
+use crate::runtime::supervise::Supervisor;
 
 /// The rustls configuration for the next connection (read at each accept).
 pub type TlsConfigSource = Arc<dyn Fn() -> Option<Arc<rustls::ServerConfig>> + Send + Sync>;

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Serialize, Serializer};
 
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState};
-use crate::signals::{Catalogue, SlotInfo, Unit, Value};
+use etcd_readiness_policy::signals::{Catalogue, SlotInfo, Unit, Value};
 
 /// A duration written as seconds, rounded to the millisecond.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +34,7 @@ pub struct UnixTime(pub SystemTime);
 
 impl Serialize for UnixTime {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(crate::verdict::unix_seconds(self.0))
+        s.serialize_f64(etcd_readiness_policy::verdict::unix_seconds(self.0))
     }
 }
 
@@ -108,7 +108,7 @@ impl<'a> SignalView<'a> {
             unknown_reason: r
                 .value
                 .is_none()
-                .then(|| crate::policy::eval::describe_unknown(r)),
+                .then(|| etcd_readiness_policy::policy::eval::describe_unknown(r)),
             value: r.value.map(ValueView::from),
         }
     }

@@ -22,7 +22,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-pub use crate::policy_yaml::YamlError;
+pub use etcd_readiness_policy::yaml::YamlError;
 use pod_security::{containers, list, text};
 
 /// What a finding is about; its id is printed with it.
@@ -102,7 +102,7 @@ pub const EXPORTER: &str = "etcd-readiness-exporter";
 
 /// Lint the manifests `text` (named `path` in YAML errors).
 pub fn lint(path: &str, text: &str) -> Result<Report, YamlError> {
-    let docs: Vec<Value> = crate::policy_yaml::documents(path, text)?;
+    let docs: Vec<Value> = etcd_readiness_policy::yaml::documents(path, text)?;
     let docs: Vec<Value> = docs
         .into_iter()
         .flat_map(|d| match d["kind"].as_str() {

@@ -148,7 +148,7 @@ fn wait(name: &str, probe: &Value, path: &str, out: &mut dyn FnMut(Rule, String,
     };
     let timeout = seconds(probe, "timeoutSeconds", 1);
     let week = std::time::Duration::from_secs(7 * 86_400);
-    match crate::duration::parse(w, week) {
+    match etcd_readiness_policy::duration::parse(w, week) {
         Err(e) => out(
             Rule::ProbeTimeout,
             format!(

@@ -8,6 +8,7 @@
 //! module turns that registry into the two text expositions (OpenMetrics
 //! 1.0.0 and Prometheus text 0.0.4).
 
+pub mod build_info;
 pub mod process;
 pub mod reload_status;
 

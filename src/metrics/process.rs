@@ -1,7 +1,7 @@
 //! Process and build metrics, the same for every component: CPU, memory,
 //! file descriptors and start time read from `/proc/self` at each scrape
 //! ([`ProcessCollector`], the families and meanings of client_golang's
-//! process collector), and `etcd_readiness_build_info` ([`crate::build_info`]).
+//! process collector), and `etcd_readiness_build_info` ([`crate::metrics::build_info`]).
 //!
 //! Clock ticks (`_SC_CLK_TCK`) and the page size (`_SC_PAGESIZE`) come from
 //! `sysconf` through rustix's safe wrappers, read once: USER_HZ is not 100
@@ -15,7 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
-use crate::build_info;
+use crate::metrics::build_info;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
@@ -53,7 +53,7 @@ impl ProcessCollector {
     pub fn register(registry: &mut Registry) {
         let units = Units::of_this_kernel();
         let start_time = process_start_time(units)
-            .unwrap_or_else(|| crate::verdict::unix_seconds(SystemTime::now()));
+            .unwrap_or_else(|| etcd_readiness_policy::verdict::unix_seconds(SystemTime::now()));
         registry.register_collector(Box::new(ProcessCollector { start_time, units }));
     }
 }

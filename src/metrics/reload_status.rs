@@ -63,7 +63,9 @@ impl ReloadStatus {
     pub fn mark_success(&self, count: bool) {
         self.last_successful.set(1);
         self.last_success_timestamp
-            .set(crate::verdict::unix_seconds(SystemTime::now()));
+            .set(etcd_readiness_policy::verdict::unix_seconds(
+                SystemTime::now(),
+            ));
         if count {
             self.reloads.get_or_create(&SUCCESS).inc();
         }

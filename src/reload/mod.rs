@@ -22,6 +22,7 @@
 mod http;
 mod metrics;
 mod policy;
+pub mod scrape_set;
 mod watch;
 
 use std::fmt;
@@ -39,12 +40,13 @@ pub use watch::{
     WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_named, spawn_watcher_supervised,
 };
 
-use crate::bounded_read::{DeadlineReader, ReadError};
 pub use crate::metrics::reload_status::ReloadStatus;
-use crate::supervise::{DeadlineError, run_with_deadline};
+use crate::outside::blocking::{DeadlineError, run_with_deadline};
+use crate::outside::bounded_read::{DeadlineReader, ReadError};
 
 /// The largest policy file read: the policy language's own size limit.
-pub const MAX_POLICY_FILE_BYTES: u64 = crate::policy::limits::MAX_POLICY_BYTES as u64;
+pub const MAX_POLICY_FILE_BYTES: u64 =
+    etcd_readiness_policy::policy::limits::MAX_POLICY_BYTES as u64;
 
 /// How long one reload's read (and, separately, its build) may take before
 /// it counts as failed.
@@ -54,7 +56,7 @@ pub const DEFAULT_RELOAD_DEADLINE: Duration = Duration::from_secs(5);
 pub type Reloader = LastGood<PolicyFile>;
 
 /// Why a policy reload did not change the policy in force.
-pub type ReloadError = LoadError<Box<crate::policy::Diagnostics>>;
+pub type ReloadError = LoadError<Box<etcd_readiness_policy::policy::Diagnostics>>;
 
 /// How a reloaded file is named in messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

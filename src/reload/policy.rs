@@ -11,9 +11,9 @@ use super::{
     Change, LastGood, Load, LoadError, MAX_POLICY_FILE_BYTES, Names, Problem, ReloadError,
     ReloadMetrics, ReloadStatus,
 };
-use crate::bounded_read::read_bounded;
-use crate::policy::{Diagnostics, Policy};
-use crate::signals::Catalogue;
+use crate::outside::bounded_read::read_bounded;
+use etcd_readiness_policy::policy::{Diagnostics, Policy};
+use etcd_readiness_policy::signals::Catalogue;
 
 /// Where a successfully compiled policy goes (the engine implements this).
 ///

@@ -1,6 +1,6 @@
 //! The reload triggers that run on their own, for every reloaded file:
 //! inotify on the directories of the file and of the files it names (through
-//! [`crate::filewatch`]), SIGHUP, and a periodic re-read as a safety net.
+//! [`crate::outside::filewatch`]), SIGHUP, and a periodic re-read as a safety net.
 //!
 //! The kubelet updates a ConfigMap or Secret volume by swapping the `..data`
 //! symlink, so a watch on the file itself goes dead after the first update
@@ -25,9 +25,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{LastGood, Load, ReloadTrigger};
-pub use crate::filewatch::EventCounts;
-use crate::filewatch::{debounce, dir_of, next_hangup, watch_dirs};
-use crate::supervise::Supervisor;
+pub use crate::outside::filewatch::EventCounts;
+use crate::outside::filewatch::{debounce, dir_of, next_hangup, watch_dirs};
+use crate::runtime::supervise::Supervisor;
 
 /// How the watcher behaves.
 #[derive(Clone, Debug)]

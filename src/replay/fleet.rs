@@ -24,8 +24,8 @@ use super::prometheus::{
 };
 use super::timeline::{self, Grid, MemberHistory, MemberReport};
 use super::{ReplayError, assemble};
-use crate::policy::Policy;
-use crate::signals::Catalogue;
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::Catalogue;
 
 /// A member: its identifying labels.
 pub type Key = BTreeMap<String, String>;

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
 
-use crate::signals::Catalogue;
+use etcd_readiness_policy::signals::Catalogue;
 use prometheus::{Prometheus, Series};
 use render::Header;
 use summary::Summary;
@@ -62,7 +62,7 @@ pub struct ReplayArgs {
         hide_env_values = true,
         value_name = "URL"
     )]
-    pub prometheus_url: crate::redacted_url::RedactedUrl,
+    pub prometheus_url: crate::outside::redacted_url::RedactedUrl,
     /// The candidate policy file.
     #[arg(long = "policy", value_name = "FILE")]
     pub policy: PathBuf,
@@ -173,13 +173,14 @@ fn plan(args: &ReplayArgs, now_ms: i64) -> Result<Plan, ReplayError> {
         return Err(ReplayError::Flag(format!(
             "--end `{}` is {} in the future: Prometheus holds no history there",
             args.end,
-            crate::text::fmt_duration((end - now_ms) as f64 / 1000.0)
+            etcd_readiness_policy::text::fmt_duration((end - now_ms) as f64 / 1000.0)
         )));
     }
     let step = time::parse_step(&args.step)?;
     let grid = Grid::new(start, end, step)?;
-    let timeout = crate::duration::parse(&args.prometheus_timeout, Duration::from_secs(600))
-        .map_err(|e| ReplayError::Flag(format!("--prometheus.timeout: {e}")))?;
+    let timeout =
+        etcd_readiness_policy::duration::parse(&args.prometheus_timeout, Duration::from_secs(600))
+            .map_err(|e| ReplayError::Flag(format!("--prometheus.timeout: {e}")))?;
     if timeout < Duration::from_millis(100) {
         return Err(ReplayError::Flag(
             "--prometheus.timeout must be at least 100ms".to_string(),

@@ -34,8 +34,8 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::render::printable;
 use super::timeline::Grid;
-use crate::redacted_url::RedactedUrl;
-use crate::sources::client::{self, TlsFiles};
+use crate::outside::http_client::{self, TlsFiles};
+use crate::outside::redacted_url::RedactedUrl;
 use crate::sources::{Reason, SampleError};
 
 /// Steps per `query_range` request: under Prometheus' 11,000 points per series.
@@ -370,7 +370,7 @@ impl Prometheus {
     /// A client for the server at `url` (http or https), with `timeout` per
     /// request and at most `max_bytes` per answer.
     pub fn new(url: &RedactedUrl, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
-        let base = client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
+        let base = http_client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
         let http = crate::sources::tls_material::build_client(&TlsFiles::default(), timeout)
             .map_err(|e| PromError::Client(e.to_string()))?;
         Ok(Prometheus {
@@ -606,7 +606,7 @@ impl Prometheus {
         let url = self
             .base
             .join(&format!("/api/v1/{endpoint}?{}", query.finish()));
-        let fetched = client::get(&self.http, &url, self.timeout, self.max_bytes)
+        let fetched = http_client::get(&self.http, &url, self.timeout, self.max_bytes)
             .await
             .map_err(|e: SampleError| match e.reason {
                 Reason::TooLarge => PromError::TooLarge {

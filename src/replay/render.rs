@@ -11,8 +11,8 @@ use serde_json::{Value as Json, json};
 
 use super::time::rfc3339;
 use super::timeline::{CheckSpan, Grid, Interval, MemberReport};
-use crate::text::{fmt_duration, html_escape};
-use crate::verdict::{CheckKind, CheckState};
+use etcd_readiness_policy::text::{fmt_duration, html_escape};
+use etcd_readiness_policy::verdict::{CheckKind, CheckState};
 
 /// What was replayed, for the heading of every format.
 pub struct Header<'a> {

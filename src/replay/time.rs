@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::duration;
+use etcd_readiness_policy::duration;
 
 /// Latest time a `--start`/`--end` may name: 9999-12-31T23:59:59Z.
 const MAX_UNIX_SECS: f64 = 253_402_300_799.0;
@@ -92,20 +92,7 @@ pub fn parse_step(text: &str) -> Result<i64, TimeError> {
     Ok(ms as i64)
 }
 
-/// Unix milliseconds as RFC 3339 in UTC (`2026-11-30T08:00:00Z`), for text
-/// and SVG output.
-pub fn rfc3339(ms: i64) -> String {
-    match jiff::Timestamp::from_millisecond(ms) {
-        Ok(t) => {
-            if ms % 1000 == 0 {
-                t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-            } else {
-                t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-            }
-        }
-        Err(_) => format!("{ms}ms"),
-    }
-}
+pub use crate::outside::checked::rfc3339;
 
 #[cfg(test)]
 mod tests {

@@ -23,10 +23,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::policy::{Evaluator, Policy};
-use crate::signals::{Catalogue, SignalId, SignalType, Value};
-use crate::verdict::{CheckKind, CheckState};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Catalogue, SignalId, SignalType, Value};
 use etcd_readiness_policy::simulation::{Clock, OutOfRange, Sample, Simulation, Start, Step};
+use etcd_readiness_policy::verdict::{CheckKind, CheckState};
 
 /// At most this many steps per replay (a year at 30 s): bounds memory.
 pub const MAX_STEPS: usize = 1_100_000;

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
-use super::client::{self, SourceError, TlsFiles};
 use super::promtext;
 use super::tls_material::{Credentials, HttpClient, TlsKind};
 use super::{Reason, SampleError, Sampler};
-use crate::clock::Clock;
-use crate::redacted_url::RedactedUrl;
-use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
+use crate::outside::http_client::{self, SourceError, TlsFiles};
+use crate::outside::redacted_url::RedactedUrl;
+use crate::runtime::clock::Clock;
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Where the snapshot facts come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -94,7 +94,7 @@ impl BackupSampler {
         creds: Option<Credentials>,
         _catalogue: &Catalogue,
     ) -> Result<Self, SourceError> {
-        let base = client::base_url(&cfg.url)?;
+        let base = http_client::base_url(&cfg.url)?;
         let http = HttpClient::new(creds, cfg.timeout)?;
         let ids = Ids {
             up: Builtin::BackupUp.id(),
@@ -121,7 +121,8 @@ impl BackupSampler {
             BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
         };
         let url = self.base.join(&format!("/{path}"));
-        let body = client::get_ok(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
+        let body =
+            http_client::get_ok(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         parse(&body).map_err(|message| SampleError {
             reason: Reason::Parse,
             message: url.scrub(&format!("{url}: {message}")).into_owned(),
@@ -130,7 +131,7 @@ impl BackupSampler {
 
     async fn healthz(&self, http: &reqwest::Client) -> Result<bool, SampleError> {
         let url = self.base.join("/healthz");
-        let f = client::get(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
+        let f = http_client::get(http, &url, self.cfg.timeout, self.cfg.max_body_bytes).await?;
         Ok(f.status.is_success())
     }
 }
@@ -231,7 +232,7 @@ fn record_snapshots(
     // A snapshot "taken" in the future (beyond the clock-skew allowance)
     // is an error, not age 0: an age check must not pass on it.
     let record_age = |id: SignalId, kind: &str, f: SnapshotFact| {
-        match crate::checked::age(f.taken, now_wall) {
+        match crate::outside::checked::age(f.taken, now_wall) {
             Ok(a) => store.record_ok(id, Value::Num(a.as_secs_f64()), at),
             Err(e) => store.record_err(
                 id,
@@ -273,7 +274,7 @@ fn record_snapshots(
             match revision.value {
                 Some(v) => store.record_ok(ids.rev_lag, Value::Num(v.as_f64() - r.revision), at),
                 None => {
-                    let why = crate::policy::eval::describe_unknown(&revision);
+                    let why = etcd_readiness_policy::policy::eval::describe_unknown(&revision);
                     store.record_err(
                         ids.rev_lag,
                         Arc::from(format!("this member's revision is unknown ({why})")),
@@ -321,7 +322,7 @@ pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
                 "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is 0 while the revision is {rev}"
             ));
         }
-        let taken = crate::checked::unix_time(ts).map_err(|e| {
+        let taken = crate::outside::checked::unix_time(ts).map_err(|e| {
             format!("etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {e}")
         })?;
         Ok(Some(SnapshotFact {

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::client::TlsFiles;
-use crate::redacted_url::RedactedUrl;
-use crate::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
+use crate::outside::http_client::TlsFiles;
+use crate::outside::redacted_url::RedactedUrl;
+use etcd_readiness_policy::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
 
 /// Default `interval` of a scrape source.
 pub const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
@@ -101,7 +101,7 @@ fn default_interval() -> Duration {
 }
 
 fn default_max_body() -> u64 {
-    super::client::DEFAULT_MAX_BODY_BYTES
+    crate::outside::http_client::DEFAULT_MAX_BODY_BYTES
 }
 
 fn default_timeout() -> Duration {
@@ -116,7 +116,8 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 /// A duration in the project's one grammar (`250ms`, `1.5s`, `1m30s`);
 /// positive and at most 24h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = crate::duration::parse(s, Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
+    let d = etcd_readiness_policy::duration::parse(s, Duration::from_secs(86_400))
+        .map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err(format!("`{s}` must be longer than zero"));
     }
@@ -158,7 +159,7 @@ impl Config {
             path: shown.clone(),
             error,
         };
-        let bytes = crate::bounded_read::read_bounded(path, MAX_CONFIG_BYTES)
+        let bytes = crate::outside::bounded_read::read_bounded(path, MAX_CONFIG_BYTES)
             .map_err(|e| read(std::io::Error::other(e)))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             read(std::io::Error::new(
@@ -175,8 +176,10 @@ impl Config {
 
     /// Parse and validate config text; `path` is only used in messages.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = crate::policy_yaml::from_str(path, text).map_err(|e| {
-            ConfigError::Yaml(crate::redacted_url::scrub_quoted_lines(&e.to_string()).into_owned())
+        let config: Config = etcd_readiness_policy::yaml::from_str(path, text).map_err(|e| {
+            ConfigError::Yaml(
+                crate::outside::redacted_url::scrub_quoted_lines(&e.to_string()).into_owned(),
+            )
         })?;
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_string(),
@@ -194,19 +197,20 @@ impl Config {
             if !names.insert(n.as_str()) {
                 return Err(invalid(format!("source `{n}` is defined twice")));
             }
-            super::client::base_url(&src.url).map_err(|e| invalid(format!("source `{n}`: {e}")))?;
+            crate::outside::http_client::base_url(&src.url)
+                .map_err(|e| invalid(format!("source `{n}`: {e}")))?;
             // Bounded like --sample.interval / --sample.timeout (before,
             // `interval: 1ms` sent 1,002 requests a second to the target).
-            let ranges = crate::checked::FlagRanges::SAMPLE_INTERVAL;
-            crate::checked::duration_in_range(
+            let ranges = crate::outside::checked::FlagRanges::SAMPLE_INTERVAL;
+            crate::outside::checked::duration_in_range(
                 &format!("source `{n}`: interval"),
                 src.interval,
                 ranges.0,
                 ranges.1,
             )
             .map_err(invalid)?;
-            let ranges = crate::checked::FlagRanges::SAMPLE_TIMEOUT;
-            crate::checked::duration_in_range(
+            let ranges = crate::outside::checked::FlagRanges::SAMPLE_TIMEOUT;
+            crate::outside::checked::duration_in_range(
                 &format!("source `{n}`: timeout"),
                 src.timeout,
                 ranges.0,
@@ -216,8 +220,8 @@ impl Config {
             if src.timeout > src.interval {
                 return Err(invalid(format!(
                     "source `{n}`: timeout {} is longer than interval {}",
-                    crate::checked::exact(src.timeout),
-                    crate::checked::exact(src.interval)
+                    crate::outside::checked::exact(src.timeout),
+                    crate::outside::checked::exact(src.interval)
                 )));
             }
             if src.signals.is_empty() {
@@ -452,7 +456,8 @@ mod tests {
         )
         .unwrap();
         let src = "check owner: owner_ok\ncheck backup: rev_lag < 5000\n";
-        let d = crate::policy::Policy::compile("card.policy", src, &cat).unwrap_err();
+        let d =
+            etcd_readiness_policy::policy::Policy::compile("card.policy", src, &cat).unwrap_err();
         let text = d.to_string();
         assert_eq!(d.items.len(), 1, "{text}");
         assert!(
@@ -473,14 +478,14 @@ mod tests {
             &mut cat,
         )
         .unwrap();
-        crate::policy::Policy::compile("card.policy", src, &cat).unwrap();
+        etcd_readiness_policy::policy::Policy::compile("card.policy", src, &cat).unwrap();
     }
 
     #[test]
     fn an_unconfigured_source_loads_only_on_the_left_of_a_fallback() {
         let mut cat = Catalogue::builtin();
         configure_catalogue(BuiltinSources::default(), None, &mut cat).unwrap();
-        let compile = |src: &str| crate::policy::Policy::compile("p", src, &cat);
+        let compile = |src: &str| etcd_readiness_policy::policy::Policy::compile("p", src, &cat);
         // An optional term: loads, and the source is not required.
         let p = compile("check leader: leader\ncheck d: !(defrag_inflight ?? false)\n").unwrap();
         assert_eq!(
@@ -510,7 +515,7 @@ mod tests {
             &mut cat,
         )
         .unwrap();
-        let p = crate::policy::Policy::compile(
+        let p = etcd_readiness_policy::policy::Policy::compile(
             "p",
             "check d: !defrag_inflight && ((active_peers > 0) ?? true)\n",
             &cat,
@@ -523,9 +528,12 @@ mod tests {
     fn scrape_signals_can_be_used_in_policies_once_configured() {
         let c = Config::parse("c.yaml", EXAMPLE).unwrap();
         let src = "check fsync: fsync_count >= 0\n";
-        assert!(crate::policy::Policy::compile("p", src, &Catalogue::builtin()).is_err());
+        assert!(
+            etcd_readiness_policy::policy::Policy::compile("p", src, &Catalogue::builtin())
+                .is_err()
+        );
         let mut cat = Catalogue::builtin();
         configure_catalogue(BuiltinSources::default(), Some(&c), &mut cat).unwrap();
-        crate::policy::Policy::compile("p", src, &cat).unwrap();
+        etcd_readiness_policy::policy::Policy::compile("p", src, &cat).unwrap();
     }
 }

@@ -21,7 +21,7 @@ use arc_swap::ArcSwap;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 
-use crate::bounded_read::{ReadError, read_bounded};
+use crate::outside::bounded_read::{ReadError, read_bounded};
 use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus};
 
 /// The largest password file read.

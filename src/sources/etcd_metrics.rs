@@ -19,15 +19,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::client::{self, SourceError, TlsFiles};
 use super::config::{Aggregate, SignalSpec};
 use super::promtext::{self, Sample};
 use super::scrape::extract;
 use super::tls_material::{Credentials, HttpClient};
 use super::{Reason, SampleError, Sampler};
-use crate::clock::Clock;
-use crate::redacted_url::RedactedUrl;
-use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
+use crate::outside::http_client::{self, SourceError, TlsFiles};
+use crate::outside::redacted_url::RedactedUrl;
+use crate::runtime::clock::Clock;
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Validated settings of the etcd metrics source.
 #[derive(Clone, Debug)]
@@ -48,7 +48,7 @@ pub struct EtcdMetricsConfig {
 /// `--listen-metrics-urls` value (`http://127.0.0.1:2381`) gets `/metrics`;
 /// a URL with a path is taken as it is.
 pub fn metrics_url(flag: &RedactedUrl) -> Result<RedactedUrl, SourceError> {
-    let base = client::base_url(&flag.trimmed())?;
+    let base = http_client::base_url(&flag.trimmed())?;
     let parsed = base
         .parse_http()
         .map_err(|e| SourceError::Invalid(format!("invalid URL `{base}`: {e}")))?;
@@ -96,7 +96,7 @@ impl EtcdMetricsSampler {
         creds: Option<Credentials>,
         _catalogue: &Catalogue,
     ) -> Result<Self, SourceError> {
-        client::base_url(&cfg.url)?;
+        http_client::base_url(&cfg.url)?;
         let http = HttpClient::new(creds, cfg.timeout)?;
         let ids = Ids {
             defrag: Builtin::DefragInflight.id(),
@@ -291,7 +291,7 @@ impl Sampler for EtcdMetricsSampler {
         let ids = self.ids;
         let url = &self.cfg.url;
         let http = self.http.current();
-        let fetched = client::get_ok(&http, url, self.cfg.timeout, self.cfg.max_body_bytes)
+        let fetched = http_client::get_ok(&http, url, self.cfg.timeout, self.cfg.max_body_bytes)
             .await
             .inspect_err(|e| self.http.failed(e))
             .and_then(|body| {

@@ -69,7 +69,7 @@ pub const MAX_NAME_BYTES: usize = 253;
 
 /// `name` cut to at most [`MAX_NAME_BYTES`], at a character boundary.
 fn bounded_name(name: &str) -> String {
-    crate::text::cut_at(name, MAX_NAME_BYTES).to_string()
+    etcd_readiness_policy::text::cut_at(name, MAX_NAME_BYTES).to_string()
 }
 
 /// An etcd ID as etcdctl prints it: `fmt.Sprintf("%x", id)`.

@@ -3,7 +3,7 @@
 //! the signal store.
 //! Each source but etcd implements [`Sampler`]; [`spawn`] runs one sampler on
 //! its own supervised tokio task at its interval (a panic restarts it with a
-//! fresh sampler, see [`crate::supervise`]), records how long each round took
+//! fresh sampler, see [`crate::runtime::supervise`]), records how long each round took
 //! and why it failed, and tells the engine (through a [`RoundNotifier`]) that
 //! new samples are in the store. The etcd source runs its own loops
 //! ([`etcd::spawn`]: a connection watch, Status and the reads at their own
@@ -11,7 +11,6 @@
 //! every call and at once when its connection is lost.
 
 pub mod backup;
-pub mod client;
 pub mod config;
 pub mod etcd;
 pub mod etcd_auth;
@@ -20,7 +19,6 @@ pub mod identity;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;
-pub mod scrape_set;
 pub mod tls_material;
 
 use std::collections::HashMap;
@@ -36,92 +34,13 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::clock::Clock;
-use crate::signals::{SignalId, SignalStore, Source};
-use crate::supervise::Supervisor;
+use crate::runtime::clock::Clock;
+use crate::runtime::supervise::Supervisor;
+use etcd_readiness_policy::signals::{SignalId, SignalStore, Source};
 
-/// Why a sample round failed, as a bounded set: the `reason` label of
-/// `etcd_readiness_sample_errors_total` and what code matches on. The words
-/// are in the dashboard's description of that panel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
-    Timeout,
-    Connect,
-    Tls,
-    /// The peer spoke another protocol (HTTP/1 at a gRPC port, TLS vs plain).
-    Protocol,
-    /// An HTTP status other than 2xx.
-    Status,
-    Parse,
-    /// A body over `--source.max-body-bytes`.
-    TooLarge,
-    /// An etcd RPC error that is none of the above.
-    Rpc,
-    Dns,
-    Nxdomain,
-    Servfail,
-    /// A scrape source's selector matched no series or too many.
-    Mismatch,
-}
-
-impl Reason {
-    /// Every reason, for the zero-valued error series a source starts with.
-    pub const ALL: [Reason; 12] = [
-        Reason::Timeout,
-        Reason::Connect,
-        Reason::Tls,
-        Reason::Protocol,
-        Reason::Status,
-        Reason::Parse,
-        Reason::TooLarge,
-        Reason::Rpc,
-        Reason::Dns,
-        Reason::Nxdomain,
-        Reason::Servfail,
-        Reason::Mismatch,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Timeout => "timeout",
-            Reason::Connect => "connect",
-            Reason::Tls => "tls",
-            Reason::Protocol => "protocol",
-            Reason::Status => "status",
-            Reason::Parse => "parse",
-            Reason::TooLarge => "too_large",
-            Reason::Rpc => "rpc",
-            Reason::Dns => "dns",
-            Reason::Nxdomain => "nxdomain",
-            Reason::Servfail => "servfail",
-            Reason::Mismatch => "mismatch",
-        }
-    }
-}
-
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why a sample round failed: a [`Reason`] for metrics and code, a
-/// `message` for humans (it goes into the store and logs).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {message}")]
-pub struct SampleError {
-    pub reason: Reason,
-    pub message: String,
-}
-
-impl SampleError {
-    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        SampleError {
-            reason,
-            message: message.into(),
-        }
-    }
-}
+/// The failure vocabulary of every read from outside, shared with the HTTP
+/// client below this layer.
+pub use crate::outside::failure::{Reason, SampleError};
 
 /// How old a sample may be before its signal reads as unknown ("stale"):
 /// three missed rounds plus one round's deadline. The one place this rule
@@ -415,10 +334,10 @@ type StartSampler = dyn FnOnce(&Sampling) -> JoinHandle<()> + Send;
 
 /// Build the first sampler from `spec` (a closure over the source's
 /// configuration and the catalogue), keeping `spec` for restarts.
-pub fn prepare<S, F>(mut spec: F) -> Result<Prepared, client::SourceError>
+pub fn prepare<S, F>(mut spec: F) -> Result<Prepared, crate::outside::http_client::SourceError>
 where
     S: Sampler,
-    F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
+    F: FnMut() -> Result<S, crate::outside::http_client::SourceError> + Send + 'static,
 {
     let first = spec()?;
     Ok(Prepared(Box::new(move |s: &Sampling| {
@@ -441,7 +360,7 @@ impl Prepared {
 pub fn spawn<S, F>(first: S, mut remake: F, sampling: Sampling) -> JoinHandle<()>
 where
     S: Sampler,
-    F: FnMut() -> Result<S, client::SourceError> + Send + 'static,
+    F: FnMut() -> Result<S, crate::outside::http_client::SourceError> + Send + 'static,
 {
     let label = first.source().label();
     sampling.metrics.start_source(&label);

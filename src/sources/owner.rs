@@ -18,10 +18,10 @@ use hickory_resolver::net::{DnsError, NetError};
 use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::{Name, RData};
 
-use super::client::SourceError;
 use super::{Reason, SampleError, Sampler};
-use crate::clock::Clock;
-use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
+use crate::outside::http_client::SourceError;
+use crate::runtime::clock::Clock;
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Default `--owner.interval`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);

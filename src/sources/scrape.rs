@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::client::{self, SourceError};
 use super::config::{Aggregate, ScrapeConfig, SignalSpec, selector};
 use super::promtext::{self, Sample};
 use super::{Reason, SampleError, Sampler};
-use crate::clock::Clock;
-use crate::signals::{Catalogue, SignalId, SignalStore, Source, Value};
+use crate::outside::http_client::{self, SourceError};
+use crate::runtime::clock::Clock;
+use etcd_readiness_policy::signals::{Catalogue, SignalId, SignalStore, Source, Value};
 
 /// Samples one scrape source.
 pub struct ScrapeSampler {
@@ -25,7 +25,7 @@ impl ScrapeSampler {
     /// `catalogue` must already hold this source's signals (see
     /// [`extend_catalogue`](super::config::extend_catalogue)).
     pub fn new(cfg: ScrapeConfig, catalogue: &Catalogue) -> Result<Self, SourceError> {
-        client::base_url(&cfg.url)?;
+        http_client::base_url(&cfg.url)?;
         let material = if cfg.tls == Default::default() {
             None
         } else {
@@ -128,7 +128,7 @@ impl Sampler for ScrapeSampler {
     }
 
     async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
-        let fetched = client::get_ok(
+        let fetched = http_client::get_ok(
             &self.client,
             &self.cfg.url,
             self.cfg.timeout,

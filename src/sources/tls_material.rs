@@ -32,12 +32,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-pub use super::client::MaterialError;
-use super::client::{SourceError, TlsFiles};
 use super::{Reason, SampleError};
-use crate::bounded_read::read_bounded;
+use crate::outside::bounded_read::read_bounded;
+use crate::outside::certificate::Validity;
+pub use crate::outside::http_client::MaterialError;
+use crate::outside::http_client::{SourceError, TlsFiles};
 use crate::reload::{Change, LastGood, Load, Names, ReloadStatus};
-use crate::web::tls::Validity;
+
+/// A TLS file that cannot be used is a refused reload like any other.
+impl crate::reload::Problem for crate::outside::http_client::MaterialError {}
 
 /// The largest PEM file read (a CA bundle of a few hundred certificates).
 pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
@@ -115,7 +118,7 @@ type Read = (PathBuf, Vec<u8>);
 impl Material {
     /// Read and check `files`: each bounded, regular files only.
     pub fn read(files: &TlsFiles) -> Result<Material, MaterialError> {
-        let pair = super::client::cert_key_pair(
+        let pair = crate::outside::http_client::cert_key_pair(
             files.cert.as_ref(),
             files.key.as_ref(),
             "a client certificate and its key",
@@ -285,7 +288,7 @@ impl CertProblem {
 
 impl std::fmt::Display for CertProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = |t: i64| crate::replay::time::rfc3339(t.saturating_mul(1000));
+        let at = |t: i64| crate::outside::checked::rfc3339(t.saturating_mul(1000));
         match *self {
             CertProblem::Expired { not_after } => {
                 write!(f, "expired at {} (notAfter)", at(not_after))
@@ -653,7 +656,7 @@ pub fn http_client(
     material: Option<&Material>,
     timeout: Duration,
 ) -> Result<reqwest::Client, SourceError> {
-    super::client::install_crypto_provider();
+    crate::outside::http_client::install_crypto_provider();
     let mut b = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::tls;
-use crate::bounded_read::{ReadError, read_bounded};
+use crate::outside::bounded_read::{ReadError, read_bounded};
 
 /// The largest web configuration file read.
 pub const MAX_WEB_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -45,7 +45,7 @@ pub enum WebConfigError {
     #[error("{path} is not valid UTF-8 (first bad byte at offset {offset})")]
     NotUtf8 { path: PathBuf, offset: usize },
     #[error("{0}")]
-    Yaml(#[from] crate::policy_yaml::YamlError),
+    Yaml(#[from] etcd_readiness_policy::yaml::YamlError),
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -116,7 +116,7 @@ pub struct WebConfig {
     /// Extra response headers (`http_server_config.headers`).
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// The serving certificate's validity, when TLS is on.
-    pub cert_validity: Option<tls::Validity>,
+    pub cert_validity: Option<crate::outside::certificate::Validity>,
     /// `http_server_config.http2` (default true): offer h2 in TLS's ALPN.
     pub http2: bool,
     pub rate_limit: Option<RateLimit>,
@@ -186,9 +186,11 @@ impl WebConfig {
         };
         // An empty file (or only comments) is a valid, empty configuration,
         // as in exporter-toolkit.
-        let shape: FileShape =
-            crate::policy_yaml::from_str::<Option<FileShape>>(&path.display().to_string(), text)?
-                .unwrap_or_default();
+        let shape: FileShape = etcd_readiness_policy::yaml::from_str::<Option<FileShape>>(
+            &path.display().to_string(),
+            text,
+        )?
+        .unwrap_or_default();
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -339,7 +341,7 @@ const MAX_RATE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 fn rate_limit(r: RateLimitShape) -> Result<Option<RateLimit>, String> {
     let interval = match r.interval.as_deref() {
         None | Some("") | Some("0") => Duration::ZERO,
-        Some(s) => crate::duration::parse(s, MAX_RATE_INTERVAL)
+        Some(s) => etcd_readiness_policy::duration::parse(s, MAX_RATE_INTERVAL)
             .map_err(|e| format!("rate_limit.interval {s:?}: {e}"))?,
     };
     if interval.is_zero() {

@@ -82,7 +82,7 @@ impl WebMetrics {
     }
 
     /// The validity of the certificate now in force.
-    pub(super) fn certificate(&self, validity: Option<super::tls::Validity>) {
+    pub(super) fn certificate(&self, validity: Option<crate::outside::certificate::Validity>) {
         let (b, a) = validity.map_or((0, 0), |v| (v.not_before, v.not_after));
         self.cert_not_before.set(b);
         self.cert_not_after.set(a);

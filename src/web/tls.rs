@@ -27,6 +27,8 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 
 use serde::Deserialize;
 
+use crate::outside::certificate::Validity;
+
 /// `tls_server_config`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,40 +85,6 @@ pub(super) struct Built {
     pub client_auth: String,
     /// The serving certificate's validity (the chain's first certificate).
     pub validity: Option<Validity>,
-}
-
-/// When a certificate is valid: `notBefore` and `notAfter` in Unix seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Validity {
-    pub not_before: i64,
-    pub not_after: i64,
-}
-
-impl Validity {
-    /// Of the DER certificate `der` (None when it does not parse: rustls
-    /// then refuses it at the handshake, as it always did).
-    pub fn of(der: &[u8]) -> Option<Validity> {
-        let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
-        Some(Validity {
-            not_before: c.validity().not_before.timestamp(),
-            not_after: c.validity().not_after.timestamp(),
-        })
-    }
-
-    /// Why the certificate is not valid at `now` (Unix seconds), if it is not.
-    pub fn problem(&self, now: i64) -> Option<String> {
-        let at = |t: i64| crate::replay::time::rfc3339(t.saturating_mul(1000));
-        if now > self.not_after {
-            Some(format!("expired at {} (notAfter)", at(self.not_after)))
-        } else if now < self.not_before {
-            Some(format!(
-                "not valid before {} (notBefore)",
-                at(self.not_before)
-            ))
-        } else {
-            None
-        }
-    }
 }
 
 /// Go's `tls.ClientAuthType`, by exporter-toolkit's names.

@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::etcd_member_command;
+use etcd_readiness_exporter::cmd::localcluster::etcd_member_command;
 use etcd_readiness_testkit::backup::Sidecar;
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::dns::Dnsmasq;
@@ -187,7 +187,7 @@ async fn add_learner(cluster: &EtcdCluster) -> Learner {
     initial.push(format!("learner={peer}"));
     let dir = tempfile::tempdir().unwrap();
     let child = etcd_member_command(
-        &etcd_readiness_exporter::localcluster::default_etcd(),
+        &etcd_readiness_exporter::cmd::localcluster::default_etcd(),
         "learner",
         &dir.path().join("learner.etcd"),
         &endpoint,

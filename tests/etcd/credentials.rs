@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::ServerTls;
+use etcd_readiness_exporter::cmd::localcluster::ServerTls;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, metric_line};

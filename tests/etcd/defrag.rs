@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::{LocalCluster, default_etcd, http_get};
+use etcd_readiness_exporter::cmd::localcluster::{LocalCluster, default_etcd, http_get};
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::{poll, sample};
@@ -205,7 +205,7 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
     // task so that one that hangs does not blind the others.
     let t0_wall = now_unix();
     let t0 = Instant::now();
-    let stalled0 = etcd_readiness_exporter::contention::cpu_stalled();
+    let stalled0 = etcd_readiness_exporter::runtime::contention::cpu_stalled();
     let stop = Arc::new(AtomicBool::new(false));
     let native = tokio::spawn({
         let stop = stop.clone();
@@ -283,7 +283,10 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let stalled = match (stalled0, etcd_readiness_exporter::contention::cpu_stalled()) {
+    let stalled = match (
+        stalled0,
+        etcd_readiness_exporter::runtime::contention::cpu_stalled(),
+    ) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => Duration::ZERO,
     };

@@ -8,7 +8,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::etcd_member_command;
+use etcd_readiness_exporter::cmd::localcluster::etcd_member_command;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::ports::{free_ports, free_tcp_port};
@@ -196,7 +196,7 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
     let dir = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(dir.path().join("other.log")).unwrap();
     let mut cmd = etcd_member_command(
-        &etcd_readiness_exporter::localcluster::default_etcd(),
+        &etcd_readiness_exporter::cmd::localcluster::default_etcd(),
         "other",
         &dir.path().join("other.etcd"),
         &client,
@@ -242,7 +242,7 @@ fn etcdctl(endpoint: &str, args: &[&str]) -> Result<String, String> {
 /// carries it), MemberList is asked at most once per 30 s and counted, and
 /// once the learner is promoted the name appears at once.
 async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathBuf) {
-    use etcd_readiness_exporter::localcluster::LocalCluster;
+    use etcd_readiness_exporter::cmd::localcluster::LocalCluster;
     let cluster = LocalCluster::builder(1).etcd(&etcd).start().expect("etcd");
     let m1 = cluster.endpoint(0);
     // The learner: added, then started on the existing cluster.

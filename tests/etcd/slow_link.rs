@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::slowlink::slow_cluster;
 

@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use etcd_readiness_exporter::policy::{Policy, limits};
-use etcd_readiness_exporter::signals::{Catalogue, Source};
+use etcd_readiness_policy::policy::{Policy, limits};
+use etcd_readiness_policy::signals::{Catalogue, Source};
 
 /// Every `tests/diagnostics/*.policy` is a policy that must be refused; its
 /// diagnostics are snapshotted in `tests/snapshots/` as

@@ -15,10 +15,10 @@ use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::http::HttpMetrics;
 use etcd_readiness_exporter::http::longpoll::Holds;
 use etcd_readiness_exporter::http::{AppState, app};
-use etcd_readiness_exporter::policy::Policy;
-use etcd_readiness_exporter::signals::{Catalogue, SignalStore};
 use etcd_readiness_exporter::sources::RoundNotifier;
-use etcd_readiness_exporter::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Catalogue, SignalStore};
+use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
 use etcd_readiness_testkit::wait::poll;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -125,7 +125,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         RoundNotifier::new(),
         engine_metrics,
         timing,
-        etcd_readiness_exporter::clock::Clock::node(),
+        etcd_readiness_exporter::runtime::clock::Clock::node(),
     );
     let holds = Holds::new(
         "main",
@@ -356,7 +356,7 @@ async fn a_verdict_older_than_three_intervals_plus_timeout_fails_readyz_and_live
 /// evaluates again.
 #[tokio::test]
 async fn the_status_page_renders_what_the_engine_published_not_the_store() {
-    use etcd_readiness_exporter::signals::{Source, Value};
+    use etcd_readiness_policy::signals::{Source, Value};
     let (st, engine) = state();
     let learner = engine.catalogue().id("learner");
     engine
@@ -800,7 +800,7 @@ async fn doc_examples_of_readyz_and_livez() {
 #[tokio::test]
 async fn doc_examples_of_signals_policy_and_history() {
     use crate::http_doc::assert_example;
-    use etcd_readiness_exporter::signals::Value;
+    use etcd_readiness_policy::signals::Value;
     let (st, engine) = state();
     let (store, cat) = (engine.store(), engine.catalogue());
     let now = Instant::now();
@@ -823,7 +823,7 @@ async fn doc_examples_of_signals_policy_and_history() {
         "read",
     );
     engine.notifier().round_finished(
-        &etcd_readiness_exporter::signals::Source::Etcd,
+        &etcd_readiness_policy::signals::Source::Etcd,
         Duration::from_secs(1),
         Instant::now(),
     );

@@ -15,14 +15,14 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::routing::post;
 use etcd_readiness_exporter::engine::{EngineHandle, EngineMetrics, Timing};
-use etcd_readiness_exporter::policy::Policy;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadError, ReloadMetrics, ReloadOutcome, ReloadTrigger, Reloader,
     WatchOptions, WatcherHandle, spawn_watcher,
 };
-use etcd_readiness_exporter::signals::{Catalogue, SignalStore, Source, Value};
 use etcd_readiness_exporter::sources::RoundNotifier;
-use etcd_readiness_exporter::verdict::{CheckState, Verdict};
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Catalogue, SignalStore, Source, Value};
+use etcd_readiness_policy::verdict::{CheckState, Verdict};
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume as ConfigMapVolume;
 use etcd_readiness_testkit::wait::poll;
 use prometheus_client::registry::Registry;
@@ -150,7 +150,7 @@ fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHan
             sample_interval: Duration::from_secs(1),
             sample_timeout: Duration::from_millis(500),
         },
-        etcd_readiness_exporter::clock::Clock::node(),
+        etcd_readiness_exporter::runtime::clock::Clock::node(),
     );
     engine.evaluate_now();
     engine

@@ -173,7 +173,7 @@ async fn serve_with_passwords(by_env: bool) {
         }
     }
     let (mut child, log) = spawn_logged(cmd);
-    etcd_readiness_exporter::sources::client::install_crypto_provider();
+    etcd_readiness_exporter::outside::http_client::install_crypto_provider();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()

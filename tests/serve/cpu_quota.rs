@@ -1,6 +1,6 @@
 //! The exporter reads its own CPU limit (a CFS quota) at start and stretches
 //! the etcd source's trust period over one CFS period, so that its own
-//! throttling is not reported as an outdated answer (src/cpuquota.rs). Here
+//! throttling is not reported as an outdated answer (src/runtime/cpuquota.rs). Here
 //! the real binary runs in a real cgroup v1 `cpu` group with a 500m quota,
 //! next to a real etcd member, and the test reads what it says at start.
 //! Needs root and a writable cgroup v1 `cpu` hierarchy, which CI has; where

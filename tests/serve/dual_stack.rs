@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::etcd::Etcd;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::poll;

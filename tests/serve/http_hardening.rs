@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::wait::poll;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::etcd::Etcd;
 use etcd_readiness_testkit::exporter::{Exporter, metric_line, post};
 use etcd_readiness_testkit::wait::poll;

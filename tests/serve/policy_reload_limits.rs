@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use etcd_readiness_exporter::policy::limits;
+use etcd_readiness_policy::policy::limits;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter;

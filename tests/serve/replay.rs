@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::ports::free_tcp_port;

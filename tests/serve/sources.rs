@@ -6,9 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_exporter::clock::Clock;
-use etcd_readiness_exporter::policy::{Evaluator, Policy};
-use etcd_readiness_exporter::signals::{Builtin, Catalogue, SignalStore, Source, Unknown, Value};
+use etcd_readiness_exporter::runtime::clock::Clock;
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{BuiltinSources, Config, configure_catalogue};
 use etcd_readiness_exporter::sources::etcd::{self as etcd_source, EtcdConfig};
@@ -19,7 +17,9 @@ use etcd_readiness_exporter::sources::owner::{OwnerConfig, OwnerSampler};
 use etcd_readiness_exporter::sources::scrape::ScrapeSampler;
 use etcd_readiness_exporter::sources::{Reason, Sampler};
 use etcd_readiness_exporter::sources::{RoundNotifier, Sampling, SourceMetrics};
-use etcd_readiness_exporter::verdict::{CheckReport, CheckState};
+use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalStore, Source, Unknown, Value};
+use etcd_readiness_policy::verdict::{CheckReport, CheckState};
 use etcd_readiness_testkit::backup::Sidecar;
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::dns::Dnsmasq;
@@ -197,7 +197,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(2),
-        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: etcd_readiness_exporter::outside::http_client::DEFAULT_MAX_BODY_BYTES,
     };
     let mut backup = BackupSampler::new(cfg.clone(), &cat).unwrap();
     backup.sample(&store, &Clock::node()).await.unwrap();
@@ -238,7 +238,7 @@ async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
             tls: Default::default(),
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
-            max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: etcd_readiness_exporter::outside::http_client::DEFAULT_MAX_BODY_BYTES,
         },
         &cat,
     )
@@ -359,7 +359,7 @@ async fn backup_sidecar_that_hangs_times_out_and_one_that_answers_garbage_is_up(
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_millis(300),
-        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: etcd_readiness_exporter::outside::http_client::DEFAULT_MAX_BODY_BYTES,
     };
 
     let silent = Silent::start().await;
@@ -574,7 +574,7 @@ fn check_and_signals_know_scrape_signals_given_the_same_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error() {
-    use etcd_readiness_exporter::sources::client::TlsFiles;
+    use etcd_readiness_exporter::outside::http_client::TlsFiles;
     let pki = pki::make_pki();
     let sidecar = Sidecar::start_tls(
         &pki.path("server.pem"),
@@ -600,7 +600,7 @@ async fn backup_over_mutual_tls_and_a_wrong_ca_or_no_client_cert_is_a_tls_error(
         mode: BackupMode::Metrics,
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(2),
-        max_body_bytes: etcd_readiness_exporter::sources::client::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: etcd_readiness_exporter::outside::http_client::DEFAULT_MAX_BODY_BYTES,
     };
 
     // The --backup.cacert/--backup.cert/--backup.key material: it works.

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-pub use etcd_readiness_exporter::localcluster::ServerTls;
-use etcd_readiness_exporter::localcluster::{Builder, LocalCluster};
+pub use etcd_readiness_exporter::cmd::localcluster::ServerTls;
+use etcd_readiness_exporter::cmd::localcluster::{Builder, LocalCluster};
 
 use crate::heavy::{self, Slot};
 use crate::wait::{poll, wait_until};

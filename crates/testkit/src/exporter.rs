@@ -5,9 +5,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::cmd::serve::{self, Running};
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
-use etcd_readiness_exporter::localcluster::http_get;
-use etcd_readiness_exporter::serve::{self, Running};
 
 use crate::wait::poll;
 

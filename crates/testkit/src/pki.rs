@@ -4,7 +4,7 @@
 //! CA stays usable, so a test can issue a new server certificate in place
 //! (a cert-manager rotation) with a serial number of its choosing.
 
-use etcd_readiness_exporter::localcluster::ServerTls;
+use etcd_readiness_exporter::cmd::localcluster::ServerTls;
 use rcgen::{
     BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     SerialNumber,

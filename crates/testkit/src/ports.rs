@@ -19,7 +19,7 @@ use std::net::{TcpListener, UdpSocket};
 
 /// `n` distinct free loopback TCP ports (the library's `localcluster`
 /// helper: all listeners held until every port is chosen).
-pub use etcd_readiness_exporter::localcluster::free_ports;
+pub use etcd_readiness_exporter::cmd::localcluster::free_ports;
 
 /// One free loopback TCP port, for a child to bind.
 pub fn free_tcp_port() -> u16 {

@@ -58,7 +58,7 @@ pub async fn wait_http_ready(
             }
             match tokio::time::timeout(
                 Duration::from_secs(2),
-                etcd_readiness_exporter::localcluster::http_get(addr, path, None),
+                etcd_readiness_exporter::cmd::localcluster::http_get(addr, path, None),
             )
             .await
             {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use etcd_readiness_exporter::localcluster::http_get;
+use etcd_readiness_exporter::cmd::localcluster::http_get;
 
 use crate::heavy::{self, Slot};
 use crate::ports::free_tcp_port;

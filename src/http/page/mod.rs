@@ -29,10 +29,10 @@ use std::sync::LazyLock;
 
 use crate::engine::history::{CAPACITY, HistorySnapshot, Lane, LaneState, PublishedReadings};
 use crate::engine::{CandidatePublished, CandidateStatus, PolicyStatus};
-use crate::policy::eval::describe_unknown;
-use crate::signals::{Catalogue, Reading, SignalType, Unit, Unknown, Value};
-use crate::text::{cut, fmt_duration, fmt_value, html_escape};
-use crate::verdict::{CheckKind, CheckReport, CheckState, Verdict};
+use etcd_readiness_policy::policy::eval::describe_unknown;
+use etcd_readiness_policy::signals::{Catalogue, Reading, SignalType, Unit, Unknown, Value};
+use etcd_readiness_policy::text::{cut, fmt_duration, fmt_value, html_escape};
+use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 use timeline::{WINDOW, lane_spans};
 
 /// Longest explanation, error or reason shown, in bytes.
@@ -656,8 +656,8 @@ mod tests {
     use super::*;
     use crate::config::DEFAULT_POLICY;
     use crate::engine::history::History;
-    use crate::policy::Policy;
-    use crate::verdict::{CheckReport, UsedSignal};
+    use etcd_readiness_policy::policy::Policy;
+    use etcd_readiness_policy::verdict::{CheckReport, UsedSignal};
     use std::sync::Arc;
     use std::time::Instant;
     use timeline::{MAX_SPANS_PER_LANE, MIN_SPAN, SpanKind};
@@ -1078,14 +1078,14 @@ mod tests {
     #[test]
     fn the_page_holds_its_budget_for_the_largest_policy() {
         let mut text = String::new();
-        for i in 0..crate::policy::limits::MAX_CHECKS {
+        for i in 0..etcd_readiness_policy::policy::limits::MAX_CHECKS {
             let _ = writeln!(
                 text,
                 "check c_{i:03}_{}: leader && qget_ms < 1000",
                 "n".repeat(40)
             );
         }
-        while text.len() + 80 < crate::policy::limits::MAX_POLICY_BYTES {
+        while text.len() + 80 < etcd_readiness_policy::policy::limits::MAX_POLICY_BYTES {
             text.push_str(
                 "# <<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<\n",
             );
@@ -1094,7 +1094,10 @@ mod tests {
         worst_history(&f);
         let page = render(&f, &[], false);
         let counts = lane_span_counts(&page);
-        assert_eq!(counts.len(), crate::policy::limits::MAX_CHECKS + 1);
+        assert_eq!(
+            counts.len(),
+            etcd_readiness_policy::policy::limits::MAX_CHECKS + 1
+        );
         assert!(
             counts.iter().all(|n| *n <= MAX_SPANS_PER_LANE),
             "{counts:?}"

@@ -9,7 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::engine::history::{HistorySnapshot, Lane, LaneState};
-use crate::text::fmt_duration;
+use etcd_readiness_policy::text::fmt_duration;
 /// The timeline's width in time.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Spans shorter than this, two or more in a row, are drawn as one

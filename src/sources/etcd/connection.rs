@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
 use super::{LABEL, Shared};
-use crate::signals::Value;
 use crate::sources::{Reason, SampleError};
+use etcd_readiness_policy::signals::Value;
 
 impl Shared {
     /// The client for the next call: built again when the TLS files or the

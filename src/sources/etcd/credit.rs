@@ -28,7 +28,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::signals::Trust;
+use etcd_readiness_policy::signals::Trust;
 
 /// How long a credited read is trusted, and how long it is given.
 pub(super) const ELECTION_TRUST: Duration = Duration::from_secs(1);

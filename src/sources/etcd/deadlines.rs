@@ -20,15 +20,15 @@ use std::time::{Duration, Instant};
 
 use super::super::{Reason, RoundNotifier, SampleError};
 use super::errors::{explain, fmt_ms};
-use crate::clock::{Clock, NodeTime};
-use crate::signals::Trust;
+use crate::runtime::clock::{Clock, NodeTime};
+use etcd_readiness_policy::signals::Trust;
 
 /// The shortest trust period: below it, a loaded machine's scheduling delay
 /// alone (a debug build under an HTTP flood took 26 ms for one read) would
 /// outdate healthy answers.
 pub(super) const MIN_TRUST: Duration = Duration::from_millis(100);
 /// The longest a pending call is trusted however long the node's CPU was
-/// contended while it waited ([`crate::contention`]): the default check's
+/// contended while it waited ([`crate::runtime::contention`]): the default check's
 /// own bound (a read pending for 1 s proves `qget_ms < 1000` false). Only a
 /// moment of contention is forgiven; a node saturated for longer than this
 /// makes its member not ready, as its clients see it.

@@ -8,7 +8,7 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use super::super::{Reason, SampleError};
-use crate::redacted_url::RedactedUrl;
+use crate::outside::redacted_url::RedactedUrl;
 
 pub(super) fn fmt_ms(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -29,9 +29,9 @@ fn first_source(e: &etcd_client::Error) -> Option<&(dyn std::error::Error + 'sta
     }
 }
 
-/// Every error in the chain below `e` (see [`crate::sources::client::causes`]).
+/// Every error in the chain below `e` (see [`crate::outside::http_client::causes`]).
 fn causes(e: &etcd_client::Error) -> Vec<&(dyn std::error::Error + 'static)> {
-    crate::sources::client::causes(first_source(e))
+    crate::outside::http_client::causes(first_source(e))
 }
 
 /// A compact description: the gRPC status message (or the error itself) and
@@ -142,7 +142,7 @@ pub(super) async fn explain(
     let mut err = classify(what, e, timeout);
     // A handshake refused for a certificate says so, and counts as TLS.
     let https = endpoint.starts_with("https://");
-    if let Some(hint) = crate::sources::client::certificate_hint(&causes(e), https) {
+    if let Some(hint) = crate::outside::http_client::certificate_hint(&causes(e), https) {
         err = SampleError::new(
             Reason::Tls,
             format!("{what}: TLS error: {} ({hint})", chain(e)),

@@ -14,9 +14,9 @@ use super::deadlines::{CONTENDED_TRUST_MAX, Deadline, LatencyWindow, wake_at_exp
 use super::errors::{classify, explain, leader_changed};
 use super::status::{LeaderChanges, record_status, record_status_err};
 use super::{LABEL, Shared};
-use crate::clock::NodeTime;
-use crate::signals::{SignalId, SignalStore, Source, Trust, Value};
+use crate::runtime::clock::NodeTime;
 use crate::sources::SampleError;
+use etcd_readiness_policy::signals::{SignalId, SignalStore, Source, Trust, Value};
 
 /// What the read loop keeps from one round to the next.
 struct Reads {

@@ -62,9 +62,9 @@ use tokio::task::JoinHandle;
 use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND};
 use super::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
-use crate::clock::Clock;
-use crate::redacted_url::RedactedUrl;
-use crate::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
+use crate::outside::redacted_url::RedactedUrl;
+use crate::runtime::clock::Clock;
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 
 /// The etcd TLS files (CA; client certificate and key, `None` for
 /// server-only TLS), re-read when they change ([`crate::sources::tls_material`]).
@@ -81,7 +81,7 @@ pub struct EtcdConfig {
     pub interval: Duration,
     pub timeout: Duration,
     /// The longest the exporter's own CPU limit can freeze it (one CFS
-    /// period, see [`crate::cpuquota`]); zero without a limit.
+    /// period, see [`crate::runtime::cpuquota`]); zero without a limit.
     pub freeze: Duration,
 }
 
@@ -108,7 +108,7 @@ impl EtcdConfig {
     /// times out.
     ///
     /// The time the node's CPU was contended while the call waited extends
-    /// it, to at most 1 s ([`Trust`], [`crate::contention`]): a healthy
+    /// it, to at most 1 s ([`Trust`], [`crate::runtime::contention`]): a healthy
     /// member on a node busy for a moment is late because it could not run.
     /// Each call stretches this base to what its kind of call normally takes
     /// on this member (`deadlines::LatencyWindow`).

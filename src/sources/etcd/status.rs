@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use etcd_client::StatusResponse;
 
 use super::Ids;
-use crate::signals::{SignalStore, Value};
 use crate::sources::SampleError;
+use etcd_readiness_policy::signals::{SignalStore, Value};
 
 /// Counts changes of the leader's ID between Status answers, and since when
 /// the answers have shown no leader.

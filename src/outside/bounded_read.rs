@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::supervise::{DeadlineError, run_with_deadline};
+use crate::outside::blocking::{DeadlineError, run_with_deadline};
 
 /// Why a bounded read failed.
 #[derive(Debug, thiserror::Error)]

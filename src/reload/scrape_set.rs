@@ -22,12 +22,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
-use super::Sampling;
-use super::client::SourceError;
-use super::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
-use super::scrape::ScrapeSampler;
+use crate::outside::http_client::SourceError;
 use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus};
-use crate::signals::Catalogue;
+use crate::sources::Sampling;
+use crate::sources::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
+use crate::sources::scrape::ScrapeSampler;
+use etcd_readiness_policy::signals::Catalogue;
 
 /// Why a changed `--config` was not put in force.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +104,9 @@ impl ScrapeSet {
         let max_body_bytes = config
             .sources
             .first()
-            .map_or(super::client::DEFAULT_MAX_BODY_BYTES, |s| s.max_body_bytes);
+            .map_or(crate::outside::http_client::DEFAULT_MAX_BODY_BYTES, |s| {
+                s.max_body_bytes
+            });
         let set = ScrapeSet {
             catalogue,
             max_body_bytes,
@@ -171,7 +173,7 @@ impl ScrapeSet {
             let config = sampler.config().clone();
             let tls_sha256 = sampler.tls_sha256().map(str::to_string);
             let (cfg, cat) = (config.clone(), self.catalogue.clone());
-            let task = super::spawn(
+            let task = crate::sources::spawn(
                 sampler,
                 move || ScrapeSampler::new(cfg.clone(), &cat),
                 self.sampling.clone(),

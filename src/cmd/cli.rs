@@ -6,14 +6,14 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::policy::Policy;
-use crate::signals::{Catalogue, Source};
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Catalogue, Source};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "etcd-readiness-exporter",
     version,
-    long_version = crate::build_info::long_version(),
+    long_version = crate::metrics::build_info::long_version(),
     about = "Decides when an etcd member is ready to serve, explains why, and exports it to Prometheus.",
     args_conflicts_with_subcommands = true
 )]
@@ -78,7 +78,7 @@ pub enum Command {
     /// Sample one etcd member, evaluate the policy, serve /readyz and /metrics (the default).
     Serve(Box<crate::config::ServeArgs>),
     /// Start a local 3-member etcd cluster and walk through failures, showing /readyz.
-    Demo(crate::demo::DemoArgs),
+    Demo(crate::cmd::demo::DemoArgs),
     /// Evaluate a candidate policy against the history in Prometheus (see docs/replay.md).
     Replay(Box<crate::replay::ReplayArgs>),
     /// Print a shell completion script, generated from these flags, to stdout
@@ -131,8 +131,8 @@ pub fn run() -> ExitCode {
             Err(code) => code,
         },
         Some(Command::Lint { files }) => lint_files(&files),
-        Some(Command::Serve(args)) => crate::serve::run(*args),
-        Some(Command::Demo(args)) => crate::demo::run(args),
+        Some(Command::Serve(args)) => crate::cmd::serve::run(*args),
+        Some(Command::Demo(args)) => crate::cmd::demo::run(args),
         Some(Command::Replay(args)) => crate::replay::run(*args),
         Some(Command::Completion { shell }) => {
             let mut out = std::io::stdout().lock();
@@ -149,7 +149,7 @@ pub fn run() -> ExitCode {
                 }
             }
         }
-        None => crate::serve::run(cli.serve),
+        None => crate::cmd::serve::run(cli.serve),
     }
 }
 
@@ -187,8 +187,8 @@ pub fn lint_files(files: &[PathBuf]) -> ExitCode {
                 });
             ("<stdin>".to_string(), r)
         } else {
-            let r =
-                crate::bounded_read::read_bounded(path, LINT_MAX_BYTES).map_err(|e| e.to_string());
+            let r = crate::outside::bounded_read::read_bounded(path, LINT_MAX_BYTES)
+                .map_err(|e| e.to_string());
             (path.display().to_string(), r)
         };
         let text = match read.map(String::from_utf8) {
@@ -306,10 +306,14 @@ fn sources_needed(p: &Policy, catalogue: &Catalogue) -> String {
 fn run_test_file(
     path: &Path,
     catalogue: &Catalogue,
-) -> Result<crate::policytest::FileOutcome, crate::policytest::TestFileError> {
-    use crate::policytest::{MAX_TEST_FILE_BYTES, TestFileError};
+) -> Result<
+    etcd_readiness_policy::policytest::FileOutcome,
+    etcd_readiness_policy::policytest::TestFileError,
+> {
+    use etcd_readiness_policy::policytest::{MAX_TEST_FILE_BYTES, TestFileError};
     let read = |p: &Path, max: u64| -> std::io::Result<String> {
-        let bytes = crate::bounded_read::read_bounded(p, max).map_err(std::io::Error::other)?;
+        let bytes =
+            crate::outside::bounded_read::read_bounded(p, max).map_err(std::io::Error::other)?;
         String::from_utf8(bytes)
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
     };
@@ -318,10 +322,12 @@ fn run_test_file(
         source,
     })?;
     // One byte over the policy limit is enough for the compiler to report it.
-    let max_policy = crate::policy::limits::MAX_POLICY_BYTES as u64 + 1;
+    let max_policy = etcd_readiness_policy::policy::limits::MAX_POLICY_BYTES as u64 + 1;
     // The virtual clock may start at any instant; this one is as good as any.
     let origin = std::time::Instant::now();
-    crate::policytest::run_text(path, &text, catalogue, origin, |p| read(p, max_policy))
+    etcd_readiness_policy::policytest::run_text(path, &text, catalogue, origin, |p| {
+        read(p, max_policy)
+    })
 }
 
 /// `test FILE...`: like `promtool test rules`.

@@ -5,7 +5,7 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
-use crate::clock::Clock;
+use crate::runtime::clock::Clock;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,23 +23,23 @@ use crate::http::listen::ListenAddr;
 use crate::http::longpoll::{Holds, held_cap};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
-use crate::policy::Policy;
+use crate::reload::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
 use crate::reload::{
     LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
     WatchOptions, WatcherHandle,
 };
-use crate::signals::{Catalogue, SignalStore};
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdConfig;
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
-use crate::sources::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
 use crate::sources::tls_material::{
     CredentialFiles, Credentials, CredentialsReloader, TlsKind, TlsMetrics,
 };
 use crate::sources::{self, Prepared, RoundNotifier, Sampling, SourceMetrics};
 use crate::web::{WebFile, WebMetrics, WebReloader, WebState};
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 
 /// The catalogue for this configuration: the built-in signals plus those of
 /// the `--config` scrape sources; sources that are not configured are
@@ -180,7 +180,7 @@ fn register_metrics(
             scrape: config
                 .scrape_file
                 .as_ref()
-                .map(|_| crate::sources::scrape_set::register_status(r)),
+                .map(|_| crate::reload::scrape_set::register_status(r)),
             tls: TlsMetrics::register(r),
             etcd_tls: config
                 .etcd
@@ -341,7 +341,7 @@ pub async fn start_with(
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     let store = Arc::new(SignalStore::new(&catalogue));
-    // The one clock, read here and nowhere below (crate::clock).
+    // The one clock, read here and nowhere below (crate::runtime::clock).
     let clock = Clock::node();
     let notifier = RoundNotifier::new();
     let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
@@ -370,7 +370,7 @@ pub async fn start_with(
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
 
-    // Every long-running task is supervised (see crate::supervise): a panic
+    // Every long-running task is supervised (see crate::runtime::supervise): a panic
     // is logged, counted and the task is built again from its spec.
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
@@ -655,7 +655,7 @@ pub async fn shutdown_signal() {
 
 /// `etcd` with what this process's own CPU limit implies: under a CFS quota
 /// the exporter can be frozen for up to one period, which must not outdate a
-/// healthy answer (see [`crate::cpuquota`]).
+/// healthy answer (see [`crate::runtime::cpuquota`]).
 fn etcd_config_for_this_process(etcd: &EtcdConfig, clock: &Clock) -> EtcdConfig {
     let mut etcd = etcd.clone();
     if let Some(q) = clock.cpu_quota() {
@@ -695,7 +695,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 
 /// The `serve` subcommand.
 pub fn run(args: ServeArgs) -> ExitCode {
-    crate::logging::init(args.log_level, args.log_format);
+    crate::runtime::logging::init(args.log_level, args.log_format);
     let config = match ServeConfig::from_args(&args) {
         Ok(c) => c,
         Err(e) => {

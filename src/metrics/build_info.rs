@@ -37,7 +37,7 @@ pub fn long_version() -> &'static str {
 
 /// `build.rs`'s reader of `.git`, compiled here too for its tests.
 #[cfg(test)]
-#[path = "../build/git_dir.rs"]
+#[path = "../../build/git_dir.rs"]
 mod git_dir;
 
 #[cfg(test)]

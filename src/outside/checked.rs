@@ -163,7 +163,22 @@ pub fn exact(d: Duration) -> String {
 
 /// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
 pub fn human(d: Duration) -> String {
-    crate::text::fmt_duration(d.as_secs_f64())
+    etcd_readiness_policy::text::fmt_duration(d.as_secs_f64())
+}
+
+/// Unix milliseconds as RFC 3339 in UTC (`2026-11-30T08:00:00Z`), for text
+/// and SVG output.
+pub fn rfc3339(ms: i64) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => {
+            if ms % 1000 == 0 {
+                t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+            } else {
+                t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+            }
+        }
+        Err(_) => format!("{ms}ms"),
+    }
 }
 
 #[cfg(test)]

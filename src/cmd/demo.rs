@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 
+use crate::cmd::localcluster::{LocalCluster, find_in_path, http_get};
 use crate::config::{ServeArgs, ServeConfig};
-use crate::localcluster::{LocalCluster, find_in_path, http_get};
 
 /// Flags of `demo`.
 #[derive(Args, Clone, Debug)]
@@ -78,7 +78,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyho
     let mut args = ServeArgs::for_endpoint(&cluster.endpoint(0));
     args.web_listen_address = listen.to_string();
     let config = ServeConfig::from_args(&args)?;
-    let running = crate::serve::start(config).await?;
+    let running = crate::cmd::serve::start(config).await?;
     let mut w = Watcher {
         addr: running.addr,
         last: None,
@@ -185,7 +185,7 @@ async fn kill_the_leader(cluster: &mut LocalCluster, w: &mut Watcher) -> anyhow:
 
 /// The `demo` subcommand.
 pub fn run(args: DemoArgs) -> ExitCode {
-    let wanted = crate::localcluster::default_etcd();
+    let wanted = crate::cmd::localcluster::default_etcd();
     let etcd = if wanted.components().count() > 1 {
         Some(wanted)
     } else {
@@ -195,7 +195,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
         println!("apt-get install etcd-server");
         return ExitCode::FAILURE;
     };
-    let rt = match crate::serve::runtime() {
+    let rt = match crate::cmd::serve::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -215,7 +215,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
                     ExitCode::FAILURE
                 }
             },
-            _ = crate::serve::shutdown_signal() => {
+            _ = crate::cmd::serve::shutdown_signal() => {
                 println!("\nstopping: killing every etcd member");
                 ExitCode::SUCCESS
             }

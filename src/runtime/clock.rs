@@ -6,8 +6,8 @@
 //! tokio's clock, so that a test under `tokio::time::pause` drives every
 //! timer and every instant the runtime compares with one virtual clock), the
 //! wall time, and how long the node's CPU has been contended so far (PSI,
-//! [`crate::contention`]; `None` where the kernel does not say). The
-//! exporter's own CFS quota ([`crate::cpuquota`]) is read once, when the
+//! [`crate::runtime::contention`]; `None` where the kernel does not say). The
+//! exporter's own CFS quota ([`crate::runtime::cpuquota`]) is read once, when the
 //! node clock is made: it does not change while the process runs.
 //!
 //! [`Clock::node`] reads the node; [`Clock::manual`] is for tests: its
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cpuquota::CpuQuota;
+use crate::runtime::cpuquota::CpuQuota;
 
 /// One reading of the node's clocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl Clock {
         Clock {
             inner: Arc::new(Inner::Node {
                 no_psi: AtomicBool::new(false),
-                quota: crate::cpuquota::current(),
+                quota: crate::runtime::cpuquota::current(),
             }),
         }
     }
@@ -120,7 +120,7 @@ impl Clock {
                 cpu_stalled: if no_psi.load(Ordering::Relaxed) {
                     None
                 } else {
-                    let s = crate::contention::cpu_stalled();
+                    let s = crate::runtime::contention::cpu_stalled();
                     if s.is_none() {
                         no_psi.store(true, Ordering::Relaxed);
                     }

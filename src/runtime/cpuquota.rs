@@ -15,7 +15,7 @@
 //! Reads cgroup v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us`,
 //! `cpu.cfs_period_us`) at the path `/proc/self/cgroup` names, falling back
 //! to the root of the mount (a container usually sees its own cgroup there).
-//! Every read is a small sysfs file, through [`crate::bounded_read`] capped
+//! Every read is a small sysfs file, through [`crate::outside::bounded_read`] capped
 //! at 4 KiB; anything absent,
 //! unreadable or absurd means "no quota known".
 
@@ -134,7 +134,7 @@ fn candidates(mount: &Path, path: Option<&str>) -> Vec<PathBuf> {
 }
 
 fn read_small(path: &Path) -> Option<String> {
-    let bytes = crate::bounded_read::read_bounded(path, 4096).ok()?;
+    let bytes = crate::outside::bounded_read::read_bounded(path, 4096).ok()?;
     String::from_utf8(bytes).ok()
 }
 

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::sync::Once;
 use std::time::Duration;
 
-use super::{Reason, SampleError};
-use crate::bounded_read::ReadError;
-use crate::redacted_url::RedactedUrl;
-use crate::reload::Problem;
+use super::failure::{Reason, SampleError};
+use crate::outside::bounded_read::ReadError;
+use crate::outside::redacted_url::RedactedUrl;
 
 /// PEM files for talking HTTPS: a CA bundle to verify the server, and a client
 /// certificate and key for mutual TLS. All optional; cert and key go together.
@@ -93,8 +92,6 @@ pub enum MaterialError {
     #[error("{0}")]
     Pair(String),
 }
-
-impl Problem for MaterialError {}
 
 /// Over TLS 1.3 the client's half of the handshake is done before the
 /// server has checked the client's certificate; a server that refuses it

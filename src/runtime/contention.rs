@@ -8,11 +8,11 @@
 //! pod's burst, a browser starting, a compile), a healthy member's answer is
 //! late only because neither it nor the exporter could run. The store lets
 //! the time the CPU was contended while a call waited extend that trust, up
-//! to a cap ([`crate::signals::Trust`]); this module is the clock it is fed
+//! to a cap ([`etcd_readiness_policy::signals::Trust`]); this module is the clock it is fed
 //! from, read at each call's start and at each evaluation — like
 //! `Instant::now()`, a read of the node, not of etcd.
 //!
-//! The file is read through [`crate::bounded_read`] (4 KiB). A kernel
+//! The file is read through [`crate::outside::bounded_read`] (4 KiB). A kernel
 //! without PSI (booted with `psi=0`, or older than 4.20) gives `None` once
 //! and is not asked again: the trust then stays at its base period, as
 //! before this module existed. `/proc/pressure` is not namespaced, so in a
@@ -46,7 +46,7 @@ pub fn available() -> bool {
 }
 
 fn read(path: &Path) -> Option<Duration> {
-    let bytes = crate::bounded_read::read_bounded(path, 4096).ok()?;
+    let bytes = crate::outside::bounded_read::read_bounded(path, 4096).ok()?;
     parse_some_total(std::str::from_utf8(&bytes).ok()?)
 }
 

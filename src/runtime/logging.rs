@@ -6,8 +6,8 @@
 //! event's own fields:
 //!
 //! ```text
-//! time=2026-12-01T09:40:00.123Z level=INFO source=etcd_readiness_exporter::serve msg=serving addr=127.0.0.1:9379
-//! {"time":"2026-12-01T09:40:00.123Z","level":"INFO","source":"etcd_readiness_exporter::serve","msg":"serving","addr":"127.0.0.1:9379"}
+//! time=2026-12-01T09:40:00.123Z level=INFO source=etcd_readiness_exporter::cmd::serve msg=serving addr=127.0.0.1:9379
+//! {"time":"2026-12-01T09:40:00.123Z","level":"INFO","source":"etcd_readiness_exporter::cmd::serve","msg":"serving","addr":"127.0.0.1:9379"}
 //! ```
 //!
 //! The level applies to this program's crates; dependencies (h2, hyper,
