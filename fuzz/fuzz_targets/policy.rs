@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use etcd_readiness_exporter::policy::{Evaluator, Policy, limits};
-use etcd_readiness_exporter::signals::{Catalogue, Reading, SignalType, Unknown, Value};
+use etcd_readiness_policy::policy::{Evaluator, Policy, limits};
+use etcd_readiness_policy::signals::{Catalogue, Reading, SignalType, Unknown, Value};
 use libfuzzer_sys::fuzz_target;
 
 const NUMBERS: [f64; 10] = [

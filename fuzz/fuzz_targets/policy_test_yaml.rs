@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use etcd_readiness_exporter::policytest;
-use etcd_readiness_exporter::signals::Catalogue;
+use etcd_readiness_policy::policytest;
+use etcd_readiness_policy::signals::Catalogue;
 use libfuzzer_sys::fuzz_target;
 
 const POLICIES: &[(&str, &str)] = &[

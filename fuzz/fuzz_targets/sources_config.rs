@@ -2,7 +2,7 @@
 //! and, when it is valid, adding its signals to the built-in catalogue.
 #![no_main]
 
-use etcd_readiness_exporter::signals::Catalogue;
+use etcd_readiness_policy::signals::Catalogue;
 use etcd_readiness_exporter::sources::config::{Config, extend_catalogue};
 use libfuzzer_sys::fuzz_target;
 
