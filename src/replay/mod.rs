@@ -425,8 +425,8 @@ pub fn replay(args: &ReplayArgs, now: SystemTime) -> Result<bool, ReplayError> {
         let found = fleet::discover(&prom, &args.selector, &policy, &grid).await?;
         let no_series = || ReplayError::NoSeries {
             selector: args.selector.clone(),
-            start: time::rfc3339(grid.start_ms),
-            end: time::rfc3339(grid.end_ms),
+            start: crate::outside::checked::rfc3339(grid.start_ms),
+            end: crate::outside::checked::rfc3339(grid.end_ms),
         };
         if found.members.is_empty() {
             return Err(no_series());

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Value as Json, json};
 
-use super::time::rfc3339;
 use super::timeline::{CheckSpan, Grid, Interval, MemberReport};
+use crate::outside::checked::rfc3339;
 use etcd_readiness_policy::text::{fmt_duration, html_escape};
 use etcd_readiness_policy::verdict::{CheckKind, CheckState};
 

@@ -92,11 +92,10 @@ pub fn parse_step(text: &str) -> Result<i64, TimeError> {
     Ok(ms as i64)
 }
 
-pub use crate::outside::checked::rfc3339;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outside::checked::rfc3339;
 
     const NOW: i64 = 1_796_025_600_000; // 2026-11-30T08:00:00Z
 

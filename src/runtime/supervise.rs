@@ -27,7 +27,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A task that ran this long before failing starts again from [`MIN_BACKOFF`].
 pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(60);
 
-pub use crate::outside::blocking::panic_message;
+use crate::outside::blocking::panic_message;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TaskLabels {
