@@ -93,9 +93,32 @@ async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
             assert_eq!(r.status, 503, "killed member's exporter: {}", r.body);
             continue;
         }
+        // A survivor may never have left service (the election credit and
+        // the `leader` hold cover a short election), so wait for what the
+        // name says: a new leader seen, then ready.
+        let elected = poll(READY, Duration::from_millis(50), || async move {
+            let changes = e.signal("leader_changes").await["value"].as_f64();
+            let leader = e.signal("leader").await["value"] == true;
+            match changes {
+                Some(c) if c >= 1.0 && leader => Ok(()),
+                _ => Err(e.get("/signals").await.body),
+            }
+        })
+        .await;
+        if let Err(signals) = elected {
+            panic!(
+                "survivor {i} saw no new leader: {signals}\n{}",
+                cluster.log(i)
+            );
+        }
         let r = e.wait_for("/readyz", 200, READY).await;
-        assert_eq!(r.status, 200, "survivor {i}: {}", r.body);
-        assert_eq!(e.signal("leader").await["value"], true);
+        assert_eq!(
+            r.status,
+            200,
+            "survivor {i}: {}\n{}",
+            r.body,
+            cluster.log(i)
+        );
     }
 }
 
