@@ -326,6 +326,13 @@ pub fn member_text(out: &mut String, h: &Header<'_>, m: &MemberReport) {
     {
         let _ = writeln!(out, "  no data {}", span_text(i.from_ms, i.to_ms));
     }
+    holds_and_warns(out, m);
+    differences(out, m);
+}
+
+/// The spans a hold-down held passing or a recovery hold held failing,
+/// and the warns that did not pass.
+fn holds_and_warns(out: &mut String, m: &MemberReport) {
     for c in m.checks.iter().filter(|c| c.held) {
         let _ = writeln!(
             out,
@@ -356,6 +363,10 @@ pub fn member_text(out: &mut String, h: &Header<'_>, m: &MemberReport) {
             c.explanation
         );
     }
+}
+
+/// Where the candidate's verdict differs from the recorded one.
+fn differences(out: &mut String, m: &MemberReport) {
     if m.differs_from_recorded.is_empty() {
         let _ = writeln!(out, "  same verdict as recorded wherever both are known");
     }

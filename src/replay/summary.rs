@@ -219,9 +219,14 @@ impl Summary {
             "  flips: {} (recorded: {})",
             self.flips, self.recorded_flips
         );
-        if self.most_hurt.is_empty() {
-            return out;
+        if !self.most_hurt.is_empty() {
+            self.ranked_text(&mut out);
         }
+        out
+    }
+
+    /// The members, clusters and checks it hurts most, for [`Summary::text`].
+    fn ranked_text(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "  members it hurts most (not ready where recorded ready):"
@@ -267,7 +272,6 @@ impl Summary {
                 plural(t.members)
             );
         }
-        out
     }
 
     /// The summary as JSON (docs/replay.md lists the fields).

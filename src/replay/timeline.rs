@@ -627,8 +627,10 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn threshold_hold_down_warn_gap_and_differences() {
+    /// One member over 21 steps of 15 s: `leader` false at 14..=15, `qget_ms`
+    /// spiking at 4 and at 8..=11 under `for 30s`, `apply_lag` (a warn) bad
+    /// at 6, no data at 17..=18; the recorded verdict differs at 4.
+    fn hold_down_warn_and_gap() -> MemberReport {
         let grid = Grid::new(S, S + 300_000, 15_000).unwrap();
         assert_eq!(grid.steps, 21);
         let gap = 17..=18;
@@ -654,7 +656,14 @@ mod tests {
         let (p, c) = compile(
             "check leader: leader\ncheck fast: qget_ms < 100 for 30s\nwarn lag: apply_lag < 10\n",
         );
-        let r = &replay(&p, &c, &grid, &[m], Instant::now()).unwrap()[0];
+        replay(&p, &c, &grid, &[m], Instant::now())
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn a_threshold_a_hold_down_and_a_gap_add_up_to_the_totals_and_flips() {
+        let r = &hold_down_warn_and_gap();
         // Steps (15 s): 0-9 ready, 10-11 not (the hold-down ran out at 10),
         // 12-13 ready, 14-15 not (leader), 16 ready, 17-18 no data, 19-20 ready;
         // step 20 is `end` and weighs nothing.
@@ -663,6 +672,11 @@ mod tests {
             (210_000, 60_000, 30_000)
         );
         assert_eq!((r.flips, r.recorded_flips), (4, 4));
+    }
+
+    #[test]
+    fn the_verdict_intervals_carry_the_failing_checks_and_their_explanations() {
+        let r = &hold_down_warn_and_gap();
         assert_eq!(
             ivs(&r.intervals),
             [
@@ -680,6 +694,11 @@ mod tests {
             "{:?}",
             r.intervals[1]
         );
+    }
+
+    #[test]
+    fn differences_from_the_recorded_verdict_carry_the_failing_checks() {
+        let r = &hold_down_warn_and_gap();
         assert_eq!(
             ivs(&r.differs_from_recorded),
             [
@@ -687,6 +706,11 @@ mod tests {
                 iv(150, 180, Some(false), &["fast"])
             ]
         );
+    }
+
+    #[test]
+    fn check_spans_show_holds_warns_and_failures_in_time_order() {
+        let r = &hold_down_warn_and_gap();
         let spans: Vec<(&str, CheckState, bool, i64, i64)> = r
             .checks
             .iter()
