@@ -125,7 +125,16 @@ impl ServeConfig {
         let http = web_limits(a)?;
         check_telemetry_path(a)?;
         check_sampling(a)?;
-        let etcd = etcd_config(a)?;
+        let mut etcd = etcd_config(a)?;
+        let etcd_metrics = etcd_metrics_config(a)?;
+        // Where Status' stand-ins are read if etcd refuses Status to the user.
+        etcd.member_http = etcd_metrics
+            .as_ref()
+            .map(|m| crate::sources::etcd::MemberHttp {
+                metrics: m.url.clone(),
+                interval: m.interval,
+                max_body_bytes: m.max_body_bytes,
+            });
         let (policy_path, policy_text) = policy_source(a)?;
         let web = web_access(a, listen)?;
         let scrape = scrape_config(a)?;
@@ -143,7 +152,7 @@ impl ServeConfig {
             sample_interval: a.sample_interval,
             sample_timeout: a.sample_timeout,
             backup: backup_config(a),
-            etcd_metrics: etcd_metrics_config(a)?,
+            etcd_metrics,
             owner: owner_config(a)?,
             scrape: scrape.as_ref().map(|(c, _)| c.clone()),
             scrape_file: scrape.map(|(_, f)| f),
@@ -307,6 +316,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         interval: a.sample_interval,
         timeout: a.sample_timeout,
         freeze: std::time::Duration::ZERO,
+        member_http: None,
     })
 }
 

@@ -235,8 +235,8 @@ pub fn hint(message: &str, user_given: bool) -> Option<&'static str> {
     } else if message.contains("etcdserver: permission denied") && message.starts_with("Status") {
         Some(
             "etcd 3.5 answers Maintenance.Status only to a user with the root role (3.4 to any \
-             user): grant that role to --etcd.user (docs/sources.md, \"etcd's \
-             authentication\")",
+             user); the exporter reads its stand-ins instead, the member's /metrics and /health \
+             (docs/sources.md, \"etcd's authentication\")",
         )
     } else if message.contains("etcdserver: permission denied") {
         Some(

@@ -1,21 +1,25 @@
 //! etcd with its own authentication on (`etcdctl auth enable`, as the
 //! Bitnami chart does): the exporter is ready given a user whose role only
-//! reads the probe key, through a password file (re-read when it changes);
-//! without a user the explanation says that authentication is on.
+//! reads the probe key, through a password file (re-read when it changes),
+//! on 3.4 (which answers Status to any user) and on 3.5 (which answers it
+//! only to the root role: Status' stand-ins are read, and what none of them
+//! gives is explained); without a user the explanation says that
+//! authentication is on.
 
 use std::process::Command;
 use std::time::Duration;
 
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::Exporter;
+use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 
 const READY: Duration = Duration::from_secs(30);
 const ROOT: &str = "root:R00tPassw0rd";
 const PASSWORD: &str = "Pr0bePassw0rd";
 
-/// `etcdctl` against `endpoint`, as `user` (`name:password`) when given.
-fn etcdctl(endpoint: &str, user: Option<&str>, args: &[&str]) {
+/// `etcdctl` against `endpoint`, as `user` (`name:password`) when given;
+/// its standard output.
+fn etcdctl(endpoint: &str, user: Option<&str>, args: &[&str]) -> String {
     let mut c = Command::new("etcdctl");
     c.env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"));
@@ -29,6 +33,17 @@ fn etcdctl(endpoint: &str, user: Option<&str>, args: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The member's version, as root sees it in Status.
+fn version(endpoint: &str) -> String {
+    let out = etcdctl(endpoint, Some(ROOT), &["endpoint", "status", "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("etcdctl's JSON");
+    v[0]["Status"]["version"]
+        .as_str()
+        .expect("a version")
+        .to_string()
 }
 
 /// root, a role `probe` with read on the key `health` only, a user
@@ -81,25 +96,13 @@ async fn a_read_only_user_from_a_password_file_makes_an_authenticated_etcd_ready
         a.etcd_password_file = Some(file);
     })
     .await;
-    // etcd 3.5 answers Maintenance.Status only to the root role: the
-    // explanation says so, and the role is granted (3.4 needs no more).
-    let r = e
-        .wait_until("/readyz?verbose", READY, |r| {
-            r.status == 200 || r.body.contains("only to a user with the root role")
-        })
-        .await;
-    if r.status != 200 {
-        println!("etcd 3.5, Status refused to a read-only user: {}", r.body);
-        etcdctl(
-            &endpoint,
-            Some(ROOT),
-            &["user", "grant-role", "probe", "root"],
-        );
-    }
+    // The read-only role is all it needs: etcd 3.4 answers Status to any
+    // user; etcd 3.5 only to the root role, and its stand-ins are read.
     let r = e.wait_for("/readyz?verbose", 200, READY).await;
     assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
-    // Status, both reads, the Watch and the member list (the identity) are
-    // all this role needs.
+    let refused = !version(&endpoint).starts_with("3.4.");
+    // Status (or its stand-ins), both reads, the Watch and the member list
+    // (the identity).
     let m = e
         .wait_until("/metrics", READY, |r| {
             r.body.contains("etcd_readiness_member_info{")
@@ -109,6 +112,65 @@ async fn a_read_only_user_from_a_password_file_makes_an_authenticated_etcd_ready
         m.body.contains("etcd_readiness_member_info{"),
         "no member identity"
     );
+    let health = metric_value(
+        &m.body,
+        "etcd_readiness_source_requests_total{source=\"etcd\",call=\"health\"}",
+    );
+    assert_eq!(
+        health.is_some(),
+        refused,
+        "stand-ins asked only where Status is refused"
+    );
+    // Every Status signal is known, from Status or its stand-ins.
+    for name in [
+        "leader",
+        "is_leader",
+        "learner",
+        "revision",
+        "raft_term",
+        "raft_index",
+        "applied_index",
+        "apply_lag",
+        "db_size_bytes",
+        "db_in_use_bytes",
+        "alarm_nospace",
+        "alarm_corrupt",
+        "leader_changes",
+        "leaderless",
+    ] {
+        let s = e.signal(name).await;
+        assert_eq!(s["known"], true, "{name}: {s}");
+    }
+    assert_eq!(e.signal("leader").await["value"], true);
+    assert_eq!(e.signal("learner").await["value"], false);
+    assert_eq!(e.signal("alarm_corrupt").await["value"], false);
+
+    // Without the member's metrics, what only Status or they give is
+    // unknown, and says that Status needs the root role.
+    let blind = Exporter::start(&endpoint, |a| {
+        a.etcd_user = Some("probe".into());
+        a.etcd_password_file = Some(secret.path_of("password"));
+        a.etcd_metrics_url = Some(String::new().into());
+    })
+    .await;
+    if refused {
+        let r = blind
+            .wait_until("/readyz?verbose", READY, |r| r.body.contains("root role"))
+            .await;
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(
+            r.body.contains("[-]leader failed: leader unknown")
+                && r.body.contains("only to the root role")
+                && r.body.contains("--etcd.metrics-url is off"),
+            "{}",
+            r.body
+        );
+        println!("etcd 3.5 without the member's metrics: {}", r.body);
+    } else {
+        let r = blind.wait_for("/readyz", 200, READY).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    drop(blind);
     for path in ["/readyz?verbose", "/signals", "/metrics", "/policy", "/"] {
         let body = e.get(path).await.body;
         assert!(!body.contains(PASSWORD), "the password is in {path}");

@@ -102,6 +102,7 @@ async fn sample_etcd(
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
             freeze: Duration::ZERO,
+            member_http: None,
         },
         cat,
         Sampling {

@@ -7,12 +7,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{GetOptions, StatusResponse};
+use etcd_client::GetOptions;
 
 use super::credit::{Credit, Effects, Facts, Peers, Role};
 use super::deadlines::{CONTENDED_TRUST_MAX, Deadline, LatencyWindow, wake_at_expiry, within};
 use super::errors::{classify, explain, leader_changed};
-use super::status::{LeaderChanges, record_status, record_status_err};
+use super::status::{LeaderChanges, record_answer, record_status_err};
+use super::without_root::StatusChoice;
 use super::{LABEL, Shared};
 use crate::runtime::clock::NodeTime;
 use crate::sources::SampleError;
@@ -66,6 +67,7 @@ impl Shared {
     pub(super) async fn status_loop(&self) {
         let fast = self.config.fast();
         let mut leader_changes = LeaderChanges::default();
+        let mut choice = StatusChoice::default();
         let mut latency = LatencyWindow::default();
         let pending: Vec<SignalId> = self.ids.status_ids().chain([self.ids.etcd_up]).collect();
         loop {
@@ -76,16 +78,21 @@ impl Shared {
             self.record_in(epoch, |store| {
                 note_contention(store, &start);
                 for id in &pending {
-                    store.record_pending(*id, started, None, trust, "Status");
+                    store.record_pending(*id, started, None, trust, choice.what());
                 }
             });
-            let result = wake_at_expiry(&self.notifier, trust.base, self.status()).await;
+            let result = wake_at_expiry(
+                &self.notifier,
+                trust.base,
+                self.status_or_stand_in(&mut choice),
+            )
+            .await;
             let took = self.clock.now().saturating_duration_since(started);
             if result.is_ok() {
                 latency.record(took);
             }
             let recorded = self.record_in(epoch, |store| match &result {
-                Ok(st) => record_status(&self.ids, store, st, &mut leader_changes, started),
+                Ok(answer) => record_answer(&self.ids, store, answer, &mut leader_changes, started),
                 Err(e) => record_status_err(&self.ids, store, e, started),
             });
             self.metrics.observe(LABEL, took, result.as_ref().err());
@@ -106,19 +113,10 @@ impl Shared {
                 .await;
             }
             tokio::select! {
-                _ = tokio::time::sleep(fast) => {}
+                _ = tokio::time::sleep(choice.period(fast, self.config.member_http.as_ref())) => {}
                 _ = self.wake_status.notified() => {}
             }
         }
-    }
-
-    async fn status(&self) -> Result<StatusResponse, SampleError> {
-        let mut c = self.after(self.client().await)?;
-        self.metrics.request(LABEL, "status");
-        let r = self
-            .bounded("Status", async move { c.status().await })
-            .await;
-        self.after(r)
     }
 
     pub(super) async fn read_loop(&self) {

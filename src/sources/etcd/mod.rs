@@ -37,6 +37,9 @@
 //!   kind normally take.
 //! - `errors.rs`: error classification by type, and the protocol probe.
 //! - `status.rs`: what a Status answer writes into the store.
+//! - `without_root.rs`: what stands in for Status where etcd refuses it to
+//!   a user without the root role (etcd 3.5): a serializable read's header,
+//!   the member's `/metrics` and `/health`, at the metrics' pace.
 //!
 //! Every call is bounded twice: by the client's own request timeout and by
 //! its deadline. A loss of the connection bumps an epoch; results of calls
@@ -50,6 +53,9 @@ mod deadlines;
 mod errors;
 mod loops;
 mod status;
+mod without_root;
+
+pub use without_root::MemberHttp;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -83,6 +89,9 @@ pub struct EtcdConfig {
     /// The longest the exporter's own CPU limit can freeze it (one CFS
     /// period, see [`crate::runtime::cpuquota`]); zero without a limit.
     pub freeze: Duration,
+    /// Where Status' stand-ins are read when etcd refuses Status to
+    /// `auth`'s user: the member's metrics source; `None` when it is off.
+    pub member_http: Option<MemberHttp>,
 }
 
 /// The shortest period of any loop: a tiny `--sample.interval` must not
@@ -332,6 +341,7 @@ mod tests {
             interval: Duration::from_secs(1),
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
+            member_http: None,
         };
         assert_eq!(c.trust().base, Duration::from_millis(100));
         c.freeze = Duration::from_millis(100);
@@ -355,6 +365,7 @@ mod tests {
             interval: Duration::from_secs(1),
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
+            member_http: None,
         };
         assert_eq!(c.read_timeout(), Duration::from_secs(1));
         c.timeout = Duration::from_secs(3);
