@@ -12,6 +12,7 @@ pub mod longpoll;
 pub mod metrics;
 pub mod page;
 pub mod readyz;
+mod readyz_json;
 pub mod server;
 pub mod views;
 

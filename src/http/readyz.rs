@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
 
 use super::longpoll::MAX_WAIT;
+use super::readyz_json::{CandidateFields, Disagreeing, ReadyzJson};
+use super::views::Seconds;
 use etcd_readiness_policy::duration::{self, DurationError};
 use etcd_readiness_policy::policy::diag::did_you_mean;
 use etcd_readiness_policy::text::cut;
@@ -18,7 +20,7 @@ use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict
 /// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
 pub const MAX_BODY: usize = 10_000;
 /// Longest explanation shown for one check.
-const MAX_EXPLANATION: usize = 1_000;
+pub(super) const MAX_EXPLANATION: usize = 1_000;
 /// Longest piece of the request (a check name, an `exclude`) echoed back.
 pub const MAX_ECHO: usize = 200;
 /// Most unmatched `exclude` names echoed back.
@@ -162,8 +164,64 @@ fn join_bounded(lines: Vec<String>, closing: &str) -> String {
     body
 }
 
+/// An answer before it is written out: what [`render_candidate`] wraps.
+struct Draft<'a> {
+    status: StatusCode,
+    /// As [`Rendered::ready`].
+    ready: Option<bool>,
+    body: DraftBody<'a>,
+}
+
+enum DraftBody<'a> {
+    Text(String),
+    /// A verdict's JSON, not yet fitted under [`MAX_BODY`].
+    Json(Box<ReadyzJson<'a>>),
+    /// `/readyz/NAME` naming no check, asked as JSON: why.
+    JsonError(String),
+}
+
+impl Draft<'_> {
+    fn finish(self) -> Rendered {
+        let (json, body) = match self.body {
+            DraftBody::Text(body) => (false, body),
+            DraftBody::Json(mut body) => {
+                body.fit();
+                (true, body.write())
+            }
+            DraftBody::JsonError(error) => (true, error_json(&error)),
+        };
+        Rendered {
+            status: self.status,
+            json,
+            body,
+            ready: self.ready,
+        }
+    }
+}
+
+/// `{"error": …}`, the JSON of every refused request.
+fn error_json(error: &str) -> String {
+    #[derive(Serialize)]
+    struct ErrorBody<'a> {
+        error: &'a str,
+    }
+    serde_json::to_string(&ErrorBody { error }).unwrap_or_default()
+}
+
+fn status_of(failing: bool) -> StatusCode {
+    if failing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    }
+}
+
 /// `/readyz` for the whole verdict.
 pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -> Rendered {
+    draft_all(verdict, stale, q).finish()
+}
+
+fn draft_all<'a>(verdict: &'a Verdict, stale: Option<Duration>, q: &ReadyzQuery) -> Draft<'a> {
     let problem = verdict_problem(verdict, stale);
     let unmatched: Vec<&String> = q
         .exclude
@@ -197,56 +255,33 @@ pub fn render_all(verdict: &Verdict, stale: Option<Duration>, q: &ReadyzQuery) -
             names.join(", ")
         ));
     }
-    let status = if failing {
-        StatusCode::SERVICE_UNAVAILABLE
+    let body = if q.json {
+        let excluded = |c: &CheckReport| q.exclude.contains(&c.name);
+        DraftBody::Json(Box::new(ReadyzJson::all(
+            verdict, !failing, problem, excluded, echoed, more,
+        )))
     } else {
-        StatusCode::OK
+        DraftBody::Text(text(failing, !q.verbose, lines))
     };
-    if q.json {
-        let checks: Vec<serde_json::Value> = verdict
-            .checks
-            .iter()
-            .map(|c| check_json(c, q.exclude.contains(&c.name)))
-            .collect();
-        let mut body = json!({
-            "ready": !failing,
-            "reason": problem,
-            "evaluated_at": unix(verdict.evaluated_at),
-            "checks": checks,
-            "unmatched_excludes": echoed,
-        });
-        if more > 0 {
-            body["unmatched_excludes_not_shown"] = json!(more);
-        }
-        return Rendered {
-            status,
-            json: true,
-            body: bounded_json(body),
-            ready: Some(!failing),
-        };
+    Draft {
+        status: status_of(failing),
+        ready: Some(!failing),
+        body,
     }
-    text(status, failing, !q.verbose, lines)
 }
 
-/// The plain-text answer: `ok` when passing and `terse`, else the lines and
+/// The plain-text body: `ok` when passing and `terse`, else the lines and
 /// the closing line of the apiserver convention.
-fn text(status: StatusCode, failing: bool, terse: bool, lines: Vec<String>) -> Rendered {
-    let body = if !failing && terse {
-        "ok".to_string()
-    } else {
-        let last = if failing {
-            "readyz check failed"
-        } else {
-            "readyz check passed"
-        };
-        join_bounded(lines, last)
-    };
-    Rendered {
-        status,
-        json: false,
-        body,
-        ready: Some(!failing),
+fn text(failing: bool, terse: bool, lines: Vec<String>) -> String {
+    if !failing && terse {
+        return "ok".to_string();
     }
+    let last = if failing {
+        "readyz check failed"
+    } else {
+        "readyz check passed"
+    };
+    join_bounded(lines, last)
 }
 
 /// `/readyz/NAME`. `known_checks` are the check names of the policy in force
@@ -259,27 +294,26 @@ pub fn render_one(
     known_checks: &[&str],
     q: &ReadyzQuery,
 ) -> Rendered {
+    draft_one(verdict, stale, name, known_checks, q).finish()
+}
+
+fn draft_one<'a>(
+    verdict: &'a Verdict,
+    stale: Option<Duration>,
+    name: &str,
+    known_checks: &[&str],
+    q: &ReadyzQuery,
+) -> Draft<'a> {
     if !known_checks.contains(&name) {
-        let mut body = format!("no check named {:?}", echo(name));
-        // A name far longer than any check cannot be a typo of one (and the
-        // edit distance is quadratic in its length).
-        let best = (name.len() <= MAX_ECHO)
-            .then(|| did_you_mean(name, known_checks.iter().copied()))
-            .flatten();
-        if let Some(best) = best {
-            body.push_str(&format!("; did you mean {best:?}?"));
-        }
-        body.push_str(&format!(" (checks: {})", known_checks.join(", ")));
-        body = cut(&body, MAX_BODY - 100).into_owned();
-        body.push('\n');
-        if q.json {
-            body = json!({ "error": body.trim_end() }).to_string();
-        }
-        return Rendered {
+        let body = no_such_check(name, known_checks);
+        return Draft {
             status: StatusCode::NOT_FOUND,
-            json: q.json,
-            body,
             ready: None,
+            body: if q.json {
+                DraftBody::JsonError(body.trim_end().to_string())
+            } else {
+                DraftBody::Text(body)
+            },
         };
     }
     let problem = verdict_problem(verdict, stale);
@@ -289,30 +323,37 @@ pub fn render_one(
         (None, Some(c)) => check_line(c, false),
         (None, None) => (format!("[-]{name} failed: not evaluated yet"), true),
     };
-    let status = if failing {
-        StatusCode::SERVICE_UNAVAILABLE
+    let body = if q.json {
+        DraftBody::Json(Box::new(ReadyzJson::one(
+            verdict, !failing, problem, report,
+        )))
     } else {
-        StatusCode::OK
+        let terse = !q.verbose && line == format!("[+]{name} ok");
+        DraftBody::Text(text(failing, terse, vec![line]))
     };
-    if q.json {
-        let body = json!({
-            "ready": !failing,
-            "reason": problem,
-            "evaluated_at": unix(verdict.evaluated_at),
-            "check": report.map(|c| check_json(c, false)),
-        });
-        return Rendered {
-            status,
-            json: true,
-            body: bounded_json(body),
-            ready: Some(!failing),
-        };
+    Draft {
+        status: status_of(failing),
+        ready: Some(!failing),
+        body,
     }
-    let terse = !q.verbose && line == format!("[+]{name} ok");
-    text(status, failing, terse, vec![line])
 }
 
-use etcd_readiness_policy::verdict::unix_seconds as unix;
+/// The 404 of `/readyz/NAME`: the name, a suggestion, the checks there are.
+fn no_such_check(name: &str, known_checks: &[&str]) -> String {
+    let mut body = format!("no check named {:?}", echo(name));
+    // A name far longer than any check cannot be a typo of one (and the
+    // edit distance is quadratic in its length).
+    let best = (name.len() <= MAX_ECHO)
+        .then(|| did_you_mean(name, known_checks.iter().copied()))
+        .flatten();
+    if let Some(best) = best {
+        body.push_str(&format!("; did you mean {best:?}?"));
+    }
+    body.push_str(&format!(" (checks: {})", known_checks.join(", ")));
+    body = cut(&body, MAX_BODY - 100).into_owned();
+    body.push('\n');
+    body
+}
 
 /// `?policy=` named neither `live` nor `candidate`.
 pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
@@ -321,17 +362,18 @@ pub fn render_unknown_policy(name: &str, json: bool) -> Rendered {
         status: StatusCode::BAD_REQUEST,
         ready: None,
         json,
-        body: if json {
-            json!({ "error": msg }).to_string()
-        } else {
-            msg + "\n"
-        },
+        body: if json { error_json(&msg) } else { msg + "\n" },
     }
 }
 
 /// `?policy=candidate` without `--policy.candidate`, or before a candidate
 /// file ever compiled (`error` says why).
 pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
+    #[derive(Serialize)]
+    struct NoCandidate<'a> {
+        error: &'a str,
+        policy: &'static str,
+    }
     let msg = match error {
         None => "no candidate policy: start with --policy.candidate FILE".to_string(),
         Some(e) => format!(
@@ -339,15 +381,20 @@ pub fn render_no_candidate(error: Option<&str>, json: bool) -> Rendered {
             cut(e, MAX_EXPLANATION)
         ),
     };
+    let body = if json {
+        let body = NoCandidate {
+            error: &msg,
+            policy: "candidate",
+        };
+        serde_json::to_string(&body).unwrap_or_default()
+    } else {
+        msg + "\n"
+    };
     Rendered {
         status: StatusCode::NOT_FOUND,
         ready: None,
         json,
-        body: if json {
-            json!({ "policy": "candidate", "error": msg }).to_string()
-        } else {
-            msg + "\n"
-        },
+        body,
     }
 }
 
@@ -361,6 +408,19 @@ pub struct CandidateContext {
     pub would_pass_while_unready: Duration,
     /// The direction the two disagree in now and since when (Unix seconds).
     pub disagreeing: Option<(&'static str, f64)>,
+}
+
+impl CandidateContext {
+    fn fields(&self) -> CandidateFields {
+        CandidateFields {
+            live_ready: self.live_ready,
+            would_fail_while_ready: Seconds(self.would_fail_while_ready),
+            would_pass_while_unready: Seconds(self.would_pass_while_unready),
+            disagreeing: self
+                .disagreeing
+                .map(|(direction, since)| Disagreeing { direction, since }),
+        }
+    }
 }
 
 /// `/readyz?policy=candidate` (and `/readyz/NAME?policy=candidate` with
@@ -380,60 +440,24 @@ pub fn render_candidate(
         ..q.clone()
     };
     let inner = match one {
-        Some((name, known)) => render_one(verdict, stale, name, known, &verbose),
-        None => render_all(verdict, stale, &verbose),
+        Some((name, known)) => draft_one(verdict, stale, name, known, &verbose),
+        None => draft_all(verdict, stale, &verbose),
     };
-    let would = |ready: bool| if ready { "ready" } else { "not ready" };
-    let candidate_ready = inner.ready;
-    let body = if inner.json {
-        let mut v: serde_json::Value =
-            serde_json::from_str(&inner.body).unwrap_or(serde_json::Value::Null);
-        if let Some(o) = v.as_object_mut() {
-            o.insert("policy".into(), json!("candidate"));
-            o.insert("decides_readiness".into(), json!(false));
-            o.insert("live_ready".into(), json!(ctx.live_ready));
-            o.insert(
-                "would_fail_while_ready_seconds".into(),
-                json!(secs3(ctx.would_fail_while_ready)),
-            );
-            o.insert(
-                "would_pass_while_unready_seconds".into(),
-                json!(secs3(ctx.would_pass_while_unready)),
-            );
-            o.insert(
-                "disagreeing".into(),
-                json!(
-                    ctx.disagreeing
-                        .map(|(d, since)| json!({ "direction": d, "since": since }))
-                ),
-            );
+    let (json, body) = match inner.body {
+        DraftBody::Json(mut body) => {
+            // Fitted as the live answer would be, then again with the
+            // candidate's fields.
+            body.fit();
+            let mut body = (*body).with_candidate(ctx.fields());
+            body.fit();
+            (true, body.write())
         }
-        bounded_json(v)
-    } else {
-        let head = format!(
-            "candidate policy: it would answer {} (it decides nothing; the member's readiness, {}, is /readyz)",
-            would(inner.status == StatusCode::OK),
-            would(ctx.live_ready),
-        );
-        let tail = format!(
-            "disagreement so far: would fail while ready {}s, would pass while unready {}s{}",
-            secs3(ctx.would_fail_while_ready),
-            secs3(ctx.would_pass_while_unready),
-            match ctx.disagreeing {
-                Some((d, _)) => format!(" (now: {d})"),
-                None => String::new(),
-            }
-        );
-        let body = inner
-            .body
-            .replace("readyz check failed", "candidate check failed")
-            .replace("readyz check passed", "candidate check passed");
-        let body = format!("{head}\n{body}{tail}\n");
-        if body.len() > MAX_BODY {
-            cut(&body, MAX_BODY - 100).into_owned()
-        } else {
-            body
+        DraftBody::JsonError(error) => {
+            let mut body = ReadyzJson::error(error).with_candidate(ctx.fields());
+            body.fit();
+            (true, body.write())
         }
+        DraftBody::Text(body) => (false, candidate_text(inner.status, ctx, &body)),
     };
     Rendered {
         status: if inner.status == StatusCode::NOT_FOUND {
@@ -441,9 +465,38 @@ pub fn render_candidate(
         } else {
             CANDIDATE_STATUS
         },
-        json: inner.json,
+        json,
         body,
-        ready: candidate_ready,
+        ready: inner.ready,
+    }
+}
+
+/// The live answer's text `body` (with `status`) as the candidate's: a line
+/// saying it decides nothing, the lines, the disagreement so far.
+fn candidate_text(status: StatusCode, ctx: &CandidateContext, body: &str) -> String {
+    let would = |ready: bool| if ready { "ready" } else { "not ready" };
+    let head = format!(
+        "candidate policy: it would answer {} (it decides nothing; the member's readiness, {}, is /readyz)",
+        would(status == StatusCode::OK),
+        would(ctx.live_ready),
+    );
+    let tail = format!(
+        "disagreement so far: would fail while ready {}s, would pass while unready {}s{}",
+        Seconds(ctx.would_fail_while_ready).as_f64(),
+        Seconds(ctx.would_pass_while_unready).as_f64(),
+        match ctx.disagreeing {
+            Some((d, _)) => format!(" (now: {d})"),
+            None => String::new(),
+        }
+    );
+    let body = body
+        .replace("readyz check failed", "candidate check failed")
+        .replace("readyz check passed", "candidate check passed");
+    let body = format!("{head}\n{body}{tail}\n");
+    if body.len() > MAX_BODY {
+        cut(&body, MAX_BODY - 100).into_owned()
+    } else {
+        body
     }
 }
 
@@ -458,78 +511,8 @@ pub fn render_bad_wait(e: &DurationError, json: bool) -> Rendered {
         status: StatusCode::BAD_REQUEST,
         ready: None,
         json,
-        body: if json {
-            json!({ "error": msg }).to_string()
-        } else {
-            msg + "\n"
-        },
+        body: if json { error_json(&msg) } else { msg + "\n" },
     }
-}
-
-fn secs3(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1000.0).round() / 1000.0
-}
-
-fn check_json(c: &CheckReport, excluded: bool) -> serde_json::Value {
-    let mut v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);
-    if let Some(o) = v.as_object_mut() {
-        o.insert("excluded".into(), json!(excluded));
-        o.insert(
-            "explanation".into(),
-            json!(cut(&c.explanation, MAX_EXPLANATION)),
-        );
-    }
-    v
-}
-
-/// Serialise, shedding detail until the body fits.
-fn bounded_json(mut v: serde_json::Value) -> String {
-    let s = v.to_string();
-    if s.len() <= MAX_BODY {
-        return s;
-    }
-    for shed in [&["signals", "expr"][..], &["explanation"][..]] {
-        if let Some(arr) = v.get_mut("checks").and_then(|c| c.as_array_mut()) {
-            for c in arr.iter_mut() {
-                if let Some(o) = c.as_object_mut() {
-                    for k in shed {
-                        if *k == "explanation" {
-                            let e = o.get(*k).and_then(|e| e.as_str()).unwrap_or("").to_string();
-                            o.insert((*k).into(), json!(cut(&e, 80)));
-                        } else {
-                            o.remove(*k);
-                        }
-                    }
-                }
-            }
-        }
-        let s = v.to_string();
-        if s.len() <= MAX_BODY {
-            return s;
-        }
-    }
-    while v.to_string().len() > MAX_BODY {
-        match v.get_mut("checks").and_then(|c| c.as_array_mut()) {
-            Some(arr) if arr.len() > 1 => {
-                arr.pop();
-            }
-            _ => break,
-        }
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.insert("truncated".into(), json!(true));
-    }
-    let s = v.to_string();
-    if s.len() <= MAX_BODY {
-        return s;
-    }
-    // Still too long (a huge reason): keep only what the kubelet needs.
-    json!({
-        "ready": v.get("ready").cloned().unwrap_or(json!(false)),
-        "reason": v.get("reason").and_then(|r| r.as_str()).map(|r| cut(r, MAX_EXPLANATION)),
-        "truncated": true,
-    })
-    .to_string()
 }
 
 #[cfg(test)]
