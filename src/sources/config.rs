@@ -216,8 +216,8 @@ impl Config {
             if src.timeout > src.interval {
                 return Err(invalid(format!(
                     "source `{n}`: timeout {} is longer than interval {}",
-                    crate::checked::exact(src.timeout),
-                    crate::checked::exact(src.interval)
+                    etcd_readiness_policy::text::fmt_duration_exact(src.timeout),
+                    etcd_readiness_policy::text::fmt_duration_exact(src.interval)
                 )));
             }
             if src.signals.is_empty() {
