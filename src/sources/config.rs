@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer};
 use super::client::TlsFiles;
 use crate::redacted_url::RedactedUrl;
 use crate::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
+use etcd_readiness_policy::duration::Bounds;
 
 /// Default `interval` of a scrape source.
 pub const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
@@ -108,19 +109,13 @@ fn default_timeout() -> Duration {
     DEFAULT_SCRAPE_TIMEOUT
 }
 
+/// What a source's `interval` and `timeout` accept at parse time (their
+/// ranges are checked after).
+const SOURCE_DURATION: Bounds = Bounds::positive_at_most(Duration::from_secs(86_400));
+
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)
-}
-
-/// A duration in the project's one grammar (`250ms`, `1.5s`, `1m30s`);
-/// positive and at most 24h.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = crate::duration::parse(s, Duration::from_secs(86_400)).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err(format!("`{s}` must be longer than zero"));
-    }
-    Ok(d)
+    etcd_readiness_policy::duration::parse(&s, SOURCE_DURATION).map_err(serde::de::Error::custom)
 }
 
 /// A problem with the `--config` file.
