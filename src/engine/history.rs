@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::signals::Reading;
 use crate::verdict::{CheckReport, CheckState, Verdict};
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Most transitions kept. At about 40 bytes each this is at most ~160 KiB;
 /// a policy of 128 checks all flapping at every 250 ms evaluation fills it in
@@ -236,7 +237,7 @@ impl History {
             wall,
             readings: readings.to_vec(),
         }));
-        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ring = self.ring.locked();
         let mut lanes: Vec<(Lane, LaneState)> = Vec::with_capacity(verdict.checks.len() + 1);
         lanes.push((Lane::Readiness, LaneState::of_verdict(verdict)));
         let starting = verdict.reason.is_some() && verdict.checks.is_empty();

@@ -28,6 +28,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use etcd_readiness_policy::sync::TolerantLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -155,7 +156,7 @@ impl MemberInfo {
     /// Whether MemberList is due for `ids` now: new IDs, a learner just
     /// promoted, or [`RELIST_EVERY`] since the last call.
     fn due(&self, ids: (u64, u64), learner: bool, now: std::time::Instant) -> bool {
-        let asked = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        let asked = *self.asked.locked();
         match asked {
             None => true,
             Some(a) if a.ids != ids => true,
@@ -186,7 +187,7 @@ impl MemberInfo {
             return;
         }
         let first_refusal = {
-            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+            let mut asked = self.asked.locked();
             let was = asked.filter(|a| a.ids == ids && a.learner);
             *asked = Some(Asked {
                 at: now,
@@ -247,7 +248,7 @@ impl MemberInfo {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Identity>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
+        self.current.locked()
     }
 }
 

@@ -39,6 +39,7 @@ use tokio::time::MissedTickBehavior;
 use crate::clock::Clock;
 use crate::signals::{SignalId, SignalStore, Source};
 use crate::supervise::Supervisor;
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Why a sample round failed, as a bounded set: the `reason` label of
 /// `etcd_readiness_sample_errors_total` and what code matches on. The words
@@ -356,7 +357,7 @@ impl RoundNotifier {
 
     /// What [`run`] waits on beside its ticker: the requests for `source`.
     fn round_requests(&self, source: &Source) -> Arc<Notify> {
-        let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.requests.locked();
         r.entry(source.label()).or_default().clone()
     }
 
@@ -388,7 +389,7 @@ impl RoundNotifier {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RoundInfo>> {
-        self.rounds.lock().unwrap_or_else(|e| e.into_inner())
+        self.rounds.locked()
     }
 }
 
