@@ -174,8 +174,10 @@ impl Deadline {
 }
 
 /// Run `call` within its [`Deadline`] of `timeout` from now (extended by
-/// the node's contention while it runs): its own error, or a timeout.
-pub(super) async fn within<T>(
+/// the node's contention while it runs): its own error, or a timeout. The
+/// one deadline of every etcd call, MemberList's for the member's identity
+/// ([`crate::sources::identity`]) included.
+pub(in crate::sources) async fn within<T>(
     clock: &Clock,
     timeout: Duration,
     what: &str,

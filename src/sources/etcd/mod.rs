@@ -51,6 +51,8 @@ mod errors;
 mod loops;
 mod status;
 
+pub(super) use deadlines::within;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
