@@ -20,6 +20,7 @@ use crate::sources::config::Config as ScrapeFile;
 use crate::sources::etcd::{EtcdConfig, EtcdTls};
 use crate::sources::etcd_metrics::EtcdMetricsConfig;
 use crate::sources::owner::OwnerConfig;
+use etcd_readiness_policy::duration::{Bounds, DurationError};
 
 /// The default policy, used when `--policy` is not given.
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.policy");
@@ -494,14 +495,15 @@ fn web_limits(a: &ServeArgs) -> Result<crate::http::server::Limits, ConfigError>
     })
 }
 
-/// The longest duration any flag accepts at parse time; each flag then has
-/// its own, tighter range (see [`FlagRanges`]).
-const MAX_PARSED_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// What any duration flag accepts at parse time: up to a year; each flag
+/// then has its own, tighter range (see [`FlagRanges`]).
+const FLAG_DURATION: Bounds = Bounds::at_most(Duration::from_secs(366 * 24 * 3600));
 
-/// The project's one duration grammar (`500ms`, `1.5s`, `1m30s`, see
-/// `etcd_readiness_policy::duration`); anything beyond a year is an error (clap turns them into exit code 2 naming the flag).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    etcd_readiness_policy::duration::parse(s, MAX_PARSED_DURATION).map_err(|e| e.to_string())
+/// A duration flag in the project's one grammar (`500ms`, `1.5s`, `1m30s`,
+/// [`etcd_readiness_policy::duration`]) within [`FLAG_DURATION`]; clap turns an error into
+/// exit code 2 naming the flag.
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    etcd_readiness_policy::duration::parse(s, FLAG_DURATION)
 }
 
 fn in_range(flag: &str, v: Duration, range: (Duration, Duration)) -> Result<(), ConfigError> {
@@ -529,7 +531,7 @@ mod tests {
         for bad in ["9999999999999999h", "2000000000000000h", "1e400s", "367d"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
-        let e = parse_duration("9999999999999999h").unwrap_err();
+        let e = parse_duration("9999999999999999h").unwrap_err().to_string();
         assert!(e.contains("longer than the limit of 8784h"), "{e}");
     }
 

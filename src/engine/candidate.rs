@@ -32,6 +32,7 @@ use prometheus_client::registry::Registry;
 
 use super::EngineHandle;
 use etcd_readiness_policy::policy::{Evaluator, Policy};
+use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckState, Verdict};
 
 /// The candidate's policy and its reload state, as `/policy?policy=candidate`
@@ -264,10 +265,7 @@ impl CandidateMetrics {
             self.would_pass_while_unready
                 .inc_by(added.would_pass_while_unready.as_secs_f64());
         }
-        let mut exported = self
-            .exported_checks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut exported = self.exported_checks.locked();
         // While starting the verdict has no checks: keep the families as they are.
         if verdict.reason.is_some() && verdict.checks.is_empty() {
             return;

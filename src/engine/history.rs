@@ -27,6 +27,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 
 use etcd_readiness_policy::signals::Reading;
+use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckReport, CheckState, Verdict};
 
 /// Most transitions kept. At about 40 bytes each this is at most ~160 KiB;
@@ -236,7 +237,7 @@ impl History {
             wall,
             readings: readings.to_vec(),
         }));
-        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ring = self.ring.locked();
         let mut lanes: Vec<(Lane, LaneState)> = Vec::with_capacity(verdict.checks.len() + 1);
         lanes.push((Lane::Readiness, LaneState::of_verdict(verdict)));
         let starting = verdict.reason.is_some() && verdict.checks.is_empty();

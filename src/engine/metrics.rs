@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use etcd_readiness_policy::signals::{Catalogue, SignalStore, Unknown};
+use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckKind, CheckState, Verdict};
 
 type GaugeF = Gauge<f64, AtomicU64>;
@@ -146,10 +147,7 @@ impl EngineMetrics {
         now: Instant,
     ) {
         self.ready.set(i64::from(verdict.ready));
-        let mut exported = self
-            .exported_checks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut exported = self.exported_checks.locked();
         // Between reloads the checks are the same, in the same order: the
         // gauges of a check whose state did not change keep their values,
         // and only its time in the state is written.

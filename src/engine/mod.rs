@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::runtime::clock::{Clock, NodeTime};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use etcd_readiness_policy::sync::TolerantLock;
 use tokio::task::JoinHandle;
 
 pub mod candidate;
@@ -375,7 +376,7 @@ impl EngineHandle {
 
     fn lock_eval(&self) -> std::sync::MutexGuard<'_, EvalState> {
         // Evaluation never panics by design; if it did, the state is still usable.
-        self.shared.eval.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.eval.locked()
     }
 
     /// Evaluate once and publish. Until the etcd source finished its first

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use etcd_readiness_policy::text::{fmt_duration, fmt_duration_exact};
+
 /// How far in the future a peer's timestamp may be and still count as "now":
 /// clocks of two containers on different nodes drift apart by this much at
 /// most under NTP. A later timestamp is an error, not age 0.
@@ -124,46 +126,12 @@ pub fn duration_in_range(
     if value < min || value > max {
         return Err(format!(
             "{flag} {} is out of range: allowed {} to {}",
-            exact(value),
-            human(min),
-            human(max)
+            fmt_duration_exact(value),
+            fmt_duration(min.as_secs_f64()),
+            fmt_duration(max.as_secs_f64())
         ));
     }
     Ok(value)
-}
-
-/// `d` exactly, in the units of a duration flag (`1h1ms`, `1s500ms`,
-/// `0s`): what a range error shows of the value given, where [`human`]
-/// rounds (regression: `1h1ms` was shown as `1h`, inside the range it
-/// failed).
-pub fn exact(d: Duration) -> String {
-    if d.is_zero() {
-        return "0s".to_string();
-    }
-    let total = d.as_nanos();
-    let mut out = String::new();
-    let units: [(u128, &str); 6] = [
-        (3_600_000_000_000, "h"),
-        (60_000_000_000, "m"),
-        (1_000_000_000, "s"),
-        (1_000_000, "ms"),
-        (1_000, "us"),
-        (1, "ns"),
-    ];
-    let mut rest = total;
-    for (size, unit) in units {
-        let n = rest / size;
-        rest %= size;
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    out
-}
-
-/// A duration as a user writes it: `250ms`, `1.5s`, `30m`, `24h`.
-pub fn human(d: Duration) -> String {
-    etcd_readiness_policy::text::fmt_duration(d.as_secs_f64())
 }
 
 /// Unix milliseconds as RFC 3339 in UTC (`2026-11-30T08:00:00Z`), for text
@@ -203,10 +171,6 @@ mod tests {
         );
         let e = duration_in_range("--x", Duration::from_micros(9_999), min, max).unwrap_err();
         assert!(e.starts_with("--x 9ms999us is out of range"), "{e}");
-        assert_eq!(exact(Duration::from_millis(1500)), "1s500ms");
-        assert_eq!(exact(Duration::from_secs(90_061)), "25h1m1s");
-        assert_eq!(exact(Duration::ZERO), "0s");
-        assert_eq!(exact(Duration::from_nanos(1)), "1ns");
     }
 
     #[test]

@@ -28,9 +28,10 @@ mod watch;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use etcd_readiness_policy::sync::TolerantLock;
 use sha2::{Digest, Sha256};
 
 pub use http::{FileReport, Reloadable, Reloadables, Report, reload_handler};
@@ -393,7 +394,7 @@ impl<L: Load> LastGood<L> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, InForce> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// Re-read the file now; apply it if it changed and builds. Blocking

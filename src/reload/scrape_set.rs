@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
@@ -28,6 +28,7 @@ use crate::sources::Sampling;
 use crate::sources::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
 use crate::sources::scrape::ScrapeSampler;
 use etcd_readiness_policy::signals::Catalogue;
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Why a changed `--config` was not put in force.
 #[derive(Debug, thiserror::Error)]
@@ -142,7 +143,7 @@ impl ScrapeSet {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+        self.running.locked()
     }
 
     fn samplers(

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use etcd_readiness_policy::sync::TolerantLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -86,7 +87,7 @@ impl Supervisor {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.table.locked()
     }
 
     /// Run the task `make()` builds under the name `name`, restarting it with

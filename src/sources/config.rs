@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::outside::http_client::TlsFiles;
 use crate::outside::redacted_url::RedactedUrl;
+use etcd_readiness_policy::duration::Bounds;
 use etcd_readiness_policy::signals::{Catalogue, SignalDef, SignalType, Source, Unit};
 
 /// Default `interval` of a scrape source.
@@ -108,20 +109,13 @@ fn default_timeout() -> Duration {
     DEFAULT_SCRAPE_TIMEOUT
 }
 
+/// What a source's `interval` and `timeout` accept at parse time (their
+/// ranges are checked after).
+const SOURCE_DURATION: Bounds = Bounds::positive_at_most(Duration::from_secs(86_400));
+
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)
-}
-
-/// A duration in the project's one grammar (`250ms`, `1.5s`, `1m30s`);
-/// positive and at most 24h.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = etcd_readiness_policy::duration::parse(s, Duration::from_secs(86_400))
-        .map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err(format!("`{s}` must be longer than zero"));
-    }
-    Ok(d)
+    etcd_readiness_policy::duration::parse(&s, SOURCE_DURATION).map_err(serde::de::Error::custom)
 }
 
 /// A problem with the `--config` file.
@@ -220,8 +214,8 @@ impl Config {
             if src.timeout > src.interval {
                 return Err(invalid(format!(
                     "source `{n}`: timeout {} is longer than interval {}",
-                    crate::outside::checked::exact(src.timeout),
-                    crate::outside::checked::exact(src.interval)
+                    etcd_readiness_policy::text::fmt_duration_exact(src.timeout),
+                    etcd_readiness_policy::text::fmt_duration_exact(src.interval)
                 )));
             }
             if src.signals.is_empty() {

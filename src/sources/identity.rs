@@ -28,10 +28,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use etcd_client::MemberListResponse;
+use etcd_readiness_policy::sync::TolerantLock;
+use etcd_readiness_policy::text::fmt_duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use super::SampleError;
+use crate::runtime::clock::Clock;
 
 /// The labels of `etcd_readiness_member_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -105,6 +111,42 @@ fn next(
     })
 }
 
+/// The name of `member_id` in what MemberList `answer`ed (the outer error:
+/// it ran out of time; the inner: etcd's), logging a failure: at info level
+/// a learner's refusal when it is the `first_refusal` for this member, at
+/// debug level the rest.
+fn listed(
+    answer: Result<Result<MemberListResponse, etcd_client::Error>, SampleError>,
+    member_id: u64,
+    first_refusal: bool,
+) -> Result<Option<String>, ()> {
+    match answer {
+        Ok(Ok(list)) => Ok(list
+            .members()
+            .iter()
+            .find(|m| m.id() == member_id)
+            .map(|m| bounded_name(m.name()))),
+        Ok(Err(e)) if learner_refused(&e) => {
+            if first_refusal {
+                tracing::info!(
+                    member_id = %hex_id(member_id),
+                    "the member is a learner: etcd answers MemberList only once it is promoted, so its name stays unknown until then (asked again every {})",
+                    fmt_duration(RELIST_EVERY.as_secs_f64())
+                );
+            }
+            Err(())
+        }
+        Ok(Err(e)) => {
+            tracing::debug!("MemberList failed: {e}");
+            Err(())
+        }
+        Err(timed_out) => {
+            tracing::debug!("{}", timed_out.message);
+            Err(())
+        }
+    }
+}
+
 /// The `etcd_readiness_member_info` family and the identity it shows. Cheap
 /// to clone; clones share both, so a sampler rebuilt after a panic removes
 /// the series its predecessor added.
@@ -131,8 +173,16 @@ struct Asked {
 /// 30 s on a member that keeps refusing it.
 pub const RELIST_EVERY: Duration = Duration::from_secs(30);
 
-/// What etcd answers MemberList on a learner (3.4, 3.5).
-const LEARNER_REFUSAL: &str = "not supported for learner";
+/// etcd's `ErrGRPCNotSupportedForLearner`: a learner refusing MemberList.
+/// etcd 3.4 and 3.5 send it as `Unavailable`, 3.6 as `FailedPrecondition`;
+/// the message is etcd's own name for the error (etcd's client tells its
+/// errors apart by it), matched whole, so another status that merely quotes
+/// it is not taken for a learner's refusal.
+fn learner_refused(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(st)
+        if matches!(st.code(), tonic::Code::Unavailable | tonic::Code::FailedPrecondition)
+            && st.message() == "etcdserver: rpc not supported for learner")
+}
 
 impl MemberInfo {
     /// Register `etcd_readiness_member_info` in `registry` (the root one: the
@@ -155,7 +205,7 @@ impl MemberInfo {
     /// Whether MemberList is due for `ids` now: new IDs, a learner just
     /// promoted, or [`RELIST_EVERY`] since the last call.
     fn due(&self, ids: (u64, u64), learner: bool, now: std::time::Instant) -> bool {
-        let asked = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        let asked = *self.asked.locked();
         match asked {
             None => true,
             Some(a) if a.ids != ids => true,
@@ -165,11 +215,12 @@ impl MemberInfo {
     }
 
     /// After a successful Status with `header` (`learner`: what Status said):
-    /// ask MemberList for the member's name when it is due (bounded by
-    /// `timeout`, counted in `metrics` as source `etcd`, call
-    /// `member_list`) and update the series. A failure of MemberList is
-    /// logged at debug level (a learner's refusal once at info) and changes
-    /// no signal.
+    /// ask MemberList for the member's name when it is due (within
+    /// `timeout`, extended like every etcd call while the node's CPU is
+    /// contended, [`super::etcd::within`]; counted in `metrics` as source
+    /// `etcd`, call `member_list`) and update the series. A failure of
+    /// MemberList is logged at debug level (a learner's refusal once at
+    /// info) and changes no signal.
     pub async fn observe(
         &self,
         client: &etcd_client::Client,
@@ -177,52 +228,38 @@ impl MemberInfo {
         learner: bool,
         timeout: Duration,
         metrics: &super::SourceMetrics,
-        now: std::time::Instant,
+        clock: &Clock,
     ) {
         let Some(h) = header else { return };
         let ids = (h.cluster_id(), h.member_id());
-        let (cluster_id, member_id) = ids;
-        if cluster_id == 0 || member_id == 0 || !self.due(ids, learner, now) {
+        let Some(first_refusal) = self.ask(ids, learner, clock.now()) else {
             return;
-        }
-        let first_refusal = {
-            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
-            let was = asked.filter(|a| a.ids == ids && a.learner);
-            *asked = Some(Asked {
-                at: now,
-                ids,
-                learner,
-            });
-            was.is_none()
         };
         metrics.request("etcd", "member_list");
         let mut c = client.clone();
-        let listed = match tokio::time::timeout(timeout, c.member_list()).await {
-            Ok(Ok(list)) => Ok(list
-                .members()
-                .iter()
-                .find(|m| m.id() == member_id)
-                .map(|m| bounded_name(m.name()))),
-            Ok(Err(e)) if e.to_string().contains(LEARNER_REFUSAL) => {
-                if first_refusal {
-                    tracing::info!(
-                        member_id = %hex_id(member_id),
-                        "the member is a learner: etcd answers MemberList only once it is promoted, so its name stays unknown until then (asked again every {}s)",
-                        RELIST_EVERY.as_secs()
-                    );
-                }
-                Err(())
-            }
-            Ok(Err(e)) => {
-                tracing::debug!("MemberList failed: {e}");
-                Err(())
-            }
-            Err(_) => {
-                tracing::debug!("MemberList timed out after {timeout:?}");
-                Err(())
-            }
-        };
-        self.update(cluster_id, member_id, listed);
+        let answer = super::etcd::within(clock, timeout, "MemberList", async move {
+            Ok(c.member_list().await)
+        })
+        .await;
+        let listed = listed(answer, ids.1, first_refusal);
+        self.update(ids.0, ids.1, listed);
+    }
+
+    /// Whether MemberList is to be asked for `ids` now (see [`Self::due`]);
+    /// if so, the call is noted at `now`, and the answer says whether a
+    /// learner's refusal would be the first for these IDs.
+    fn ask(&self, ids: (u64, u64), learner: bool, now: std::time::Instant) -> Option<bool> {
+        if ids.0 == 0 || ids.1 == 0 || !self.due(ids, learner, now) {
+            return None;
+        }
+        let mut asked = self.asked.locked();
+        let was = asked.filter(|a| a.ids == ids && a.learner);
+        *asked = Some(Asked {
+            at: now,
+            ids,
+            learner,
+        });
+        Some(was.is_none())
     }
 
     fn update(&self, cluster_id: u64, member_id: u64, listed: Result<Option<String>, ()>) {
@@ -247,7 +284,7 @@ impl MemberInfo {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Identity>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
+        self.current.locked()
     }
 }
 
@@ -371,6 +408,44 @@ mod tests {
         assert!(!m.due(ids, false, now));
         assert!(!m.due(ids, false, now + RELIST_EVERY / 2));
         assert!(m.due(ids, false, now + RELIST_EVERY), "30 s later");
+    }
+
+    #[test]
+    fn learner_refusals_are_classified_by_code_not_text() {
+        let st = |s: tonic::Status| etcd_client::Error::GRpcStatus(s);
+        let refusal = "etcdserver: rpc not supported for learner";
+        // etcd 3.4 and 3.5, and 3.6.
+        assert!(learner_refused(&st(tonic::Status::unavailable(refusal))));
+        assert!(learner_refused(&st(tonic::Status::failed_precondition(
+            refusal
+        ))));
+        // The same words with another code, another Unavailable, or a
+        // message that only quotes them are not it.
+        assert!(!learner_refused(&st(tonic::Status::internal(refusal))));
+        assert!(!learner_refused(&st(tonic::Status::unavailable(
+            "etcdserver: leader changed"
+        ))));
+        assert!(!learner_refused(&st(tonic::Status::unavailable(format!(
+            "proxy: {refusal}"
+        )))));
+        assert!(!learner_refused(&etcd_client::Error::InvalidArgs(
+            refusal.to_string()
+        )));
+    }
+
+    #[test]
+    fn every_failure_of_member_list_is_no_name() {
+        let refused = etcd_client::Error::GRpcStatus(tonic::Status::unavailable(
+            "etcdserver: rpc not supported for learner",
+        ));
+        assert_eq!(listed(Ok(Err(refused)), MEMBER, true), Err(()));
+        let other = etcd_client::Error::GRpcStatus(tonic::Status::internal("x"));
+        assert_eq!(listed(Ok(Err(other)), MEMBER, false), Err(()));
+        let late = SampleError::new(
+            super::super::Reason::Timeout,
+            "MemberList: request timed out after 500ms".to_string(),
+        );
+        assert_eq!(listed(Err(late), MEMBER, false), Err(()));
     }
 
     #[test]

@@ -37,6 +37,7 @@ use tokio::time::MissedTickBehavior;
 use crate::runtime::clock::Clock;
 use crate::runtime::supervise::Supervisor;
 use etcd_readiness_policy::signals::{SignalId, SignalStore, Source};
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// The failure vocabulary of every read from outside, shared with the HTTP
 /// client below this layer.
@@ -275,7 +276,7 @@ impl RoundNotifier {
 
     /// What [`run`] waits on beside its ticker: the requests for `source`.
     fn round_requests(&self, source: &Source) -> Arc<Notify> {
-        let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.requests.locked();
         r.entry(source.label()).or_default().clone()
     }
 
@@ -307,7 +308,7 @@ impl RoundNotifier {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RoundInfo>> {
-        self.rounds.lock().unwrap_or_else(|e| e.into_inner())
+        self.rounds.locked()
     }
 }
 

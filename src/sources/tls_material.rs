@@ -18,10 +18,11 @@
 //! [`Material::read`] too, reloaded with their file (`scrape_set.rs`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use etcd_readiness_policy::sync::TolerantLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -379,11 +380,7 @@ impl Credentials {
     /// A handshake with this material was refused: have the files re-read
     /// now (at most once a second), in case they changed unseen.
     pub fn refused(&self) {
-        let mut last = self
-            .0
-            .last_recheck
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut last = self.0.last_recheck.locked();
         if last.is_none_or(|t| t.elapsed() >= RECHECK_GAP) {
             *last = Some(Instant::now());
             self.0.recheck.notify_one();
@@ -527,7 +524,7 @@ impl CredentialFiles {
     /// Log and count the problems of `m` at `now` not noted yet for it.
     fn note(&self, m: &Material, now: i64) {
         let kind = self.creds.kind();
-        let mut noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut noted = self.noted.locked();
         let mut seen = Vec::new();
         for (certificate, problem) in m.problems(now) {
             let key = (m.sha256.clone(), certificate, problem.label());
@@ -546,7 +543,7 @@ impl CredentialFiles {
 
     fn note_mismatch(&self, e: &MaterialError, sha: String) {
         let key = (sha, "client", "key_mismatch");
-        let mut noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut noted = self.noted.locked();
         if !noted.contains(&key) {
             // The reloader logs the failure itself.
             tracing::debug!(error = %e, "a client certificate that does not match its key");

@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::config::WebConfig;
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Most cached successes (exporter-toolkit keeps 100 results in all).
 pub const CACHE_SIZE: usize = 100;
@@ -240,11 +241,7 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.auth.pending.fetch_sub(1, Ordering::AcqRel);
-        let mut m = self
-            .auth
-            .per_client
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut m = self.auth.per_client.locked();
         if let Some(n) = m.get_mut(&self.client) {
             *n -= 1;
             if *n == 0 {
@@ -257,13 +254,13 @@ impl Drop for Pending<'_> {
 impl BasicAuth {
     /// Forget every cached result (the users changed).
     pub fn clear(&self) {
-        *self.caches.lock().unwrap_or_else(|e| e.into_inner()) = Caches::default();
-        *self.slowest.lock().unwrap_or_else(|e| e.into_inner()) = TopCost::default();
+        *self.caches.locked() = Caches::default();
+        *self.slowest.locked() = TopCost::default();
     }
 
     /// Cached results held now: (successes, failures).
     pub fn cached(&self) -> (usize, usize) {
-        let c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self.caches.locked();
         (c.good.len(), c.bad.len())
     }
 
@@ -273,16 +270,13 @@ impl BasicAuth {
     }
 
     fn lookup(&self, k: &Key) -> Option<bool> {
-        self.caches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .lookup(k)
+        self.caches.locked().lookup(k)
     }
 
     /// Take a place in the bcrypt queue for `client`, or None when its
     /// share or the whole queue is full.
     fn admit(&self, client: Option<IpAddr>) -> Option<Pending<'_>> {
-        let mut m = self.per_client.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.per_client.locked();
         let mine = m.get(&client).copied().unwrap_or(0);
         if mine >= MAX_PENDING_PER_CLIENT || self.pending.load(Ordering::Acquire) >= MAX_PENDING {
             return None;
@@ -343,12 +337,9 @@ impl BasicAuth {
             let ok = verified && known;
             let took = started.elapsed();
             if cost >= top {
-                self.slowest
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .record(top, took);
+                self.slowest.locked().record(top, took);
             }
-            let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = self.caches.locked();
             if ok {
                 c.good.insert(k, CACHE_SIZE);
             } else {
@@ -359,11 +350,7 @@ impl BasicAuth {
         if !ok && cost < top {
             // Pad a cheaper user's failure to the costliest check's time,
             // outside the permit (sleeping costs no CPU).
-            let pad = self
-                .slowest
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .target(top);
+            let pad = self.slowest.locked().target(top);
             match pad {
                 Some(took) => {
                     tokio::time::sleep_until((started + took).into()).await;
@@ -377,10 +364,7 @@ impl BasicAuth {
                         let t = Instant::now();
                         let _ =
                             tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy)).await;
-                        self.slowest
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .record(top, t.elapsed());
+                        self.slowest.locked().record(top, t.elapsed());
                     }
                 }
             }

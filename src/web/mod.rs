@@ -32,6 +32,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use etcd_readiness_policy::sync::TolerantLock;
 
 pub use auth::{AuthOutcome, BasicAuth};
 pub use config::{WebConfig, WebConfigError};
@@ -225,13 +226,10 @@ impl WebState {
             slot.store(tls.clone());
         }
         if old.rate_limit != new.rate_limit {
-            let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            let mut b = self.bucket.locked();
             b.tokens = new.rate_limit.map_or(0.0, |r| f64::from(r.burst));
             b.last = Instant::now();
-            self.clients
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clear();
+            self.clients.locked().clear();
         }
         let users_changed = old.users != new.users;
         let summary = new.summary();
@@ -254,13 +252,9 @@ impl WebState {
         };
         let now = Instant::now();
         if !limit.per_client {
-            return self
-                .bucket
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(&limit, now);
+            return self.bucket.locked().take(&limit, now);
         }
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = self.clients.locked();
         if !clients.contains_key(&client) && clients.len() >= MAX_CLIENT_BUCKETS {
             clients.retain(|_, b| !b.refilled(&limit, now));
             if clients.len() >= MAX_CLIENT_BUCKETS {

@@ -3,8 +3,9 @@
 //! `2m`, `1h`, `1m30s`. Policy literals (`for 2m`, `age(x) < 90s`), every
 //! duration flag, the `--config` sources file and the `test` files all read
 //! durations through [`parse_secs`], so what one accepts the others accept.
-//! Ranges are each caller's business; this module only refuses what is not a
-//! finite, non-negative duration.
+//! Each caller says what it accepts beside the grammar ([`Bounds`]: a
+//! longest duration, and whether zero is one) and [`parse`] refuses the rest
+//! with the same messages everywhere.
 
 use std::time::Duration;
 
@@ -20,6 +21,35 @@ pub enum DurationError {
     Syntax(String),
     #[error("`{text}` is longer than the limit of {limit}")]
     TooLong { text: String, limit: String },
+    #[error("`{0}` must be longer than zero")]
+    Zero(String),
+}
+
+/// What a caller accepts beside the grammar: at most `max`, and zero only
+/// where it means something (a timeout of zero, a period of zero do not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    max: Duration,
+    zero: bool,
+}
+
+impl Bounds {
+    /// Zero up to `max`.
+    pub const fn at_most(max: Duration) -> Bounds {
+        Bounds { max, zero: true }
+    }
+
+    /// Longer than zero, up to `max`.
+    pub const fn positive_at_most(max: Duration) -> Bounds {
+        Bounds { max, zero: false }
+    }
+}
+
+/// A longest duration alone: zero is accepted.
+impl From<Duration> for Bounds {
+    fn from(max: Duration) -> Bounds {
+        Bounds::at_most(max)
+    }
 }
 
 /// Seconds in `text`, or `None` when it is not in the grammar. Digits may be
@@ -48,8 +78,10 @@ pub fn parse_secs(text: &str) -> Option<f64> {
     (total.is_finite() && total >= 0.0).then_some(total)
 }
 
-/// `text` as a [`Duration`] of at most `max`.
-pub fn parse(text: &str, max: Duration) -> Result<Duration, DurationError> {
+/// `text` as a [`Duration`] within `bounds` (a [`Bounds`], or a longest
+/// [`Duration`] alone).
+pub fn parse(text: &str, bounds: impl Into<Bounds>) -> Result<Duration, DurationError> {
+    let Bounds { max, zero } = bounds.into();
     let secs = parse_secs(text.trim()).ok_or_else(|| DurationError::Syntax(text.to_string()))?;
     if secs > max.as_secs_f64() {
         return Err(DurationError::TooLong {
@@ -57,7 +89,12 @@ pub fn parse(text: &str, max: Duration) -> Result<Duration, DurationError> {
             limit: crate::text::fmt_duration(max.as_secs_f64()),
         });
     }
-    Duration::try_from_secs_f64(secs).map_err(|_| DurationError::Syntax(text.to_string()))
+    let d =
+        Duration::try_from_secs_f64(secs).map_err(|_| DurationError::Syntax(text.to_string()))?;
+    if d.is_zero() && !zero {
+        return Err(DurationError::Zero(text.to_string()));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -94,6 +131,23 @@ mod tests {
             Err(DurationError::TooLong { .. })
         ));
         assert!(matches!(parse("1y", day), Err(DurationError::Syntax(_))));
+    }
+
+    #[test]
+    fn bounds_say_whether_zero_is_a_duration() {
+        let day = Duration::from_secs(86_400);
+        assert_eq!(parse("0s", day), Ok(Duration::ZERO));
+        assert_eq!(parse("0s", Bounds::at_most(day)), Ok(Duration::ZERO));
+        let positive = Bounds::positive_at_most(day);
+        assert_eq!(
+            parse("0ms", positive).unwrap_err().to_string(),
+            "`0ms` must be longer than zero"
+        );
+        assert_eq!(parse("1ms", positive), Ok(Duration::from_millis(1)));
+        assert_eq!(
+            parse("25h", positive).unwrap_err().to_string(),
+            "`25h` is longer than the limit of 24h"
+        );
     }
 
     #[test]

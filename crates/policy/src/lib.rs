@@ -3,7 +3,8 @@
 //! [`signals`] catalogue and readings, the [`policy`] language (parse →
 //! check → evaluate + explain) and the [`verdict`] it produces, and the
 //! [`policytest`] runner behind the `test` command, and how all of it is
-//! written for people ([`text`]). It depends on no async
+//! written for people ([`text`]), and the project's one poison-tolerant
+//! lock ([`sync`]), which the runtime uses too. It depends on no async
 //! runtime, HTTP stack or clock: time is passed in as `Instant`s, so the same
 //! evaluator runs in `serve`, in `test` and in the conformance tables.
 
@@ -14,6 +15,7 @@ pub mod policy;
 pub mod policytest;
 pub mod signals;
 pub mod simulation;
+pub mod sync;
 pub mod text;
 pub mod verdict;
 pub mod yaml;

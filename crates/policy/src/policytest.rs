@@ -144,7 +144,10 @@ fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
         DurationError::Syntax(_) => {
             format!("{what} `{s}` is not a duration like `1s`, `250ms` or `1m30s`")
         }
-        DurationError::TooLong { .. } => format!("{what} `{s}` is too long"),
+        // Zero is within these bounds: only a length is refused.
+        DurationError::TooLong { .. } | DurationError::Zero(_) => {
+            format!("{what} `{s}` is too long")
+        }
     })
 }
 

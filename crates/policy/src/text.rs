@@ -1,11 +1,12 @@
-//! How the project writes things for people, in one place: durations,
-//! numbers, values with their unit, text cut to a size, whitespace collapsed,
+//! How the project writes things for people, in one place: durations
+//! (rounded, exact, or in whole seconds or milliseconds), numbers, values with their unit, text cut to a size, whitespace collapsed,
 //! HTML escaped. `/readyz`, the status page, the CLI, `replay` and the
 //! policy's explanations all write through these, so a value reads the same
 //! everywhere and each rule (one cut marker, one escaped character set) is
 //! written once. Pure string functions: no IO, no clock.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use crate::signals::Unit;
 
@@ -50,6 +51,45 @@ pub fn fmt_duration(secs: f64) -> String {
         (0, m, s) => format!("{m}m{s}s"),
         (h, 0, _) => format!("{h}h"),
         (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+/// `d` exactly, in the units of the duration grammar plus `us` and `ns`
+/// (`1h1ms`, `1s500ms`, `0s`): what a range error shows of the value
+/// given, where [`fmt_duration`] rounds (`1h1ms` shown as `1h` would read
+/// as inside the range it failed).
+pub fn fmt_duration_exact(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".to_string();
+    }
+    const UNITS: [(u128, &str); 6] = [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let mut rest = d.as_nanos();
+    let mut out = String::new();
+    for (size, unit) in UNITS {
+        let n = rest / size;
+        rest %= size;
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
+}
+
+/// `d` in whole seconds when it has no milliseconds (`2s`), else in whole
+/// milliseconds (`1100ms`, not `1s100ms`): a timeout and its parts, added
+/// up, as an operator compares them (`1100ms (500ms plus 600ms …)`).
+pub fn fmt_secs_or_ms(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
     }
 }
 
@@ -151,6 +191,25 @@ mod tests {
         assert_eq!(fmt_value(3.0, Unit::None), "3");
         assert_eq!(fmt_value(4096.0, Unit::Bytes), "4096 bytes");
         assert_eq!(fmt_value(12.5, Unit::Milliseconds), "12.5 ms");
+    }
+
+    #[test]
+    fn exact_durations_and_seconds_or_milliseconds() {
+        assert_eq!(fmt_duration_exact(Duration::from_millis(1500)), "1s500ms");
+        assert_eq!(fmt_duration_exact(Duration::from_secs(90_061)), "25h1m1s");
+        assert_eq!(
+            fmt_duration_exact(Duration::from_millis(3_600_001)),
+            "1h1ms"
+        );
+        assert_eq!(fmt_duration_exact(Duration::from_micros(9_999)), "9ms999us");
+        assert_eq!(fmt_duration_exact(Duration::ZERO), "0s");
+        assert_eq!(fmt_duration_exact(Duration::from_nanos(1)), "1ns");
+        assert_eq!(fmt_secs_or_ms(Duration::from_secs(2)), "2s");
+        assert_eq!(fmt_secs_or_ms(Duration::ZERO), "0s");
+        assert_eq!(fmt_secs_or_ms(Duration::from_millis(500)), "500ms");
+        assert_eq!(fmt_secs_or_ms(Duration::from_millis(1100)), "1100ms");
+        // Below a millisecond does not count: whole seconds stay seconds.
+        assert_eq!(fmt_secs_or_ms(Duration::from_micros(2_000_500)), "2s");
     }
 
     #[test]

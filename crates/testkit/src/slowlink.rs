@@ -15,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::etcd::EtcdCluster;
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Chunks in flight one way on one connection before reading waits (a
 /// bound on what a relay holds: 64 × 64 KiB).
@@ -56,21 +57,18 @@ impl SlowLink {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let conn = tokio::spawn(relay(client, to, delay));
-                let mut t = tasks.lock().unwrap_or_else(|e| e.into_inner());
+                let mut t = tasks.locked();
                 t.retain(|h| !h.is_finished());
                 t.push(conn);
             }
         });
-        self.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(accept);
+        self.tasks.locked().push(accept);
     }
 }
 
 impl Drop for SlowLink {
     fn drop(&mut self) {
-        for t in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for t in self.tasks.locked().iter() {
             t.abort();
         }
     }

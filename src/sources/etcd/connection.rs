@@ -12,6 +12,7 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use super::{LABEL, Shared};
 use crate::sources::{Reason, SampleError};
 use etcd_readiness_policy::signals::Value;
+use etcd_readiness_policy::sync::TolerantLock;
 
 impl Shared {
     /// The client for the next call: built again when the TLS files or the
@@ -95,7 +96,7 @@ impl Shared {
         let why = self.config.endpoint.scrub(why);
         let at = self.clock.now();
         {
-            let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            let mut epoch = self.epoch.locked();
             *epoch += 1;
             let msg: Arc<str> = Arc::from(format!("connection to etcd lost: {why}"));
             for id in self.ids.all() {

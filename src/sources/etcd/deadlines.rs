@@ -19,9 +19,10 @@
 use std::time::{Duration, Instant};
 
 use super::super::{Reason, RoundNotifier, SampleError};
-use super::errors::{explain, fmt_ms};
+use super::errors::explain;
 use crate::runtime::clock::{Clock, NodeTime};
 use etcd_readiness_policy::signals::Trust;
+use etcd_readiness_policy::text::fmt_secs_or_ms;
 
 /// The shortest trust period: below it, a loaded machine's scheduling delay
 /// alone (a debug build under an HTTP flood took 26 ms for one read) would
@@ -156,13 +157,16 @@ impl Deadline {
     /// The error of a call `what` that ran out of time.
     pub(super) fn timed_out(&self, what: &str) -> SampleError {
         let message = if self.granted.is_zero() {
-            format!("{what}: request timed out after {}", fmt_ms(self.timeout))
+            format!(
+                "{what}: request timed out after {}",
+                fmt_secs_or_ms(self.timeout)
+            )
         } else {
             format!(
                 "{what}: request timed out after {} ({} plus {} while the node's CPU was contended)",
-                fmt_ms(self.timeout + self.granted),
-                fmt_ms(self.timeout),
-                fmt_ms(self.granted)
+                fmt_secs_or_ms(self.timeout + self.granted),
+                fmt_secs_or_ms(self.timeout),
+                fmt_secs_or_ms(self.granted)
             )
         };
         SampleError::new(Reason::Timeout, message)
@@ -170,8 +174,10 @@ impl Deadline {
 }
 
 /// Run `call` within its [`Deadline`] of `timeout` from now (extended by
-/// the node's contention while it runs): its own error, or a timeout.
-pub(super) async fn within<T>(
+/// the node's contention while it runs): its own error, or a timeout. The
+/// one deadline of every etcd call, MemberList's for the member's identity
+/// ([`crate::sources::identity`]) included.
+pub(in crate::sources) async fn within<T>(
     clock: &Clock,
     timeout: Duration,
     what: &str,

@@ -9,14 +9,7 @@ use std::time::Duration;
 
 use super::super::{Reason, SampleError};
 use crate::outside::redacted_url::RedactedUrl;
-
-pub(super) fn fmt_ms(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
+use etcd_readiness_policy::text::fmt_secs_or_ms;
 
 /// The first error of the chain below `e` (etcd-client's own `source()`
 /// stops at its wrapper; the tonic `Status` keeps the transport error).
@@ -117,7 +110,7 @@ pub(super) fn classify(what: &str, e: &etcd_client::Error, timeout: Duration) ->
     let message = match reason {
         Reason::Timeout => format!(
             "{what}: request timed out after {} ({text})",
-            fmt_ms(timeout)
+            fmt_secs_or_ms(timeout)
         ),
         _ if text.is_empty() => format!("{what}: failed"),
         Reason::Connect if io_kind == Some(K::ConnectionRefused) => {

@@ -108,7 +108,7 @@ impl Shared {
                     st.is_learner(),
                     self.config.timeout,
                     &self.metrics,
-                    self.clock.now(),
+                    &self.clock,
                 )
                 .await;
             }

@@ -57,6 +57,8 @@ mod without_root;
 
 pub use without_root::MemberHttp;
 
+pub(super) use deadlines::within;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +73,7 @@ use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::clock::Clock;
 use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// The etcd TLS files (CA; client certificate and key, `None` for
 /// server-only TLS), re-read when they change ([`crate::sources::tls_material`]).
@@ -308,12 +311,12 @@ impl Shared {
     }
 
     fn epoch(&self) -> u64 {
-        *self.epoch.lock().unwrap_or_else(|e| e.into_inner())
+        *self.epoch.locked()
     }
 
     /// Run `record` if no loss happened since `epoch`.
     fn record_in(&self, epoch: u64, record: impl FnOnce(&SignalStore)) -> bool {
-        let cur = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = self.epoch.locked();
         if *cur != epoch {
             return false;
         }

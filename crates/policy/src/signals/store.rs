@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::catalogue::{Catalogue, SignalId};
+use crate::sync::TolerantLock;
 
 /// A known signal value. Durations are stored as seconds in `Num`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -265,7 +266,7 @@ impl SignalStore {
     /// sample's call started, up to `contended_max`: a source whose calls
     /// are given longer on a busy node has its samples kept longer too.
     pub fn set_staleness(&self, id: SignalId, bound: impl Into<Trust>) {
-        let mut s = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.staleness.locked();
         s[id.index()] = bound.into();
     }
 
@@ -376,7 +377,7 @@ impl SignalStore {
     /// sample instants with (the engine sets it at every evaluation, so a
     /// step of the wall clock shows from the next one on).
     pub fn set_wall_clock(&self, now: Instant, wall: SystemTime) {
-        *self.wall_clock.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, wall));
+        *self.wall_clock.locked() = Some((now, wall));
     }
 
     /// Whether any signal has a measurement in flight (the engine then
@@ -390,7 +391,7 @@ impl SignalStore {
     pub fn read_into(&self, now: Instant, out: &mut Vec<Reading>) {
         let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
-        let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        let staleness = self.staleness.locked();
         out.resize(slots.len(), Reading::NEVER);
         for ((slot, bound), r) in slots.iter().zip(staleness.iter()).zip(out.iter_mut()) {
             *r = reading_of(slot, *bound, now, stalled);
@@ -403,7 +404,7 @@ impl SignalStore {
     pub fn read_some_into(&self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
         let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
-        let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        let staleness = self.staleness.locked();
         for id in ids {
             let i = id.index();
             if let (Some(slot), Some(bound), Some(r)) =
@@ -418,14 +419,14 @@ impl SignalStore {
     pub fn reading(&self, id: SignalId, now: Instant) -> Reading {
         let stalled = self.cpu_stalled();
         let slots = self.lock_slots();
-        let bound = self.staleness.lock().unwrap_or_else(|e| e.into_inner())[id.index()];
+        let bound = self.staleness.locked()[id.index()];
         reading_of(&slots[id.index()], bound, now, stalled)
     }
 
     /// Everything about every signal, for `/signals` and metrics.
     pub fn snapshot(&self, now: Instant) -> Vec<SlotInfo> {
         let stalled = self.cpu_stalled();
-        let clock = *self.wall_clock.lock().unwrap_or_else(|e| e.into_inner());
+        let clock = *self.wall_clock.locked();
         let wall_of = |at: Instant| {
             let (then, wall) = clock?;
             match at.checked_duration_since(then) {
@@ -434,7 +435,7 @@ impl SignalStore {
             }
         };
         let slots = self.lock_slots();
-        let staleness = self.staleness.lock().unwrap_or_else(|e| e.into_inner());
+        let staleness = self.staleness.locked();
         slots
             .iter()
             .zip(staleness.iter())
@@ -451,7 +452,7 @@ impl SignalStore {
     fn lock_slots(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
         // A panicking writer cannot leave a slot half-written (plain assignments),
         // so a poisoned lock is still consistent.
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        self.slots.locked()
     }
 }
 
