@@ -29,7 +29,7 @@ use crate::reload::{
     WatchOptions, WatcherHandle,
 };
 use crate::sources::backup::BackupSampler;
-use crate::sources::etcd::EtcdConfig;
+use crate::sources::etcd::{EtcdConfig, ReadFloor};
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
@@ -60,14 +60,21 @@ pub fn catalogue_for(config: &ServeConfig) -> anyhow::Result<Catalogue> {
     Ok(c)
 }
 
-/// The engine is where reloaded policies go.
-impl crate::reload::PolicySink for EngineHandle {
+/// Where a reloaded policy goes: the engine, and the etcd reads' deadline,
+/// which follows what the policy compares their latency with.
+struct LivePolicy {
+    engine: EngineHandle,
+    read_floor: ReadFloor,
+}
+
+impl crate::reload::PolicySink for LivePolicy {
     fn apply(&self, policy: Arc<Policy>) {
-        self.set_policy(policy);
+        self.read_floor.follow(&policy);
+        self.engine.set_policy(policy);
     }
 
     fn reload_failed(&self, error: Option<String>) {
-        self.set_reload_error(error);
+        self.engine.set_reload_error(error);
     }
 }
 
@@ -340,6 +347,7 @@ pub async fn start_with(
     let catalogue = Arc::new(catalogue_for(&config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
+    config.etcd.read_floor.follow(&policy);
     let store = Arc::new(SignalStore::new(&catalogue));
     // The one clock, read here and nowhere below (crate::runtime::clock).
     let clock = Clock::node();
@@ -498,7 +506,10 @@ async fn start_reloaders(
     let initial = engine.policy_status().policy.clone();
     match &config.policy_file {
         Some(path) => {
-            let sink = Arc::new(engine.clone());
+            let sink = Arc::new(LivePolicy {
+                engine: engine.clone(),
+                read_floor: config.etcd.read_floor.clone(),
+            });
             let r = Arc::new(Reloader::policy(
                 path.clone(),
                 catalogue.clone(),

@@ -318,6 +318,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         timeout: a.sample_timeout,
         freeze: std::time::Duration::ZERO,
         member_http: None,
+        read_floor: Default::default(),
     })
 }
 

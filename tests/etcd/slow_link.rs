@@ -14,11 +14,13 @@
 //! (`ERE_SLOW_LINK_DELAY_MS`), which makes reads take up to about half the
 //! default policy's `qget_ms < 1000`.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use etcd_readiness_exporter::cmd::localcluster::http_get;
-use etcd_readiness_testkit::exporter::Exporter;
-use etcd_readiness_testkit::slowlink::slow_cluster;
+use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::exporter::{Exporter, post};
+use etcd_readiness_testkit::slowlink::{SlowLink, slow_cluster};
 
 const READY: Duration = Duration::from_secs(60);
 const PERIOD: Duration = Duration::from_secs(1);
@@ -109,5 +111,76 @@ async fn every_member_of_a_cluster_over_a_slow_link_stays_ready_through_the_prob
             e.get("/signals").await.body,
             cluster.log(i)
         );
+    }
+}
+
+/// A policy that accepts slower reads than the sampler's own floor gets
+/// them answered, not timed out: over a 700 ms link a follower's
+/// linearizable read (to the leader, a heartbeat round to confirm its
+/// leadership, back) takes about 2.8 s — longer than the 1 s floor even
+/// with the most contention credit (another 1 s) a busy test machine can
+/// earn — and with `qget_ms < 6000` in force a follower is ready on such a
+/// read (`sources::etcd::ReadFloor`), set by a reload. Wiring only: the floor's arithmetic
+/// is unit-tested. The election timeout is long enough for votes to cross
+/// the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_slower_than_the_floor_count_where_the_policy_accepts_them() {
+    let delay = Duration::from_millis(700);
+    let mut links = Vec::new();
+    for _ in 0..3 {
+        links.push(SlowLink::bind().await.expect("bind a slow link"));
+    }
+    let cluster = EtcdCluster::builder(3)
+        .timings(100, 5000)
+        .advertise_peers(links.iter().map(SlowLink::port).collect())
+        .start();
+    for (link, m) in links.iter_mut().zip(&cluster.members) {
+        link.forward(SocketAddr::from(([127, 0, 0, 1], m.peer_port)), delay);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("stretched.policy");
+    let write = |bound: u32| {
+        let text = format!("check leader: leader\ncheck linearizable_read: qget_ms < {bound}\n");
+        std::fs::write(&policy, text).unwrap();
+    };
+    // Started with the shipped bound, then reloaded with a longer one: the
+    // reads follow the reload.
+    write(1000);
+    let mut exporters = Vec::new();
+    for endpoint in cluster.endpoints() {
+        let policy = policy.clone();
+        exporters.push(Exporter::start(&endpoint, |a| a.policy = Some(policy)).await);
+    }
+    write(6000);
+    for e in &exporters {
+        let (status, body) = post(e.addr(), "/-/reload").await;
+        assert_eq!(status, 200, "POST /-/reload: {body}");
+    }
+    // Some member (a follower) is ready on a read answered after over 2 s.
+    let seen = etcd_readiness_testkit::wait::poll(READY, Duration::from_millis(200), || {
+        let exporters = &exporters;
+        async move {
+            let mut last = Vec::new();
+            for e in exporters {
+                let ms = e.signal("qget_ms").await["value"].as_f64();
+                let ready = e.get("/readyz").await;
+                if ms.is_some_and(|ms| ms > 2000.0) && ready.status == 200 {
+                    return Ok(());
+                }
+                last.push(format!(
+                    "qget_ms {ms:?}, /readyz {} {}",
+                    ready.status, ready.body
+                ));
+            }
+            Err(last)
+        }
+    })
+    .await;
+    if let Err(last) = seen {
+        for (i, e) in exporters.iter().enumerate() {
+            e.explain(&format!("member {i}")).await;
+            eprintln!("{}", cluster.log(i));
+        }
+        panic!("no member was ready on a read slower than 2 s: {last:?}");
     }
 }

@@ -103,14 +103,14 @@ impl PolicySink for Sink {
     fn apply(&self, policy: Arc<Policy>) {
         let sha = policy.sha256().to_string();
         if let Some(engine) = &self.engine {
-            PolicySink::apply(engine, policy);
+            engine.set_policy(policy);
         }
         self.applied.lock().unwrap().push(sha);
     }
 
     fn reload_failed(&self, error: Option<String>) {
         if let Some(engine) = &self.engine {
-            engine.reload_failed(error.clone());
+            engine.set_reload_error(error.clone());
         }
         self.errors.lock().unwrap().push(error);
     }

@@ -103,6 +103,7 @@ async fn sample_etcd(
             timeout: Duration::from_secs(2),
             freeze: Duration::ZERO,
             member_http: None,
+            read_floor: Default::default(),
         },
         cat,
         Sampling {

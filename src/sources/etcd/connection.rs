@@ -37,7 +37,7 @@ impl Shared {
         // credit: the call's own deadline decides when it has taken too long.
         let mut opts = ConnectOptions::new()
             .with_timeout(cfg.client_timeout())
-            .with_connect_timeout(cfg.client_timeout());
+            .with_connect_timeout(cfg.connect_timeout());
         if let Some(tls) = &material {
             let mut t = TlsOptions::new();
             if let Some(ca) = &tls.ca {

@@ -16,12 +16,15 @@
 //! one that stopped answering, while a member whose calls normally answer
 //! in milliseconds keeps the short trust that catches a freeze at once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::super::{Reason, RoundNotifier, SampleError};
 use super::errors::explain;
 use crate::runtime::clock::{Clock, NodeTime};
-use etcd_readiness_policy::signals::Trust;
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Builtin, Trust};
 use etcd_readiness_policy::text::fmt_secs_or_ms;
 
 /// The shortest trust period: below it, a loaded machine's scheduling delay
@@ -41,8 +44,13 @@ pub(super) const FREEZE_MARGIN: Duration = Duration::from_millis(20);
 /// (`qget_ms < 1000`, `sget_ms < 1000`). A read given less than the policy
 /// accepts turns a slow answer the policy calls good into a failure; one
 /// pending that long proves the check false by its lower bound anyway, so
-/// a longer deadline costs no detection time.
+/// a longer deadline costs no detection time. A policy in force that
+/// compares the reads' latency with more stretches it ([`ReadFloor`]).
 pub(super) const READ_BOUND: Duration = Duration::from_secs(1);
+/// The longest deadline a policy can give a read ([`ReadFloor`]): a policy
+/// that compares `qget_ms` with an hour still has its reads asked again
+/// every 10 s.
+pub const MAX_POLICY_READ_BOUND: Duration = Duration::from_secs(10);
 /// How many answered calls of one kind [`LatencyWindow`] remembers (about
 /// 3 s of reads at the default fast period).
 const WINDOW: usize = 32;
@@ -53,6 +61,37 @@ const LATENCY_FACTOR: u32 = 2;
 /// The quantile of the recent answers ([`LatencyWindow`]): the slowest but
 /// every tenth, so that one outlier does not stretch the trust.
 const QUANTILE: f64 = 0.9;
+
+/// How long the policy in force still compares the reads' latency: the
+/// largest constant it compares `qget_ms` or `sget_ms` with
+/// ([`Policy::largest_compared`], milliseconds), at most
+/// [`MAX_POLICY_READ_BOUND`]. Set where a policy is put in force (at start
+/// and on every reload), read at the start of every read: a read is given
+/// at least this long, so the sampler never gives up on an answer the
+/// policy would accept (`qget_ms < 3000` on a cluster stretched over
+/// distant zones). Shared; clones see the same value.
+#[derive(Clone, Debug, Default)]
+pub struct ReadFloor(Arc<AtomicU64>);
+
+impl ReadFloor {
+    /// Follow `policy`'s comparisons of the reads' latency.
+    pub fn follow(&self, policy: &Policy) {
+        let ms = [Builtin::QgetMs, Builtin::SgetMs]
+            .into_iter()
+            .filter_map(|b| policy.largest_compared(b.id()))
+            .fold(0.0_f64, f64::max);
+        let cap = MAX_POLICY_READ_BOUND.as_millis() as f64;
+        // NaN never reaches here (only finite constants are compared); a
+        // negative bound asks for nothing.
+        let ms = ms.clamp(0.0, cap).ceil() as u64;
+        self.0.store(ms, Ordering::Relaxed);
+    }
+
+    /// The deadline the policy asks for (zero when it compares neither).
+    pub fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed)).min(MAX_POLICY_READ_BOUND)
+    }
+}
 
 /// The latencies of the last [`WINDOW`] answered calls of one kind (a
 /// failed or timed-out call says nothing about how long answers take).

@@ -126,7 +126,15 @@ impl Shared {
             served_in: None,
             next_sget: self.clock.now(),
         };
+        let mut deadline = None;
         loop {
+            // A reloaded policy may give the reads longer
+            // (`EtcdConfig::read_timeout`): their samples are kept as long.
+            let now = Some(self.config.read_timeout());
+            if deadline != now {
+                deadline = now;
+                self.set_read_staleness(self.config.read_timeout());
+            }
             self.read_round(&mut reads).await;
             tokio::select! {
                 _ = tokio::time::sleep(self.config.fast()) => {}

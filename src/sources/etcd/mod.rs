@@ -68,6 +68,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND};
+pub use self::deadlines::{MAX_POLICY_READ_BOUND, ReadFloor};
 use super::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
@@ -95,6 +96,9 @@ pub struct EtcdConfig {
     /// Where Status' stand-ins are read when etcd refuses Status to
     /// `auth`'s user: the member's metrics source; `None` when it is off.
     pub member_http: Option<MemberHttp>,
+    /// How long the policy in force still compares the reads' latency:
+    /// every read is given at least this long.
+    pub read_floor: ReadFloor,
 }
 
 /// The shortest period of any loop: a tiny `--sample.interval` must not
@@ -145,18 +149,26 @@ impl EtcdConfig {
     }
 
     /// The deadline of a read: `--sample.timeout`, but never less than the
-    /// shipped policies' latency bound (1 s): a read given less than the
-    /// policy accepts would turn a slow answer the policy calls good into a
-    /// failure, while one pending that long fails the check by its lower
-    /// bound anyway.
+    /// shipped policies' latency bound (1 s) nor than what the policy in
+    /// force compares the reads' latency with ([`ReadFloor`]): a read given
+    /// less than the policy accepts would turn a slow answer the policy
+    /// calls good into a failure, while one pending that long fails the
+    /// check by its lower bound anyway.
     pub fn read_timeout(&self) -> Duration {
-        self.timeout.max(READ_BOUND)
+        self.timeout.max(READ_BOUND).max(self.read_floor.get())
     }
 
     /// tonic's own request timeout: later than every deadline of
-    /// [`deadlines`], which decide when a call has taken too long.
+    /// [`deadlines`], which decide when a call has taken too long, whatever
+    /// policy is put in force later.
     fn client_timeout(&self) -> Duration {
-        self.read_timeout() + CONTENDED_TRUST_MAX
+        self.timeout.max(READ_BOUND).max(MAX_POLICY_READ_BOUND) + CONTENDED_TRUST_MAX
+    }
+
+    /// How long opening a connection may take: the longest deadline of a
+    /// call that does not follow the policy, plus the contention credit.
+    fn connect_timeout(&self) -> Duration {
+        self.timeout.max(READ_BOUND) + CONTENDED_TRUST_MAX
     }
 }
 
@@ -284,30 +296,38 @@ struct Shared {
 
 const LABEL: &str = "etcd";
 
+/// How long a sample of a call asked every `period` within `deadline` is
+/// kept: a call is given up to [`CONTENDED_TRUST_MAX`] more on a busy node
+/// (`bounded`), so its samples are kept as much longer.
+fn kept(period: Duration, deadline: Duration) -> Trust {
+    let base = staleness_bound(period, deadline);
+    Trust {
+        base,
+        contended_max: base + CONTENDED_TRUST_MAX,
+    }
+}
+
 impl Shared {
     async fn run(self: Arc<Self>) {
         let fast = self.config.fast();
-        // A call is given up to CONTENDED_TRUST_MAX more on a busy node
-        // (`bounded`); its samples are kept as much longer. The reads are
-        // given at least the policy's latency bound: both reads' samples are
-        // kept as much longer (the serializable one waits for its round).
-        let bound = |period, deadline| {
-            let base = staleness_bound(period, deadline);
-            Trust {
-                base,
-                contended_max: base + CONTENDED_TRUST_MAX,
-            }
-        };
         for id in self.ids.all() {
             self.store
-                .set_staleness(id, bound(fast, self.config.timeout));
+                .set_staleness(id, kept(fast, self.config.timeout));
         }
-        let reads = self.config.read_timeout();
-        self.store
-            .set_staleness(self.ids.qget_ms, bound(fast, reads));
-        self.store
-            .set_staleness(self.ids.sget_ms, bound(self.config.interval, reads));
+        // The reads' bounds are set by the read loop, before each round.
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
+    }
+
+    /// How long the reads' samples are kept when a read is given
+    /// `deadline` ([`EtcdConfig::read_timeout`], which follows the policy in
+    /// force): as much longer than the other samples (the serializable
+    /// read's period is the interval: it waits for its round).
+    fn set_read_staleness(&self, deadline: Duration) {
+        let cfg = &self.config;
+        self.store
+            .set_staleness(self.ids.qget_ms, kept(cfg.fast(), deadline));
+        self.store
+            .set_staleness(self.ids.sget_ms, kept(cfg.interval, deadline));
     }
 
     fn epoch(&self) -> u64 {
@@ -345,6 +365,7 @@ mod tests {
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
             member_http: None,
+            read_floor: ReadFloor::default(),
         };
         assert_eq!(c.trust().base, Duration::from_millis(100));
         c.freeze = Duration::from_millis(100);
@@ -369,10 +390,43 @@ mod tests {
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
             member_http: None,
+            read_floor: ReadFloor::default(),
         };
         assert_eq!(c.read_timeout(), Duration::from_secs(1));
         c.timeout = Duration::from_secs(3);
         assert_eq!(c.read_timeout(), Duration::from_secs(3));
         assert!(c.client_timeout() > c.read_timeout());
+    }
+
+    #[test]
+    fn a_read_is_given_what_the_policy_in_force_compares_its_latency_with() {
+        let c = EtcdConfig {
+            endpoint: "http://127.0.0.1:2379".into(),
+            tls: None,
+            auth: None,
+            probe_key: "k".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(500),
+            freeze: Duration::ZERO,
+            member_http: None,
+            read_floor: ReadFloor::default(),
+        };
+        let catalogue = Catalogue::builtin();
+        let follow = |src: &str| {
+            let p = etcd_readiness_policy::policy::Policy::compile("t", src, &catalogue).unwrap();
+            c.read_floor.follow(&p);
+            c.read_timeout()
+        };
+        assert_eq!(
+            follow("leader && qget_ms < 2500"),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(follow("sget_ms <= 4000.5"), Duration::from_millis(4001));
+        // Less than the floor, nothing compared, absurd: the floor, the cap.
+        assert_eq!(follow("qget_ms < 200"), Duration::from_secs(1));
+        assert_eq!(follow("leader"), Duration::from_secs(1));
+        assert_eq!(follow("qget_ms < 1e300"), MAX_POLICY_READ_BOUND);
+        assert!(c.client_timeout() > MAX_POLICY_READ_BOUND);
+        assert!(c.connect_timeout() < MAX_POLICY_READ_BOUND);
     }
 }

@@ -7,6 +7,7 @@
 //! [`Reading`](crate::signals::Reading)s.
 
 pub mod ast;
+mod bounds;
 pub mod check;
 pub mod diag;
 pub mod eval;
