@@ -15,5 +15,6 @@ mod etcd_cluster;
 mod etcd_events;
 mod etcd_mismatch;
 mod member_info;
+mod readme_sample;
 mod slow_link;
 mod status_page;

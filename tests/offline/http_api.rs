@@ -75,7 +75,7 @@ fn failing_verdict() -> Verdict {
             CheckKind::Check,
             CheckState::Unknown,
             "qget_ms < 1000",
-            "qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms",
+            "qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 1s",
             None,
         ),
         report(
@@ -191,7 +191,7 @@ async fn readyz_failing_lists_every_check_and_warnings_never_fail() {
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     insta::assert_snapshot!(body, @r"
     [+]leader ok
-    [-]linearizable_read failed: qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 500ms
+    [-]linearizable_read failed: qget_ms unknown: last sample failed 1.2s ago: linearizable read: request timed out after 1s
     [+]non_learner ok
     [+]nospace ok (warning: !alarm_nospace is false (alarm_nospace = true))
     readyz check failed
@@ -810,7 +810,7 @@ async fn doc_examples_of_signals_policy_and_history() {
     store.record_ok(qget, Value::Num(0.9), ago(4_800));
     store.record_err(
         qget,
-        "linearizable read: request timed out after 500ms".into(),
+        "linearizable read: request timed out after 1s".into(),
         ago(800),
     );
     let sget = cat.id("sget_ms");
