@@ -155,15 +155,22 @@ fn finite_non_negative(metric: &str, v: f64) -> Result<f64, Missing> {
     }
 }
 
-/// Read the signals from a parsed scrape. Pure, for tests.
-pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
-    // etcd exports etcd_server_has_leader on every version: without it
-    // this is not etcd's metrics endpoint, and every signal says so.
-    if !samples.iter().any(|s| s.name == "etcd_server_has_leader") {
-        let m = Missing::fault(
+/// Why `samples` are not etcd's metrics: etcd exports
+/// `etcd_server_has_leader` on every version, so without it this is not
+/// etcd's metrics endpoint, and every signal says so.
+fn not_etcds(samples: &[Sample]) -> Option<Missing> {
+    let etcds = samples.iter().any(|s| s.name == "etcd_server_has_leader");
+    (!etcds).then(|| {
+        Missing::fault(
             Reason::Mismatch,
             "no etcd_server_has_leader in the answer: is this etcd's metrics endpoint (--listen-metrics-urls)?",
-        );
+        )
+    })
+}
+
+/// Read the signals from a parsed scrape. Pure, for tests.
+pub fn read_metrics(samples: &[Sample]) -> MemberMetrics {
+    if let Some(m) = not_etcds(samples) {
         return MemberMetrics {
             defrag_inflight: Err(m.clone()),
             db_quota_ratio: Err(m.clone()),
@@ -322,11 +329,7 @@ pub fn status_gauges(samples: &[Sample]) -> StatusGauges {
         .find(|s| s.name == "etcd_server_version")
         .and_then(|s| s.label("server_version"))
         .map(str::to_string);
-    if !samples.iter().any(|s| s.name == "etcd_server_has_leader") {
-        let m = Missing::fault(
-            Reason::Mismatch,
-            "no etcd_server_has_leader in the answer: is this etcd's metrics endpoint (--listen-metrics-urls)?",
-        );
+    if let Some(m) = not_etcds(samples) {
         return StatusGauges {
             has_leader: Err(m.clone()),
             is_leader: Err(m.clone()),

@@ -354,9 +354,9 @@ impl Shared {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_cpu_limit_stretches_the_trust_over_one_freeze() {
-        let mut c = EtcdConfig {
+    /// The flags' defaults (`--sample.interval 1s --sample.timeout 500ms`).
+    fn defaults() -> EtcdConfig {
+        EtcdConfig {
             endpoint: "http://127.0.0.1:2379".into(),
             tls: None,
             auth: None,
@@ -366,7 +366,12 @@ mod tests {
             freeze: Duration::ZERO,
             member_http: None,
             read_floor: ReadFloor::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_cpu_limit_stretches_the_trust_over_one_freeze() {
+        let mut c = defaults();
         assert_eq!(c.trust().base, Duration::from_millis(100));
         c.freeze = Duration::from_millis(100);
         assert_eq!(c.trust().base, Duration::from_millis(120));
@@ -381,17 +386,7 @@ mod tests {
 
     #[test]
     fn a_read_is_never_given_less_than_the_policys_latency_bound() {
-        let mut c = EtcdConfig {
-            endpoint: "http://127.0.0.1:2379".into(),
-            tls: None,
-            auth: None,
-            probe_key: "k".into(),
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(500),
-            freeze: Duration::ZERO,
-            member_http: None,
-            read_floor: ReadFloor::default(),
-        };
+        let mut c = defaults();
         assert_eq!(c.read_timeout(), Duration::from_secs(1));
         c.timeout = Duration::from_secs(3);
         assert_eq!(c.read_timeout(), Duration::from_secs(3));
@@ -400,17 +395,7 @@ mod tests {
 
     #[test]
     fn a_read_is_given_what_the_policy_in_force_compares_its_latency_with() {
-        let c = EtcdConfig {
-            endpoint: "http://127.0.0.1:2379".into(),
-            tls: None,
-            auth: None,
-            probe_key: "k".into(),
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(500),
-            freeze: Duration::ZERO,
-            member_http: None,
-            read_floor: ReadFloor::default(),
-        };
+        let c = defaults();
         let catalogue = Catalogue::builtin();
         let follow = |src: &str| {
             let p = etcd_readiness_policy::policy::Policy::compile("t", src, &catalogue).unwrap();
