@@ -1,4 +1,4 @@
-//! Defrag awareness against real etcd (issue 23, item 4): a real
+//! Defrag awareness against real etcd: a real
 //! `etcdctl defrag` of a real member whose database holds enough live data
 //! for the defrag to take seconds, with the exporter reading the member's
 //! metrics listener (`--etcd.metrics-url`) beside it and etcd's own

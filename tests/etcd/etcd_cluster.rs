@@ -122,7 +122,7 @@ async fn leader_killed_survivors_are_ready_again_once_a_new_leader_exists() {
     }
 }
 
-/// Regression (issue 23): a leader election took every survivor out of
+/// Regression: a leader election took every survivor out of
 /// service. Their linearizable reads waited for the new leader longer than
 /// the 100 ms trust, while a read sent then was answered once the election
 /// ended, as etcd's own probes showed. A follower that was serving and
@@ -203,7 +203,7 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
 }
 
 /// The survivor of a lost quorum keeps no election credit when its metrics
-/// are read (issue 23): its peers' connections closed, and the peer count
+/// are read: its peers' connections closed, and the peer count
 /// asked for while its read waits shows none, so its pending read keeps
 /// the normal 100 ms trust, or loses a credit given on a count read just
 /// before the kill at the next one (asked for every 100 ms while credited;
@@ -311,7 +311,7 @@ async fn quorum_lost_survivor_fails_naming_the_read_then_recovers() {
         r.body
     );
     assert!(r.body.ends_with("readyz check failed\n"), "{}", r.body);
-    // Regression (issue 20): the serializable read is answered by the
+    // Regression: the serializable read is answered by the
     // member alone; its answer used to be recorded only once the
     // linearizable read beside it timed out, so without quorum it was
     // "outdated" in every round and serializable_read flapped. Over 30

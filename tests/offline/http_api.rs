@@ -409,7 +409,7 @@ async fn the_status_page_renders_what_the_engine_published_not_the_store() {
     assert_eq!(h["capacity"], 4096);
 }
 
-/// The values of issue 21 that panicked the server at start (`/history`:
+/// The values that once panicked the server at start (`/history`:
 /// "Overlapping method route", `/{`, `/a}`, `/:x`, `/*x`), made it answer
 /// every unknown path with the metrics (`/{x}`, `/{*x}`), made the metrics
 /// unreachable (`/x/{a}/{a}`) or could never be requested (`/a b`,

@@ -1,4 +1,4 @@
-//! `replay` against a hostile stand-in Prometheus (issue 21): an answer of a
+//! `replay` against a hostile stand-in Prometheus: an answer of a
 //! million series must fail clearly, fast and within replay's stated memory
 //! bound (`--prometheus.max-bytes`, docs/replay.md), and the text a
 //! Prometheus sends — its `error` field, label names and values — must
@@ -176,7 +176,7 @@ fn many_members(n: usize) -> Vec<u8> {
 }
 
 /// A `query_range` answer of `n` series of `etcd_readiness_ready`, two
-/// samples each (the shape of issue 21's attack: ~141 bytes a series).
+/// samples each (the shape of a known attack: ~141 bytes a series).
 fn many_series(n: usize) -> Vec<u8> {
     use std::fmt::Write;
     let mut s = String::with_capacity(n * 150 + 100);
