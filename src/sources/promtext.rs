@@ -316,6 +316,15 @@ mod tests {
     }
 
     #[test]
+    fn a_problem_is_a_value_with_its_column_not_only_a_text() {
+        let e = parse("m{a=1} 1").unwrap_err();
+        assert_eq!(e.problem, LineProblem::NoQuote(5));
+        assert_eq!(e.to_string(), "line 1: expected `\"` at column 5");
+        let e = parse("m{a=\"1\" 2").unwrap_err();
+        assert_eq!(e.problem, LineProblem::NoLabelEnd(9));
+    }
+
+    #[test]
     fn matchers_are_exact_and_missing_label_is_empty() {
         let s = one(r#"m{kind="Full",x=""} 1"#);
         assert!(s.matches([("kind", "Full")]));
