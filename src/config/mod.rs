@@ -281,7 +281,7 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
                 key.as_ref(),
                 "--etcd.cert and --etcd.key",
             )
-            .map_err(ConfigError::Tls)?;
+            .map_err(|e| ConfigError::Tls(e.to_string()))?;
             let files = TlsFiles {
                 ca: Some(ca.clone()),
                 cert: cert.clone(),
@@ -510,7 +510,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
 fn in_range(flag: &str, v: Duration, range: (Duration, Duration)) -> Result<(), ConfigError> {
     crate::outside::checked::duration_in_range(flag, v, range.0, range.1)
         .map(|_| ())
-        .map_err(ConfigError::Range)
+        .map_err(|e| ConfigError::Range(e.to_string()))
 }
 
 #[cfg(test)]

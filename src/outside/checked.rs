@@ -115,21 +115,36 @@ pub fn age(then: SystemTime, now: SystemTime) -> Result<Duration, CheckedError> 
     }
 }
 
-/// Check that a flag's duration lies in `min..=max`; the error names the
-/// flag, the value and the allowed range.
+/// A flag's duration outside its allowed range; the message names the
+/// flag, the value as given and the range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{flag} {} is out of range: allowed {} to {}",
+    fmt_duration_exact(*.value),
+    fmt_duration(.min.as_secs_f64()),
+    fmt_duration(.max.as_secs_f64())
+)]
+pub struct OutOfRange {
+    pub flag: String,
+    pub value: Duration,
+    pub min: Duration,
+    pub max: Duration,
+}
+
+/// Check that a flag's duration lies in `min..=max`.
 pub fn duration_in_range(
     flag: &str,
     value: Duration,
     min: Duration,
     max: Duration,
-) -> Result<Duration, String> {
+) -> Result<Duration, OutOfRange> {
     if value < min || value > max {
-        return Err(format!(
-            "{flag} {} is out of range: allowed {} to {}",
-            fmt_duration_exact(value),
-            fmt_duration(min.as_secs_f64()),
-            fmt_duration(max.as_secs_f64())
-        ));
+        return Err(OutOfRange {
+            flag: flag.to_string(),
+            value,
+            min,
+            max,
+        });
     }
     Ok(value)
 }
@@ -164,12 +179,15 @@ mod tests {
             min,
             max,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "--sample.interval 1h1ms is out of range: allowed 10ms to 1h"
         );
-        let e = duration_in_range("--x", Duration::from_micros(9_999), min, max).unwrap_err();
+        let e = duration_in_range("--x", Duration::from_micros(9_999), min, max)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--x 9ms999us is out of range"), "{e}");
     }
 
@@ -231,7 +249,8 @@ mod tests {
             Duration::from_millis(10),
             Duration::from_secs(3600),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "--sample.interval 2h is out of range: allowed 10ms to 1h"

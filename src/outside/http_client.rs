@@ -59,14 +59,20 @@ pub fn install_crypto_provider() {
 pub fn cert_key_pair<'a, T: ?Sized>(
     cert: Option<&'a T>,
     key: Option<&'a T>,
-    what: &str,
-) -> Result<Option<(&'a T, &'a T)>, String> {
+    what: &'static str,
+) -> Result<Option<(&'a T, &'a T)>, HalfPair> {
     match (cert, key) {
         (Some(c), Some(k)) => Ok(Some((c, k))),
         (None, None) => Ok(None),
-        _ => Err(format!("{what} must be given together")),
+        _ => Err(HalfPair(what)),
     }
 }
+
+/// A certificate without its key or a key without its certificate; names
+/// the pair (e.g. the two flags).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0} must be given together")]
+pub struct HalfPair(pub &'static str);
 
 /// Why a set of TLS files cannot be used; the last good one stays.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +96,7 @@ pub enum MaterialError {
     )]
     KeyMismatch { cert: PathBuf, key: PathBuf },
     #[error("{0}")]
-    Pair(String),
+    Pair(#[from] HalfPair),
 }
 
 /// Over TLS 1.3 the client's half of the handshake is done before the

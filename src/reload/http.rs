@@ -24,7 +24,9 @@ impl<L: Load> Reloadable for LastGood<L> {
         FileReport {
             what: names.what,
             kept: names.kept,
-            result: self.reload_now(trigger).map_err(|e| e.full_text()),
+            result: self
+                .reload_now(trigger)
+                .map_err(|e| ReloadFailure::Refused(e.full_text())),
         }
     }
 }
@@ -36,8 +38,20 @@ pub struct FileReport {
     pub what: &'static str,
     /// What a failure leaves in force, in words.
     pub kept: &'static str,
-    /// The outcome, or the full text of why it failed.
-    pub result: Result<ReloadOutcome, String>,
+    /// The outcome, or why it failed.
+    pub result: Result<ReloadOutcome, ReloadFailure>,
+}
+
+/// Why one file's reload failed; what was in force stays.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadFailure {
+    /// The file was refused: the full text a human needs (for a policy,
+    /// every problem with its source line and carets).
+    #[error("{0}")]
+    Refused(String),
+    /// The blocking reload task died before it reported (its panic text).
+    #[error("the reload task failed: {0}")]
+    TaskDied(String),
 }
 
 impl FileReport {
@@ -49,11 +63,11 @@ impl FileReport {
             Ok(ReloadOutcome::Unchanged { sha256 }) => {
                 format!("{} unchanged (sha256 {sha256})\n", self.what)
             }
-            Err(full) => format!(
+            Err(failure) => format!(
                 "{} reload failed; {}\n\n{}\n",
                 self.what,
                 self.kept,
-                full.trim_end()
+                failure.to_string().trim_end()
             ),
         }
     }
@@ -125,7 +139,7 @@ impl Reloadables {
             report.files.push(r.unwrap_or_else(|e| FileReport {
                 what: "file",
                 kept: "what was in force stays",
-                result: Err(format!("the reload task failed: {e}")),
+                result: Err(ReloadFailure::TaskDied(e.to_string())),
             }));
         }
         report
@@ -159,7 +173,7 @@ pub fn respond(report: &Report) -> Response {
 mod tests {
     use super::*;
 
-    fn file(what: &'static str, result: Result<ReloadOutcome, String>) -> FileReport {
+    fn file(what: &'static str, result: Result<ReloadOutcome, ReloadFailure>) -> FileReport {
         FileReport {
             what,
             kept: "the previous one stays",
@@ -171,7 +185,10 @@ mod tests {
     fn one_line_per_file_in_order_and_a_failure_makes_it_500_without_hiding_the_others() {
         let report = Report {
             files: vec![
-                file("web config", Err("w.yml: bad".to_string())),
+                file(
+                    "web config",
+                    Err(ReloadFailure::Refused("w.yml: bad".to_string())),
+                ),
                 file(
                     "policy",
                     Ok(ReloadOutcome::Applied {

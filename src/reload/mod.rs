@@ -34,7 +34,7 @@ use std::time::Duration;
 use etcd_readiness_policy::sync::TolerantLock;
 use sha2::{Digest, Sha256};
 
-pub use http::{FileReport, Reloadable, Reloadables, Report, reload_handler};
+pub use http::{FileReport, ReloadFailure, Reloadable, Reloadables, Report, reload_handler};
 pub use metrics::ReloadMetrics;
 pub use policy::{PolicyFile, PolicySink, load, read_policy_file};
 pub use watch::{

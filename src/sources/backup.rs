@@ -115,7 +115,7 @@ impl BackupSampler {
     }
 
     async fn snapshots(&self, http: &reqwest::Client) -> Result<Snapshots, SampleError> {
-        type Parse = fn(&str) -> Result<Snapshots, String>;
+        type Parse = fn(&str) -> Result<Snapshots, SnapshotsError>;
         let (path, parse): (&str, Parse) = match self.cfg.mode {
             BackupMode::Metrics => ("metrics", snapshots_from_metrics),
             BackupMode::SnapshotLatest => ("snapshot/latest", snapshots_from_latest_json),
@@ -291,17 +291,48 @@ fn record_snapshots(
     }
 }
 
+/// Why the sidecar's answer says nothing usable about its snapshots.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotsError {
+    #[error("{0}")]
+    Metrics(#[from] promtext::ParseError),
+    #[error("no {name}{{kind=\"{kind}\"}} in the metrics")]
+    Missing {
+        name: &'static str,
+        kind: &'static str,
+    },
+    #[error("etcdbr_snapshot_latest_revision{{kind=\"{kind}\"}} is {revision}, not a revision")]
+    NotARevision { kind: &'static str, revision: f64 },
+    #[error(
+        "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is 0 while the revision is {revision}"
+    )]
+    NoTimestamp { kind: &'static str, revision: f64 },
+    #[error("etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {error}")]
+    NotUnixTime {
+        kind: &'static str,
+        error: crate::outside::checked::CheckedError,
+    },
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("snapshot `{name}` ({kind}): createdOn `{created_on}` is not an RFC 3339 time")]
+    NotRfc3339 {
+        name: String,
+        kind: String,
+        created_on: String,
+    },
+}
+
 /// Read the newest snapshots from the sidecar's `/metrics`.
-pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
-    let samples = promtext::parse(text).map_err(|e| e.to_string())?;
-    let get = |name: &str, kind: &str| -> Result<f64, String> {
+pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, SnapshotsError> {
+    let samples = promtext::parse(text)?;
+    let get = |name: &'static str, kind: &'static str| -> Result<f64, SnapshotsError> {
         samples
             .iter()
             .find(|s| s.name == name && s.label("kind") == Some(kind))
             .map(|s| s.value)
-            .ok_or_else(|| format!("no {name}{{kind=\"{kind}\"}} in the metrics"))
+            .ok_or(SnapshotsError::Missing { name, kind })
     };
-    let fact = |kind: &str| -> Result<Option<SnapshotFact>, String> {
+    let fact = |kind: &'static str| -> Result<Option<SnapshotFact>, SnapshotsError> {
         let rev = match get("etcdbr_snapshot_latest_revision", kind) {
             Ok(rev) => rev,
             // Only the full snapshot is required: delta snapshots may be turned off.
@@ -310,21 +341,22 @@ pub fn snapshots_from_metrics(text: &str) -> Result<Snapshots, String> {
         };
         let ts = get("etcdbr_snapshot_latest_timestamp", kind)?;
         if !rev.is_finite() || rev < 0.0 {
-            return Err(format!(
-                "etcdbr_snapshot_latest_revision{{kind=\"{kind}\"}} is {rev}, not a revision"
-            ));
+            return Err(SnapshotsError::NotARevision {
+                kind,
+                revision: rev,
+            });
         }
         if rev == 0.0 {
             return Ok(None);
         }
         if ts == 0.0 {
-            return Err(format!(
-                "etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is 0 while the revision is {rev}"
-            ));
+            return Err(SnapshotsError::NoTimestamp {
+                kind,
+                revision: rev,
+            });
         }
-        let taken = crate::outside::checked::unix_time(ts).map_err(|e| {
-            format!("etcdbr_snapshot_latest_timestamp{{kind=\"{kind}\"}} is not a Unix time: {e}")
-        })?;
+        let taken = crate::outside::checked::unix_time(ts)
+            .map_err(|error| SnapshotsError::NotUnixTime { kind, error })?;
         Ok(Some(SnapshotFact {
             revision: rev,
             taken,
@@ -357,17 +389,16 @@ struct SnapJson {
 }
 
 /// Read the newest snapshots from `/snapshot/latest`.
-pub fn snapshots_from_latest_json(body: &str) -> Result<Snapshots, String> {
-    let j: LatestJson = serde_json::from_str(body).map_err(|e| format!("invalid JSON: {e}"))?;
-    let fact = |s: &SnapJson| -> Result<Option<SnapshotFact>, String> {
+pub fn snapshots_from_latest_json(body: &str) -> Result<Snapshots, SnapshotsError> {
+    let j: LatestJson = serde_json::from_str(body)?;
+    let fact = |s: &SnapJson| -> Result<Option<SnapshotFact>, SnapshotsError> {
         if s.last_revision <= 0 {
             return Ok(None);
         }
-        let taken = parse_rfc3339(&s.created_on).ok_or_else(|| {
-            format!(
-                "snapshot `{}` ({}): createdOn `{}` is not an RFC 3339 time",
-                s.snap_name, s.kind, s.created_on
-            )
+        let taken = parse_rfc3339(&s.created_on).ok_or_else(|| SnapshotsError::NotRfc3339 {
+            name: s.snap_name.clone(),
+            kind: s.kind.clone(),
+            created_on: s.created_on.clone(),
         })?;
         Ok(Some(SnapshotFact {
             revision: s.last_revision as f64,
@@ -459,7 +490,9 @@ etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
 
     #[test]
     fn missing_gauge_is_a_parse_error_naming_it() {
-        let e = snapshots_from_metrics("etcdbr_cluster_size 3\n").unwrap_err();
+        let e = snapshots_from_metrics("etcdbr_cluster_size 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("etcdbr_snapshot_latest_revision{kind=\"Full\"}"),
             "{e}"
@@ -474,7 +507,8 @@ etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
         assert_eq!(s.full.unwrap().revision, 7.0);
         assert_eq!(s.incr, None);
         let e = snapshots_from_metrics("etcdbr_snapshot_latest_revision{kind=\"Full\"} 7\n")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("etcdbr_snapshot_latest_timestamp{kind=\"Full\"}"),
             "{e}"
@@ -492,11 +526,15 @@ etcdbr_snapshot_latest_timestamp{kind=\"Incr\"} 0\n";
     fn absurd_timestamps_and_revisions_are_errors_not_panics() {
         // Regression: a timestamp of 1e19 panicked the backup sampler.
         for ts in ["1e19", "1e300", "NaN", "+Inf", "-Inf", "-5"] {
-            let e = snapshots_from_metrics(&with_full("7", ts)).unwrap_err();
+            let e = snapshots_from_metrics(&with_full("7", ts))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("is not a Unix time"), "{ts}: {e}");
         }
         for rev in ["NaN", "+Inf", "-1"] {
-            let e = snapshots_from_metrics(&with_full(rev, "1.7e9")).unwrap_err();
+            let e = snapshots_from_metrics(&with_full(rev, "1.7e9"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("not a revision"), "{rev}: {e}");
         }
         // Huge but finite revisions are numbers like any other.

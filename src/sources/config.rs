@@ -202,7 +202,7 @@ impl Config {
                 ranges.0,
                 ranges.1,
             )
-            .map_err(invalid)?;
+            .map_err(|e| invalid(e.to_string()))?;
             let ranges = crate::outside::checked::FlagRanges::SAMPLE_TIMEOUT;
             crate::outside::checked::duration_in_range(
                 &format!("source `{n}`: timeout"),
@@ -210,7 +210,7 @@ impl Config {
                 ranges.0,
                 ranges.1,
             )
-            .map_err(invalid)?;
+            .map_err(|e| invalid(e.to_string()))?;
             if src.timeout > src.interval {
                 return Err(invalid(format!(
                     "source `{n}`: timeout {} is longer than interval {}",

@@ -420,20 +420,25 @@ struct Health {
 /// one not excluded ("ALARM CORRUPT"), so any other answer (healthy, or
 /// failing for another reason) means the alarm is not raised; "ALARM
 /// UNKNOWN" (a type etcd has no name for) hides whether it is.
-pub fn alarm_from_health(alarm: Alarm, body: &str) -> Result<bool, String> {
-    let h: Health = serde_json::from_str(body.trim())
-        .map_err(|e| format!("/health answered no health JSON ({e})"))?;
+pub fn alarm_from_health(alarm: Alarm, body: &str) -> Result<bool, HealthError> {
+    let h: Health = serde_json::from_str(body.trim())?;
     if h.health == "true" {
         return Ok(false);
     }
     match h.reason.strip_prefix("ALARM ") {
         Some(name) if name == alarm.name() => Ok(true),
-        Some("UNKNOWN") => Err(format!(
-            "/health reports an alarm etcd has no name for, which may hide {}",
-            alarm.name()
-        )),
+        Some("UNKNOWN") => Err(HealthError::UnnamedAlarm(alarm)),
         _ => Ok(false),
     }
+}
+
+/// Why `/health`'s answer does not tell whether an alarm is raised.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    #[error("/health answered no health JSON ({0})")]
+    NotJson(#[from] serde_json::Error),
+    #[error("/health reports an alarm etcd has no name for, which may hide {}", .0.name())]
+    UnnamedAlarm(Alarm),
 }
 
 impl Sampler for EtcdMetricsSampler {
@@ -693,15 +698,15 @@ etcd_server_version{server_version=\"3.5.30\"} 1
         use Alarm::*;
         // etcd 3.5.30's answers, healthy and with the alarm raised.
         assert_eq!(
-            alarm_from_health(Corrupt, r#"{"health":"true","reason":""}"#),
-            Ok(false)
+            alarm_from_health(Corrupt, r#"{"health":"true","reason":""}"#).ok(),
+            Some(false)
         );
         let raised = "{\"health\":\"false\",\"reason\":\"ALARM CORRUPT\"}\n";
-        assert_eq!(alarm_from_health(Corrupt, raised), Ok(true));
-        assert_eq!(alarm_from_health(Nospace, raised), Ok(false));
+        assert_eq!(alarm_from_health(Corrupt, raised).ok(), Some(true));
+        assert_eq!(alarm_from_health(Nospace, raised).ok(), Some(false));
         // Failing for another reason: etcd checked the alarms first.
         let range = r#"{"health":"false","reason":"RANGE ERROR:etcdserver: request timed out"}"#;
-        assert_eq!(alarm_from_health(Nospace, range), Ok(false));
+        assert_eq!(alarm_from_health(Nospace, range).ok(), Some(false));
         assert!(
             alarm_from_health(Nospace, r#"{"health":"false","reason":"ALARM UNKNOWN"}"#).is_err()
         );

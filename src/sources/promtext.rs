@@ -53,11 +53,36 @@ impl fmt::Display for Sample {
 
 /// A line that is not valid exposition text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
+#[error("line {line}: {problem}")]
 pub struct ParseError {
     /// 1-based line number.
     pub line: usize,
-    pub message: String,
+    pub problem: LineProblem,
+}
+
+/// What is wrong with a line; columns are 1-based.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineProblem {
+    #[error("expected a metric name")]
+    NoMetricName,
+    #[error("expected a label name at column {0}")]
+    NoLabelName(usize),
+    #[error("expected `=` after label `{0}`")]
+    NoEquals(String),
+    #[error("expected `\"` at column {0}")]
+    NoQuote(usize),
+    #[error("unterminated label value")]
+    Unterminated,
+    #[error("expected `,` or `}}` at column {0}")]
+    NoLabelEnd(usize),
+    #[error("missing value for `{0}`")]
+    NoValue(String),
+    #[error("invalid value `{0}`")]
+    InvalidValue(String),
+    #[error("invalid timestamp `{0}`")]
+    InvalidTimestamp(String),
+    #[error("unexpected `{0}` after the value")]
+    Trailing(String),
 }
 
 /// Parse a whole exposition into its samples.
@@ -68,17 +93,17 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, ParseError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        out.push(parse_line(line).map_err(|message| ParseError {
+        out.push(parse_line(line).map_err(|problem| ParseError {
             line: i + 1,
-            message,
+            problem,
         })?);
     }
     Ok(out)
 }
 
-fn parse_line(line: &str) -> Result<Sample, String> {
+fn parse_line(line: &str) -> Result<Sample, LineProblem> {
     let mut cur = Cursor { s: line, pos: 0 };
-    let name = cur.name(true).ok_or("expected a metric name")?.to_string();
+    let name = cur.name(true).ok_or(LineProblem::NoMetricName)?.to_string();
     cur.skip_ws();
     let mut labels = Vec::new();
     if cur.eat('{') {
@@ -89,11 +114,11 @@ fn parse_line(line: &str) -> Result<Sample, String> {
             }
             let key = cur
                 .name(false)
-                .ok_or_else(|| format!("expected a label name at column {}", cur.pos + 1))?
+                .ok_or(LineProblem::NoLabelName(cur.pos + 1))?
                 .to_string();
             cur.skip_ws();
             if !cur.eat('=') {
-                return Err(format!("expected `=` after label `{key}`"));
+                return Err(LineProblem::NoEquals(key));
             }
             cur.skip_ws();
             let value = cur.quoted()?;
@@ -105,21 +130,22 @@ fn parse_line(line: &str) -> Result<Sample, String> {
             if cur.eat('}') {
                 break;
             }
-            return Err(format!("expected `,` or `}}` at column {}", cur.pos + 1));
+            return Err(LineProblem::NoLabelEnd(cur.pos + 1));
         }
     }
     let rest = &line[cur.pos..];
     let mut fields = rest.split_ascii_whitespace();
     let value = fields
         .next()
-        .ok_or_else(|| format!("missing value for `{name}`"))?;
-    let value = parse_value(value).ok_or_else(|| format!("invalid value `{value}`"))?;
-    if let Some(ts) = fields.next() {
-        ts.parse::<i64>()
-            .map_err(|_| format!("invalid timestamp `{ts}`"))?;
+        .ok_or_else(|| LineProblem::NoValue(name.clone()))?;
+    let value = parse_value(value).ok_or_else(|| LineProblem::InvalidValue(value.to_string()))?;
+    if let Some(ts) = fields.next()
+        && ts.parse::<i64>().is_err()
+    {
+        return Err(LineProblem::InvalidTimestamp(ts.to_string()));
     }
     if let Some(extra) = fields.next() {
-        return Err(format!("unexpected `{extra}` after the value"));
+        return Err(LineProblem::Trailing(extra.to_string()));
     }
     Ok(Sample {
         name,
@@ -183,9 +209,9 @@ impl<'a> Cursor<'a> {
         (self.pos > start).then(|| &self.s[start..self.pos])
     }
 
-    fn quoted(&mut self) -> Result<String, String> {
+    fn quoted(&mut self) -> Result<String, LineProblem> {
         if !self.eat('"') {
-            return Err(format!("expected `\"` at column {}", self.pos + 1));
+            return Err(LineProblem::NoQuote(self.pos + 1));
         }
         let mut out = String::new();
         let mut chars = self.s[self.pos..].char_indices();
@@ -209,7 +235,7 @@ impl<'a> Cursor<'a> {
                 c => out.push(c),
             }
         }
-        Err("unterminated label value".to_string())
+        Err(LineProblem::Unterminated)
     }
 }
 
@@ -285,8 +311,17 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, 2, "{text}");
-            assert!(e.message.contains(want), "{text}: {e}");
+            assert!(e.problem.to_string().contains(want), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_problem_is_a_value_with_its_column_not_only_a_text() {
+        let e = parse("m{a=1} 1").unwrap_err();
+        assert_eq!(e.problem, LineProblem::NoQuote(5));
+        assert_eq!(e.to_string(), "line 1: expected `\"` at column 5");
+        let e = parse("m{a=\"1\" 2").unwrap_err();
+        assert_eq!(e.problem, LineProblem::NoLabelEnd(9));
     }
 
     #[test]

@@ -339,37 +339,46 @@ impl BasicAuth {
             if cost >= top {
                 self.slowest.locked().record(top, took);
             }
-            let mut c = self.caches.locked();
-            if ok {
-                c.good.insert(k, CACHE_SIZE);
-            } else {
-                c.bad.insert(k, FAILURE_CACHE_SIZE);
-            }
+            self.remember(k, ok);
             ok
         };
         if !ok && cost < top {
-            // Pad a cheaper user's failure to the costliest check's time,
-            // outside the permit (sleeping costs no CPU).
-            let pad = self.slowest.locked().target(top);
-            match pad {
-                Some(took) => {
-                    tokio::time::sleep_until((started + took).into()).await;
-                }
-                None => {
-                    // No recent check at the top cost (none yet, or the
-                    // load may have changed): make one, so this failure
-                    // costs what an unknown user's does now.
-                    if let Ok(_permit) = self.bcrypt.acquire().await {
-                        let dummy = dummy_hash(top);
-                        let t = Instant::now();
-                        let _ =
-                            tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy)).await;
-                        self.slowest.locked().record(top, t.elapsed());
-                    }
+            self.pad_failure(started, top).await;
+        }
+        verdict(ok)
+    }
+
+    /// Cache a verified credential's result, good or bad.
+    fn remember(&self, k: Key, ok: bool) {
+        let mut c = self.caches.locked();
+        if ok {
+            c.good.insert(k, CACHE_SIZE);
+        } else {
+            c.bad.insert(k, FAILURE_CACHE_SIZE);
+        }
+    }
+
+    /// Pad a cheaper user's failure, whose check began at `started`, to the
+    /// time of a check at the `top` cost, outside the permit (sleeping costs
+    /// no CPU).
+    async fn pad_failure(&self, started: Instant, top: u32) {
+        let pad = self.slowest.locked().target(top);
+        match pad {
+            Some(took) => {
+                tokio::time::sleep_until((started + took).into()).await;
+            }
+            None => {
+                // No recent check at the top cost (none yet, or the
+                // load may have changed): make one, so this failure
+                // costs what an unknown user's does now.
+                if let Ok(_permit) = self.bcrypt.acquire().await {
+                    let dummy = dummy_hash(top);
+                    let t = Instant::now();
+                    let _ = tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy)).await;
+                    self.slowest.locked().record(top, t.elapsed());
                 }
             }
         }
-        verdict(ok)
     }
 }
 

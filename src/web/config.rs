@@ -209,11 +209,12 @@ impl WebConfig {
             })?;
         }
         let http = shape.http_server_config.unwrap_or_default();
-        let headers = headers(http.headers.unwrap_or_default()).map_err(invalid)?;
+        let headers =
+            headers(http.headers.unwrap_or_default()).map_err(|e| invalid(e.to_string()))?;
         let http2 = http.http2.unwrap_or(true);
         let rate_limit = match shape.rate_limit {
             None => None,
-            Some(r) => rate_limit(r).map_err(invalid)?,
+            Some(r) => rate_limit(r).map_err(|e| invalid(e.to_string()))?,
         };
         let (tls, client_auth) = match shape.tls_server_config {
             Some(t) if t.is_enabled() => {
@@ -291,45 +292,74 @@ fn join(dir: &Path, p: &str) -> PathBuf {
     }
 }
 
+/// Why a basic-auth password is refused.
+#[derive(Debug, thiserror::Error)]
+enum BcryptProblem {
+    #[error("{0}")]
+    NotAHash(#[from] bcrypt::BcryptError),
+    #[error(
+        "its cost {0} is above the limit of {MAX_BCRYPT_COST}: every check would take minutes or more"
+    )]
+    TooCostly(u32),
+}
+
 /// A bcrypt hash of a cost we are willing to pay.
-fn check_bcrypt(hash: &str) -> Result<(), String> {
-    let parts: bcrypt::HashParts = hash
-        .parse()
-        .map_err(|e: bcrypt::BcryptError| e.to_string())?;
+fn check_bcrypt(hash: &str) -> Result<(), BcryptProblem> {
+    let parts: bcrypt::HashParts = hash.parse()?;
     let cost = parts.get_cost();
     if cost > MAX_BCRYPT_COST {
-        return Err(format!(
-            "its cost {cost} is above the limit of {MAX_BCRYPT_COST}: every check would take minutes or more"
-        ));
+        return Err(BcryptProblem::TooCostly(cost));
     }
     Ok(())
 }
 
-fn headers(configured: BTreeMap<String, String>) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+/// Why `http_server_config.headers` is refused.
+#[derive(Debug, thiserror::Error)]
+enum HeaderProblem {
+    #[error(
+        "http_server_config.headers: HTTP header {0:?} can not be configured (allowed: {allowed})",
+        allowed = EXTRA_HEADERS.map(|(n, _)| n).join(", ")
+    )]
+    NotConfigurable(String),
+    #[error(
+        "http_server_config.headers: invalid value for {name}. Expected one of: {allowed:?}, but got: {value:?}"
+    )]
+    ValueNotAllowed {
+        name: String,
+        allowed: &'static [&'static str],
+        value: String,
+    },
+    #[error("http_server_config.headers: the value of {0} is not a valid header value")]
+    InvalidValue(String),
+    #[error("{0}")]
+    InvalidName(#[from] axum::http::header::InvalidHeaderName),
+}
+
+fn headers(
+    configured: BTreeMap<String, String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, HeaderProblem> {
     let mut out = Vec::new();
     for (name, value) in configured {
         let Some((_, allowed)) = EXTRA_HEADERS.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<&str> = EXTRA_HEADERS.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "http_server_config.headers: HTTP header {name:?} can not be configured (allowed: {})",
-                names.join(", ")
-            ));
+            return Err(HeaderProblem::NotConfigurable(name));
         };
-        if let Some(allowed) = allowed
+        if let Some(allowed) = *allowed
             && !allowed.contains(&value.as_str())
         {
-            return Err(format!(
-                "http_server_config.headers: invalid value for {name}. Expected one of: {allowed:?}, but got: {value:?}"
-            ));
+            return Err(HeaderProblem::ValueNotAllowed {
+                name,
+                allowed,
+                value,
+            });
         }
         // "Unset if blank."
         if value.is_empty() {
             continue;
         }
-        let v = HeaderValue::from_str(&value).map_err(|_| {
-            format!("http_server_config.headers: the value of {name} is not a valid header value")
-        })?;
-        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
+        let Ok(v) = HeaderValue::from_str(&value) else {
+            return Err(HeaderProblem::InvalidValue(name));
+        };
+        let n = HeaderName::from_bytes(name.as_bytes())?;
         out.push((n, v));
     }
     Ok(out)
@@ -338,11 +368,29 @@ fn headers(configured: BTreeMap<String, String>) -> Result<Vec<(HeaderName, Head
 /// The longest `rate_limit.interval` accepted.
 const MAX_RATE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
-fn rate_limit(r: RateLimitShape) -> Result<Option<RateLimit>, String> {
+/// Why `rate_limit` is refused.
+#[derive(Debug, thiserror::Error)]
+enum RateLimitProblem {
+    #[error("rate_limit.interval {text:?}: {error}")]
+    Interval {
+        text: String,
+        error: etcd_readiness_policy::duration::DurationError,
+    },
+    #[error("rate_limit.burst {0} is out of range: allowed 0 to 1000000")]
+    Burst(i64),
+}
+
+fn rate_limit(r: RateLimitShape) -> Result<Option<RateLimit>, RateLimitProblem> {
     let interval = match r.interval.as_deref() {
         None | Some("") | Some("0") => Duration::ZERO,
-        Some(s) => etcd_readiness_policy::duration::parse(s, MAX_RATE_INTERVAL)
-            .map_err(|e| format!("rate_limit.interval {s:?}: {e}"))?,
+        Some(s) => {
+            etcd_readiness_policy::duration::parse(s, MAX_RATE_INTERVAL).map_err(|error| {
+                RateLimitProblem::Interval {
+                    text: s.to_string(),
+                    error,
+                }
+            })?
+        }
     };
     if interval.is_zero() {
         return Ok(None);
@@ -351,7 +399,7 @@ fn rate_limit(r: RateLimitShape) -> Result<Option<RateLimit>, String> {
     let burst = u32::try_from(burst)
         .ok()
         .filter(|b| *b <= 1_000_000)
-        .ok_or_else(|| format!("rate_limit.burst {burst} is out of range: allowed 0 to 1000000"))?;
+        .ok_or(RateLimitProblem::Burst(burst))?;
     Ok(Some(RateLimit {
         interval,
         burst,

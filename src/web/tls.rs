@@ -67,16 +67,94 @@ impl TlsShape {
 /// or the caller's own error `E` (the web config's, which says which file).
 pub(super) type SectionReader<'a, E> = &'a mut dyn FnMut(&'static str, &str) -> Result<Vec<u8>, E>;
 
+/// Why a `tls_server_config` is unusable; each message names the key to
+/// change and, where rustls lacks a feature, what to use instead.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TlsError {
+    #[error("set {inline} or {file}, not both")]
+    BothSet {
+        inline: &'static str,
+        file: &'static str,
+    },
+    #[error("missing one of {inline} or {file}")]
+    Missing {
+        inline: &'static str,
+        file: &'static str,
+    },
+    #[error(
+        "invalid client_auth_type {0:?} (one of NoClientCert, RequestClientCert, \
+         RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert)"
+    )]
+    UnknownClientAuth(String),
+    #[error(
+        "client CA's have been configured without a Client Auth Policy \
+         (set client_auth_type, e.g. RequireAndVerifyClientCert)"
+    )]
+    CaWithoutClientAuth,
+    #[error(
+        "client_auth_type {0} needs client_ca_file (or client_ca) to verify client certificates against"
+    )]
+    VerifyWithoutCa(&'static str),
+    #[error(
+        "client_allowed_sans needs a client_auth_type that asks for client \
+         certificates (e.g. RequireAndVerifyClientCert)"
+    )]
+    SansWithoutClientAuth,
+    #[error(
+        "{field} {version} is not supported: rustls implements TLS 1.2 and 1.3 only (use TLS12 or TLS13)"
+    )]
+    OldVersion {
+        field: &'static str,
+        version: String,
+    },
+    #[error("{field}: unknown TLS version: {version}")]
+    UnknownVersion {
+        field: &'static str,
+        version: String,
+    },
+    #[error("min_version TLS{min} is above max_version TLS{max}")]
+    VersionsInverted { min: u8, max: u8 },
+    #[error(
+        "cipher suite {0} is not supported: rustls implements only AEAD suites with \
+         ECDHE key exchange (no CBC, RSA key exchange, 3DES or RC4); use \
+         TLS_ECDHE_{{ECDSA,RSA}}_WITH_{{AES_128_GCM_SHA256,AES_256_GCM_SHA384,CHACHA20_POLY1305_SHA256}}"
+    )]
+    SuiteNotInRustls(String),
+    #[error("unknown cipher: {0}")]
+    UnknownSuite(String),
+    #[error("curve CurveP521 is not supported by rustls; use X25519, CurveP256 or CurveP384")]
+    CurveP521,
+    #[error("unknown curve: {0}")]
+    UnknownCurve(String),
+    #[error("{what}: not PEM certificates ({error})")]
+    NotPem {
+        what: &'static str,
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{what}: no PEM certificate found")]
+    NoCertificate { what: &'static str },
+    #[error("key_file: no PEM private key found ({0})")]
+    NoKey(rustls::pki_types::pem::Error),
+    #[error("min_version/max_version/cipher_suites: {0}")]
+    Versions(rustls::Error),
+    #[error("cert_file and key_file: {0}")]
+    CertAndKey(rustls::Error),
+    #[error("client_ca_file: unusable CA certificate ({0})")]
+    UnusableCa(rustls::Error),
+    #[error("client_ca_file: cannot verify clients with it ({0})")]
+    Verifier(rustls::server::VerifierBuilderError),
+}
+
 /// Why [`build`] failed: a file could not be read (the reader's error), or
 /// what was read is not usable.
 pub(super) enum BuildError<E> {
     Read(E),
-    Invalid(String),
+    Invalid(TlsError),
 }
 
-impl<E> From<String> for BuildError<E> {
-    fn from(s: String) -> Self {
-        BuildError::Invalid(s)
+impl<E> From<TlsError> for BuildError<E> {
+    fn from(e: TlsError) -> Self {
+        BuildError::Invalid(e)
     }
 }
 
@@ -98,19 +176,14 @@ enum ClientAuth {
 }
 
 impl ClientAuth {
-    fn parse(s: Option<&str>) -> Result<Self, String> {
+    fn parse(s: Option<&str>) -> Result<Self, TlsError> {
         Ok(match s.unwrap_or("") {
             "" | "NoClientCert" => ClientAuth::No,
             "RequestClientCert" => ClientAuth::Request,
             "RequireAnyClientCert" | "RequireClientCert" => ClientAuth::RequireAny,
             "VerifyClientCertIfGiven" => ClientAuth::VerifyIfGiven,
             "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerify,
-            other => {
-                return Err(format!(
-                    "invalid client_auth_type {other:?} (one of NoClientCert, RequestClientCert, \
-                     RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert)"
-                ));
-            }
+            other => return Err(TlsError::UnknownClientAuth(other.to_string())),
         })
     }
 
@@ -171,7 +244,7 @@ const NOT_IN_RUSTLS: [&str; 16] = [
     "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
 ];
 
-fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, String> {
+fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError> {
     let mut out = Vec::new();
     for name in names {
         if let Some(s) = tls12_suite(name) {
@@ -181,32 +254,23 @@ fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, String> 
         } else if TLS13_NAMES.contains(&name.as_str()) {
             // Go ignores cipher_suites for TLS 1.3; so do we.
         } else if NOT_IN_RUSTLS.contains(&name.as_str()) {
-            return Err(format!(
-                "cipher suite {name} is not supported: rustls implements only AEAD suites with \
-                 ECDHE key exchange (no CBC, RSA key exchange, 3DES or RC4); use \
-                 TLS_ECDHE_{{ECDSA,RSA}}_WITH_{{AES_128_GCM_SHA256,AES_256_GCM_SHA384,CHACHA20_POLY1305_SHA256}}"
-            ));
+            return Err(TlsError::SuiteNotInRustls(name.clone()));
         } else {
-            return Err(format!("unknown cipher: {name}"));
+            return Err(TlsError::UnknownSuite(name.clone()));
         }
     }
     Ok(out)
 }
 
-fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
+fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, TlsError> {
     let mut out: Vec<&'static dyn SupportedKxGroup> = Vec::new();
     for name in names {
         let g: &'static dyn SupportedKxGroup = match name.as_str() {
             "X25519" => ring::kx_group::X25519,
             "CurveP256" => ring::kx_group::SECP256R1,
             "CurveP384" => ring::kx_group::SECP384R1,
-            "CurveP521" => {
-                return Err(
-                    "curve CurveP521 is not supported by rustls; use X25519, CurveP256 or CurveP384"
-                        .to_string(),
-                );
-            }
-            other => return Err(format!("unknown curve: {other}")),
+            "CurveP521" => return Err(TlsError::CurveP521),
+            other => return Err(TlsError::UnknownCurve(other.to_string())),
         };
         if !out.iter().any(|o| o.name() == g.name()) {
             out.push(g);
@@ -216,24 +280,28 @@ fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, String
 }
 
 /// 12 for TLS 1.2, 13 for TLS 1.3.
-fn version(field: &str, v: Option<&str>, default: u8) -> Result<u8, String> {
+fn version(field: &'static str, v: Option<&str>, default: u8) -> Result<u8, TlsError> {
     match v {
         None | Some("") => Ok(default),
         Some("TLS12") => Ok(12),
         Some("TLS13") => Ok(13),
-        Some(old @ ("TLS10" | "TLS11")) => Err(format!(
-            "{field} {old} is not supported: rustls implements TLS 1.2 and 1.3 only (use TLS12 or TLS13)"
-        )),
-        Some(other) => Err(format!("{field}: unknown TLS version: {other}")),
+        Some(old @ ("TLS10" | "TLS11")) => Err(TlsError::OldVersion {
+            field,
+            version: old.to_string(),
+        }),
+        Some(other) => Err(TlsError::UnknownVersion {
+            field,
+            version: other.to_string(),
+        }),
     }
 }
 
-fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certs(pem: &[u8], what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{what}: not PEM certificates ({e})"))?;
+        .map_err(|error| TlsError::NotPem { what, error })?;
     if certs.is_empty() {
-        return Err(format!("{what}: no PEM certificate found"));
+        return Err(TlsError::NoCertificate { what });
     }
     Ok(certs)
 }
@@ -256,61 +324,80 @@ pub(super) struct TlsSettings {
 }
 
 /// The section's shape → [`TlsSettings`], or why it is unusable. No IO.
-pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
-    let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
-    let pick = |inline: &Option<String>,
-                file: &Option<String>,
-                inline_key: &str,
-                file_key: &str|
-     -> Result<Option<Source>, String> {
-        match (nonempty(inline), nonempty(file)) {
-            (Some(_), Some(_)) => Err(format!("set {inline_key} or {file_key}, not both")),
-            (Some(text), None) => Ok(Some(Source::Inline(text))),
-            (None, Some(path)) => Ok(Some(Source::File(path))),
-            (None, None) => Ok(None),
-        }
-    };
-    let cert = pick(&t.cert, &t.cert_file, "cert", "cert_file")?
-        .ok_or_else(|| "missing one of cert or cert_file".to_string())?;
-    let key = pick(&t.key, &t.key_file, "key", "key_file")?
-        .ok_or_else(|| "missing one of key or key_file".to_string())?;
+pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, TlsError> {
+    let cert = pick(&t.cert, &t.cert_file, "cert", "cert_file")?.ok_or(TlsError::Missing {
+        inline: "cert",
+        file: "cert_file",
+    })?;
+    let key = pick(&t.key, &t.key_file, "key", "key_file")?.ok_or(TlsError::Missing {
+        inline: "key",
+        file: "key_file",
+    })?;
     let ca = pick(
         &t.client_ca,
         &t.client_ca_file,
         "client_ca",
         "client_ca_file",
     )?;
+    let auth = client_auth(t, ca.is_some())?;
+    Ok(TlsSettings {
+        cert,
+        key,
+        ca,
+        auth,
+        versions: versions(t)?,
+        provider: Arc::new(provider(t)?),
+        allowed_sans: t.client_allowed_sans.clone(),
+        prefer_server_order: t.prefer_server_cipher_suites.unwrap_or(true),
+    })
+}
+
+/// Where one piece of material comes from: inline text or a file, never
+/// both; `None` when neither is set (an empty string counts as unset).
+fn pick(
+    inline: &Option<String>,
+    file: &Option<String>,
+    inline_key: &'static str,
+    file_key: &'static str,
+) -> Result<Option<Source>, TlsError> {
+    let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+    match (nonempty(inline), nonempty(file)) {
+        (Some(_), Some(_)) => Err(TlsError::BothSet {
+            inline: inline_key,
+            file: file_key,
+        }),
+        (Some(text), None) => Ok(Some(Source::Inline(text))),
+        (None, Some(path)) => Ok(Some(Source::File(path))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `client_auth_type`, checked against whether a client CA is configured
+/// and whether `client_allowed_sans` has certificates to look at.
+fn client_auth(t: &TlsShape, has_ca: bool) -> Result<ClientAuth, TlsError> {
     let auth = ClientAuth::parse(t.client_auth_type.as_deref())?;
-    if ca.is_some() && auth == ClientAuth::No {
-        return Err(
-            "client CA's have been configured without a Client Auth Policy \
-                    (set client_auth_type, e.g. RequireAndVerifyClientCert)"
-                .to_string(),
-        );
+    if has_ca && auth == ClientAuth::No {
+        return Err(TlsError::CaWithoutClientAuth);
     }
     if matches!(
         auth,
         ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify
-    ) && ca.is_none()
+    ) && !has_ca
     {
-        return Err(format!(
-            "client_auth_type {} needs client_ca_file (or client_ca) to verify client certificates against",
-            auth.name()
-        ));
+        return Err(TlsError::VerifyWithoutCa(auth.name()));
     }
     if t.client_allowed_sans.is_some() && auth == ClientAuth::No {
-        return Err(
-            "client_allowed_sans needs a client_auth_type that asks for client \
-                    certificates (e.g. RequireAndVerifyClientCert)"
-                .to_string(),
-        );
+        return Err(TlsError::SansWithoutClientAuth);
     }
+    Ok(auth)
+}
+
+/// `min_version` to `max_version` (default TLS 1.2 to 1.3) as rustls versions.
+fn versions(t: &TlsShape) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, TlsError> {
     let min = version("min_version", t.min_version.as_deref(), 12)?;
     let max = version("max_version", t.max_version.as_deref(), 13)?;
     if min > max {
-        return Err(format!(
-            "min_version TLS{min} is above max_version TLS{max}"
-        ));
+        return Err(TlsError::VersionsInverted { min, max });
     }
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if min <= 12 {
@@ -319,7 +406,12 @@ pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
     if max >= 13 {
         versions.push(&rustls::version::TLS13);
     }
+    Ok(versions)
+}
 
+/// ring's provider narrowed to `cipher_suites` (TLS 1.2 only: the TLS 1.3
+/// suites stay on, as in Go) and `curve_preferences`.
+fn provider(t: &TlsShape) -> Result<rustls::crypto::CryptoProvider, TlsError> {
     let mut provider = ring::default_provider();
     if let Some(names) = t.cipher_suites.as_ref().filter(|n| !n.is_empty()) {
         let tls12 = cipher_suites(names)?;
@@ -335,16 +427,7 @@ pub(super) fn settings(t: &TlsShape) -> Result<TlsSettings, String> {
     if let Some(names) = t.curve_preferences.as_ref().filter(|n| !n.is_empty()) {
         provider.kx_groups = curves(names)?;
     }
-    Ok(TlsSettings {
-        cert,
-        key,
-        ca,
-        auth,
-        versions,
-        provider: Arc::new(provider),
-        allowed_sans: t.client_allowed_sans.clone(),
-        prefer_server_order: t.prefer_server_cipher_suites.unwrap_or(true),
-    })
+    Ok(provider)
 }
 
 /// [`TlsSettings`] → a rustls server configuration: reads the files through
@@ -368,15 +451,14 @@ pub(super) fn build<E>(
     };
     let chain = certs(&cert_pem, "cert_file")?;
     let validity = chain.first().and_then(|c| Validity::of(c.as_ref()));
-    let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| format!("key_file: no PEM private key found ({e})"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(TlsError::NoKey)?;
     let verifier = verifier(s.auth, ca_pem.as_deref(), &s.provider, s.allowed_sans)?;
     let mut config = ServerConfig::builder_with_provider(s.provider)
         .with_protocol_versions(&s.versions)
-        .map_err(|e| format!("min_version/max_version/cipher_suites: {e}"))?
+        .map_err(TlsError::Versions)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .map_err(|e| format!("cert_file and key_file: {e}"))?;
+        .map_err(TlsError::CertAndKey)?;
     config.ignore_client_order = s.prefer_server_order;
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
@@ -397,7 +479,7 @@ fn verifier(
     ca_pem: Option<&[u8]>,
     provider: &Arc<rustls::crypto::CryptoProvider>,
     allowed_sans: Option<Vec<String>>,
-) -> Result<Arc<dyn ClientCertVerifier>, String> {
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     let verifier: Arc<dyn ClientCertVerifier> = match auth {
         ClientAuth::No => WebPkiClientVerifier::no_client_auth(),
         ClientAuth::Request | ClientAuth::RequireAny => Arc::new(AnyClientCert {
@@ -407,9 +489,7 @@ fn verifier(
         ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify => {
             let mut roots = RootCertStore::empty();
             for c in certs(ca_pem.unwrap_or_default(), "client_ca_file")? {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("client_ca_file: unusable CA certificate ({e})"))?;
+                roots.add(c).map_err(TlsError::UnusableCa)?;
             }
             let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let b = if auth == ClientAuth::VerifyIfGiven {
@@ -417,8 +497,7 @@ fn verifier(
             } else {
                 b
             };
-            b.build()
-                .map_err(|e| format!("client_ca_file: cannot verify clients with it ({e})"))?
+            b.build().map_err(TlsError::Verifier)?
         }
     };
     Ok(match allowed_sans {
@@ -492,11 +571,16 @@ struct AllowedSans {
     sans: Vec<String>,
 }
 
+/// A client certificate that is not DER X.509 (rustls has already checked
+/// its signature, so in practice this does not happen).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot parse the client certificate: {0}")]
+pub(super) struct UnparsableCertificate(x509_parser::nom::Err<x509_parser::error::X509Error>);
+
 /// Every DNS, IP, e-mail and URI SAN of a DER certificate, as text.
-pub(super) fn sans_of(der: &[u8]) -> Result<Vec<String>, String> {
+pub(super) fn sans_of(der: &[u8]) -> Result<Vec<String>, UnparsableCertificate> {
     use x509_parser::extensions::GeneralName;
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(UnparsableCertificate)?;
     let mut out = Vec::new();
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
         for name in &ext.value.general_names {
@@ -542,7 +626,8 @@ impl ClientCertVerifier for AllowedSans {
         let ok = self
             .inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        let found = sans_of(end_entity.as_ref()).map_err(rustls::Error::General)?;
+        let found =
+            sans_of(end_entity.as_ref()).map_err(|e| rustls::Error::General(e.to_string()))?;
         if found.iter().any(|s| self.sans.contains(s)) {
             Ok(ok)
         } else {
@@ -584,16 +669,22 @@ mod tests {
         assert!(
             version("min_version", Some("TLS11"), 12)
                 .unwrap_err()
+                .to_string()
                 .contains("TLS 1.2 and 1.3 only")
         );
         assert!(
             version("min_version", Some("TLS111"), 12)
                 .unwrap_err()
+                .to_string()
                 .contains("unknown TLS version: TLS111")
         );
-        let e = cipher_suites(&["TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA".into()]).unwrap_err();
+        let e = cipher_suites(&["TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not supported"), "{e}");
-        let e = cipher_suites(&["TLS_INVENTED_CIPHER".into()]).unwrap_err();
+        let e = cipher_suites(&["TLS_INVENTED_CIPHER".into()])
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "unknown cipher: TLS_INVENTED_CIPHER");
         let ok = cipher_suites(&[
             "TLS_AES_128_GCM_SHA256".into(),
@@ -621,7 +712,7 @@ mod tests {
             f(&mut t);
             t
         };
-        let err = |t: TlsShape| settings(&t).err().expect("refused");
+        let err = |t: TlsShape| settings(&t).err().expect("refused").to_string();
         let ok = settings(&shape(&|_| {})).expect("cert and key files are enough");
         assert_eq!(ok.auth, ClientAuth::No);
         assert_eq!(ok.versions.len(), 2);
@@ -713,9 +804,9 @@ mod tests {
             ..TlsShape::default()
         };
         let read: SectionReader<'_, String> = &mut |_, _| unreachable!();
-        match build(settings(&t)?, true, read) {
+        match build(settings(&t).map_err(|e| e.to_string())?, true, read) {
             Ok(b) => Ok(b.config),
-            Err(BuildError::Invalid(m)) => Err(m),
+            Err(BuildError::Invalid(m)) => Err(m.to_string()),
             Err(BuildError::Read(e)) => Err(e),
         }
     }

@@ -71,7 +71,7 @@ fn label_set(i: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_replays_the_same_from_prometheus_3_and_victoriametrics_and_names_what_changes() {
-    let need = |r: Result<std::path::PathBuf, String>| {
+    let need = |r: Result<std::path::PathBuf, etcd_readiness_testkit::binaries::FetchError>| {
         r.unwrap_or_else(|e| panic!("{e} (bash .ci/fetch-binaries prometheus-3 victoria-metrics)"))
     };
     let prometheus = need(fetched("prometheus-3", "prometheus"));

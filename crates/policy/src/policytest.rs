@@ -74,8 +74,79 @@ pub enum TestFileError {
     Yaml(crate::yaml::YamlError),
     #[error("{0}")]
     Policy(#[from] crate::policy::Diagnostics),
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    #[error("{path}: {problem}")]
+    Invalid { path: String, problem: FileProblem },
+}
+
+/// What is wrong inside a test file that parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error(transparent)]
+    Step(TimeError),
+    #[error("step must be longer than zero")]
+    ZeroStep,
+    #[error("step `{0}` is longer than the limit of 24h")]
+    StepTooLong(String),
+    #[error("test `{name}`: {problem}")]
+    Case { name: String, problem: CaseProblem },
+}
+
+/// What is wrong with one test case.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseProblem {
+    #[error("unknown signal `{name}`{}", hint(.suggestion))]
+    UnknownSignal {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("signal `{name}`: {problem}")]
+    Series {
+        name: String,
+        problem: SeriesProblem,
+    },
+    #[error(transparent)]
+    At(#[from] TimeError),
+    #[error("`at: {0}` is more than {MAX_STEPS} steps after the start")]
+    TooManySteps(String),
+    #[error("`at: {0}` is not a multiple of the step")]
+    NotAMultiple(String),
+    #[error("unknown check `{name}` in the expectations{}", hint(.suggestion))]
+    UnknownCheck {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("the test file simulates more than {MAX_FILE_STEPS} steps in all")]
+    FileTooLong,
+    /// A broken invariant: `at` and `step` are bounded so the times exist.
+    #[error("{0}")]
+    Time(#[from] crate::simulation::OutOfRange),
+}
+
+/// `; did you mean `x`?` where there is a close name.
+fn hint(suggestion: &Option<String>) -> String {
+    suggestion
+        .as_ref()
+        .map_or(String::new(), |s| format!("; did you mean `{s}`?"))
+}
+
+/// What is wrong with a series.
+#[derive(Debug, thiserror::Error)]
+pub enum SeriesProblem {
+    #[error("bad repeat count in `{0}`")]
+    RepeatCount(String),
+    #[error("series longer than 100000 samples")]
+    TooLong,
+    #[error("`{value}` is not a {ty}")]
+    NotA { value: String, ty: SignalType },
+}
+
+/// A `step` or `at` that is not a usable duration.
+#[derive(Debug, thiserror::Error)]
+pub enum TimeError {
+    #[error("{what} `{text}` is not a duration like `1s`, `250ms` or `1m30s`")]
+    Syntax { what: &'static str, text: String },
+    #[error("{what} `{text}` is too long")]
+    TooLong { what: &'static str, text: String },
 }
 
 /// The outcome of one file: the failures, each a readable block of text.
@@ -87,7 +158,7 @@ pub struct FileOutcome {
 }
 
 /// A series: a sample per step, `None` where the source failed.
-fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Option<Value>>, String> {
+fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Option<Value>>, SeriesProblem> {
     let mut out = Vec::new();
     for tok in text.split_whitespace() {
         let (val, times) = match tok.rsplit_once('x') {
@@ -96,18 +167,21 @@ fn parse_series(text: &str, ty: SignalType) -> Result<Vec<Option<Value>>, String
             {
                 let n: usize = n
                     .parse()
-                    .map_err(|_| format!("bad repeat count in `{tok}`"))?;
+                    .map_err(|_| SeriesProblem::RepeatCount(tok.to_string()))?;
                 (v, n)
             }
             _ => (tok, 1),
         };
         if times > 100_000 || out.len() + times > 100_000 {
-            return Err("series longer than 100000 samples".to_string());
+            return Err(SeriesProblem::TooLong);
         }
         let s = if val == "_" {
             None
         } else {
-            Some(parse_value(val, ty).ok_or_else(|| format!("`{val}` is not a {ty}"))?)
+            Some(parse_value(val, ty).ok_or_else(|| SeriesProblem::NotA {
+                value: val.to_string(),
+                ty,
+            })?)
         };
         out.extend(std::iter::repeat_n(s, times));
     }
@@ -138,16 +212,13 @@ fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
     }
 }
 
-fn parse_time(s: &str, what: &str) -> Result<Duration, String> {
+fn parse_time(s: &str, what: &'static str) -> Result<Duration, TimeError> {
     use crate::duration::DurationError;
+    let text = s.to_string();
     crate::duration::parse(s, Duration::MAX).map_err(|e| match e {
-        DurationError::Syntax(_) => {
-            format!("{what} `{s}` is not a duration like `1s`, `250ms` or `1m30s`")
-        }
+        DurationError::Syntax(_) => TimeError::Syntax { what, text },
         // Zero is within these bounds: only a length is refused.
-        DurationError::TooLong { .. } | DurationError::Zero(_) => {
-            format!("{what} `{s}` is too long")
-        }
+        DurationError::TooLong { .. } | DurationError::Zero(_) => TimeError::TooLong { what, text },
     })
 }
 
@@ -175,9 +246,9 @@ pub fn run_text(
 ) -> Result<FileOutcome, TestFileError> {
     let shown = path.display().to_string();
     let file: TestFile = crate::yaml::from_str(&shown, text).map_err(TestFileError::Yaml)?;
-    let invalid = |message: String| TestFileError::Invalid {
+    let invalid = |problem: FileProblem| TestFileError::Invalid {
         path: shown.clone(),
-        message,
+        problem,
     };
     let policy_path = path.parent().unwrap_or(Path::new(".")).join(&file.policy);
     let policy_shown = policy_path.display().to_string();
@@ -186,14 +257,14 @@ pub fn run_text(
         source,
     })?;
     let policy = Arc::new(Policy::compile(&policy_shown, &src, catalogue)?);
-    let step = parse_time(file.step.as_deref().unwrap_or("1s"), "step").map_err(invalid)?;
+    let step = parse_time(file.step.as_deref().unwrap_or("1s"), "step")
+        .map_err(|e| invalid(FileProblem::Step(e)))?;
     if step.is_zero() {
-        return Err(invalid("step must be longer than zero".to_string()));
+        return Err(invalid(FileProblem::ZeroStep));
     }
     if step.as_secs_f64() > MAX_STEP_SECS {
-        return Err(invalid(format!(
-            "step `{}` is longer than the limit of 24h",
-            file.step.as_deref().unwrap_or("")
+        return Err(invalid(FileProblem::StepTooLong(
+            file.step.clone().unwrap_or_default(),
         )));
     }
     let mut outcome = FileOutcome::default();
@@ -206,8 +277,13 @@ pub fn run_text(
     for case in &file.tests {
         outcome.cases += 1;
         outcome.expectations += case.expect.len();
-        let failures = run_case(&policy, catalogue, clock, case, &mut budget)
-            .map_err(|m| invalid(format!("test `{}`: {m}", case.name)))?;
+        let failures =
+            run_case(&policy, catalogue, clock, case, &mut budget).map_err(|problem| {
+                invalid(FileProblem::Case {
+                    name: case.name.clone(),
+                    problem,
+                })
+            })?;
         for f in failures {
             outcome
                 .failures
@@ -230,16 +306,20 @@ fn parse_case<'c>(
     catalogue: &Catalogue,
     step: Duration,
     case: &'c TestCase,
-) -> Result<Case<'c>, String> {
+) -> Result<Case<'c>, CaseProblem> {
     let mut series = Vec::new();
     for (name, text) in &case.signals {
-        let id = catalogue.lookup(name).ok_or_else(|| {
-            let hint = did_you_mean(name, catalogue.names())
-                .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
-            format!("unknown signal `{name}`{hint}")
-        })?;
-        let samples = parse_series(text, catalogue.get(id).ty)
-            .map_err(|e| format!("signal `{name}`: {e}"))?;
+        let id = catalogue
+            .lookup(name)
+            .ok_or_else(|| CaseProblem::UnknownSignal {
+                name: name.clone(),
+                suggestion: did_you_mean(name, catalogue.names()).map(str::to_string),
+            })?;
+        let samples =
+            parse_series(text, catalogue.get(id).ty).map_err(|problem| CaseProblem::Series {
+                name: name.clone(),
+                problem,
+            })?;
         series.push((id, samples));
     }
     let check_names: Vec<&str> = policy.checks().iter().map(|c| c.name.as_str()).collect();
@@ -248,19 +328,17 @@ fn parse_case<'c>(
         let at = parse_time(&e.at, "`at`")?;
         let ratio = at.as_secs_f64() / step.as_secs_f64();
         if ratio.round() > MAX_STEPS as f64 {
-            return Err(format!(
-                "`at: {}` is more than {MAX_STEPS} steps after the start",
-                e.at
-            ));
+            return Err(CaseProblem::TooManySteps(e.at.clone()));
         }
         if (ratio - ratio.round()).abs() > 1e-9 {
-            return Err(format!("`at: {}` is not a multiple of the step", e.at));
+            return Err(CaseProblem::NotAMultiple(e.at.clone()));
         }
         for name in e.failing.iter().flatten().chain(e.explanations.keys()) {
             if !check_names.contains(&name.as_str()) {
-                let hint = did_you_mean(name, check_names.iter().copied())
-                    .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
-                return Err(format!("unknown check `{name}` in the expectations{hint}"));
+                return Err(CaseProblem::UnknownCheck {
+                    name: name.clone(),
+                    suggestion: did_you_mean(name, check_names.iter().copied()).map(str::to_string),
+                });
             }
         }
         expects.push((ratio.round() as u64, e));
@@ -278,12 +356,12 @@ fn run_case(
     clock: Clock,
     case: &TestCase,
     budget: &mut u64,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, CaseProblem> {
     let Case { series, expects } = parse_case(policy, catalogue, clock.step, case)?;
     let last = expects.last().map_or(0, |(i, _)| *i);
-    *budget = budget.checked_sub(last + 1).ok_or_else(|| {
-        format!("the test file simulates more than {MAX_FILE_STEPS} steps in all")
-    })?;
+    *budget = budget
+        .checked_sub(last + 1)
+        .ok_or(CaseProblem::FileTooLong)?;
     let missing: Arc<str> = Arc::from("no sample in the test series");
     let mut sim = Simulation::new(policy.clone(), catalogue, clock, Start::Fresh);
     let mut failures = Vec::new();
@@ -298,7 +376,7 @@ fn run_case(
         });
         // `last` ≤ MAX_STEPS and `step` ≤ MAX_STEP_SECS, so these times
         // exist; the error only turns a broken invariant into a message.
-        let step = sim.step(i, samples).map_err(|e| e.to_string())?;
+        let step = sim.step(i, samples)?;
         while let Some((_, e)) = expects.next_if(|(at, _)| *at == i) {
             failures.extend(compare(e, &step));
         }

@@ -5,20 +5,42 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Why a fetched binary could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("bash {script}: {error}")]
+    NoBash {
+        script: String,
+        error: std::io::Error,
+    },
+    /// The script printed no `NAME DIR` line: its whole output.
+    #[error(".ci/fetch-binaries {name}: {output:?}")]
+    NotFetched {
+        name: String,
+        output: std::process::Output,
+    },
+}
+
 /// `usr/bin/BIN` of the fetched package `name` (e.g. `etcd-3.5.30`,
-/// `etcd`), or why it could not be had (the script's whole output).
-pub fn fetched(name: &str, bin: &str) -> Result<PathBuf, String> {
+/// `etcd`), or why it could not be had.
+pub fn fetched(name: &str, bin: &str) -> Result<PathBuf, FetchError> {
     let root = env!("CARGO_MANIFEST_DIR");
     let script = format!("{root}/../../.ci/fetch-binaries");
     let out = Command::new("bash")
         .arg(&script)
         .arg(name)
         .output()
-        .map_err(|e| format!("bash {script}: {e}"))?;
+        .map_err(|error| FetchError::NoBash {
+            script: script.clone(),
+            error,
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
     let prefix = format!("{name} ");
     text.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map(|dir| PathBuf::from(dir.trim()).join("usr/bin").join(bin))
-        .ok_or_else(|| format!(".ci/fetch-binaries {name}: {out:?}"))
+        .ok_or_else(|| FetchError::NotFetched {
+            name: name.to_string(),
+            output: out.clone(),
+        })
 }

@@ -92,47 +92,26 @@ impl Drop for HostileServer {
 
 /// One request, one answer, close. Returns the bytes written.
 async fn serve(mut conn: tokio::net::TcpStream, sh: &Shared) -> u64 {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match conn.read(&mut buf).await {
-            Ok(0) | Err(_) => return 0,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&head);
-    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let behaviour = sh.paths.lock().unwrap().get(&path).cloned();
-    let mut written = 0u64;
-    let mut send = async |conn: &mut tokio::net::TcpStream, bytes: &[u8]| -> bool {
-        if conn.write_all(bytes).await.is_err() {
-            return false;
-        }
-        written += bytes.len() as u64;
-        true
+    let Some(path) = request_path(&mut conn).await else {
+        return 0;
     };
-    // 64 KiB of `# xxxx...\n` lines: valid Prometheus text, no samples.
-    let mut chunk = Vec::with_capacity(64 * 1024);
-    while chunk.len() < 64 * 1024 {
-        chunk.extend_from_slice(b"# ");
-        chunk.extend_from_slice(&[b'x'; 125]);
-        chunk.push(b'\n');
-    }
+    let behaviour = sh.paths.lock().unwrap().get(&path).cloned();
+    let mut out = Counted {
+        conn: &mut conn,
+        written: 0,
+    };
     match behaviour {
         None => {
-            send(
-                &mut conn,
-                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
+            out.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await;
         }
         Some(Behaviour::Fixed(body)) => {
             let h = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
-            if send(&mut conn, h.as_bytes()).await {
-                send(&mut conn, &body).await;
+            if out.send(h.as_bytes()).await {
+                out.send(&body).await;
             }
         }
         Some(Behaviour::Gzip(body)) => {
@@ -140,43 +119,97 @@ async fn serve(mut conn: tokio::net::TcpStream, sh: &Shared) -> u64 {
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
-            if send(&mut conn, h.as_bytes()).await {
-                send(&mut conn, &body).await;
+            if out.send(h.as_bytes()).await {
+                out.send(&body).await;
             }
         }
-        Some(Behaviour::Declared(n)) => {
-            let h = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
-            );
-            if send(&mut conn, h.as_bytes()).await {
-                let mut left = n;
-                while left > 0 {
-                    let k = left.min(chunk.len() as u64) as usize;
-                    if !send(&mut conn, &chunk[..k]).await {
-                        break;
-                    }
-                    left -= k as u64;
-                }
-            }
+        Some(Behaviour::Declared(n)) => out.declared(n).await,
+        Some(Behaviour::EndlessChunked) => out.endless_chunked().await,
+    }
+    let written = out.written;
+    let _ = conn.shutdown().await;
+    written
+}
+
+/// The path of the request on `conn` (its head read up to 16 KiB), or
+/// `None` when the client closed or failed first.
+async fn request_path(conn: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
         }
-        Some(Behaviour::EndlessChunked) => {
-            let h = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-            let size = format!("{:x}\r\n", chunk.len());
-            if send(&mut conn, h.as_bytes()).await {
-                // Bounded only by the client: it must stop reading.
-                loop {
-                    if !send(&mut conn, size.as_bytes()).await
-                        || !send(&mut conn, &chunk).await
-                        || !send(&mut conn, b"\r\n").await
-                    {
-                        break;
-                    }
-                }
+    }
+    let text = String::from_utf8_lossy(&head);
+    Some(text.split_whitespace().nth(1).unwrap_or("/").to_string())
+}
+
+/// 64 KiB of `# xxxx...\n` lines: valid Prometheus text, no samples.
+fn filler() -> Vec<u8> {
+    let mut chunk = Vec::with_capacity(64 * 1024);
+    while chunk.len() < 64 * 1024 {
+        chunk.extend_from_slice(b"# ");
+        chunk.extend_from_slice(&[b'x'; 125]);
+        chunk.push(b'\n');
+    }
+    chunk
+}
+
+/// A connection that counts the bytes written to it.
+struct Counted<'c> {
+    conn: &'c mut tokio::net::TcpStream,
+    written: u64,
+}
+
+impl Counted<'_> {
+    /// Write all of `bytes`; false once the client is gone.
+    async fn send(&mut self, bytes: &[u8]) -> bool {
+        if self.conn.write_all(bytes).await.is_err() {
+            return false;
+        }
+        self.written += bytes.len() as u64;
+        true
+    }
+
+    /// `Content-Length: n`, then up to `n` bytes of filler.
+    async fn declared(&mut self, n: u64) {
+        let h = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
+        );
+        if !self.send(h.as_bytes()).await {
+            return;
+        }
+        let chunk = filler();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(chunk.len() as u64) as usize;
+            if !self.send(&chunk[..k]).await {
+                break;
+            }
+            left -= k as u64;
+        }
+    }
+
+    /// Chunks of filler without end: bounded only by the client, which must
+    /// stop reading.
+    async fn endless_chunked(&mut self) {
+        let h = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        if !self.send(h.as_bytes()).await {
+            return;
+        }
+        let chunk = filler();
+        let size = format!("{:x}\r\n", chunk.len());
+        loop {
+            if !self.send(size.as_bytes()).await
+                || !self.send(&chunk).await
+                || !self.send(b"\r\n").await
+            {
+                break;
             }
         }
     }
-    let _ = conn.shutdown().await;
-    written
 }
 
 /// This process's resident set size in KiB (`VmRSS` of /proc/self/status).

@@ -17,7 +17,7 @@ use crate::ports::free_tcp_port;
 use crate::process::ChildGuard;
 
 /// The fetched `victoria-metrics` binary, or why there is none.
-pub fn victoria_metrics_bin() -> Result<PathBuf, String> {
+pub fn victoria_metrics_bin() -> Result<PathBuf, crate::binaries::FetchError> {
     crate::binaries::fetched("victoria-metrics", "victoria-metrics")
 }
 

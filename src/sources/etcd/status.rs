@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use etcd_client::StatusResponse;
 
 use super::Ids;
-use super::without_root::{Answer, StandIn};
+use super::without_root::{Answer, NoStandIn, StandIn};
 use crate::sources::SampleError;
 use etcd_readiness_policy::signals::{SignalStore, Value};
 
@@ -139,9 +139,9 @@ fn record_stand_in(
     changes: &mut LeaderChanges,
     at: Instant,
 ) {
-    let put = |id, v: Result<Value, &str>| match v {
+    let put = |id, v: Result<Value, &NoStandIn>| match v {
         Ok(v) => store.record_ok(id, v, at),
-        Err(e) => store.record_err(id, Arc::from(e), at),
+        Err(e) => store.record_err(id, Arc::from(e.to_string()), at),
     };
     let num = |v: f64| Value::Num(v);
     store.record_ok(ids.etcd_up, Value::Bool(true), at);
@@ -161,10 +161,7 @@ fn record_stand_in(
         (ids.alarm_nospace, &s.nospace),
         (ids.alarm_corrupt, &s.corrupt),
     ] {
-        put(
-            id,
-            v.as_ref().map(|b| Value::Bool(*b)).map_err(String::as_str),
-        );
+        put(id, v.as_ref().map(|b| Value::Bool(*b)));
     }
     let g = match &s.gauges {
         Ok(g) => g,

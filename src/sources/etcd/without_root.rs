@@ -30,6 +30,7 @@
 //! `etcd_readiness_source_requests_total{source="etcd",call="metrics"|"health"}`,
 //! and a pending round is called "Status without root".
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{GetOptions, ResponseHeader, StatusResponse};
@@ -88,9 +89,54 @@ impl Answer {
 pub(super) struct StandIn {
     pub(super) header: Option<ResponseHeader>,
     /// The metrics' gauges, or why there are none.
-    pub(super) gauges: Result<StatusGauges, String>,
-    pub(super) nospace: Result<bool, String>,
-    pub(super) corrupt: Result<bool, String>,
+    pub(super) gauges: Result<StatusGauges, NoStandIn>,
+    pub(super) nospace: Result<bool, NoStandIn>,
+    pub(super) corrupt: Result<bool, NoStandIn>,
+}
+
+/// Why a stand-in is missing, in the words of the signal's explanation.
+/// Cheap to clone: one reason explains several signals.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(
+    "etcd refuses Status to --etcd.user (etcd 3.5 answers it only to the root role) and its \
+     stand-in is not available: {0}"
+)]
+pub(super) struct NoStandIn(Arc<Unavailable>);
+
+impl From<Unavailable> for NoStandIn {
+    fn from(u: Unavailable) -> Self {
+        NoStandIn(Arc::new(u))
+    }
+}
+
+/// What keeps a stand-in from being read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unavailable {
+    #[error("--etcd.metrics-url is off")]
+    MetricsOff,
+    #[error("no HTTP client for {url}: {error}")]
+    NoClient {
+        url: RedactedUrl,
+        error: crate::outside::http_client::SourceError,
+    },
+    /// The member did not answer; the message names the URL, redacted.
+    #[error("{}", .0.message)]
+    Request(SampleError),
+    /// `/metrics` is not exposition text: `url: why`, scrubbed of the
+    /// URL's credentials.
+    #[error("{0}")]
+    NotMetrics(String),
+    #[error("etcd {0}'s /health writes to raft, which the exporter never does")]
+    HealthWrites(String),
+    #[error("the metrics name no etcd_server_version")]
+    NoVersion,
+    #[error("{0} does not end in /metrics, so /health is not beside it")]
+    NoHealthBeside(RedactedUrl),
+    #[error("{url}: {error}")]
+    Health {
+        url: RedactedUrl,
+        error: crate::sources::etcd_metrics::HealthError,
+    },
 }
 
 /// The Status loop's choice between Status and its stand-ins.
@@ -98,7 +144,7 @@ pub(super) struct StandIn {
 pub(super) struct StatusChoice {
     /// Set while Status is refused: when it is to be asked again.
     retry_status_at: Option<Instant>,
-    http: Option<Result<HttpClient, String>>,
+    http: Option<Result<HttpClient, NoStandIn>>,
 }
 
 impl StatusChoice {
@@ -118,14 +164,6 @@ impl StatusChoice {
             _ => fast,
         }
     }
-}
-
-/// Why a stand-in is missing, in the words of the signal's explanation.
-fn needs_root(why: &str) -> String {
-    format!(
-        "etcd refuses Status to --etcd.user (etcd 3.5 answers it only to the root role) and its \
-         stand-in is not available: {why}"
-    )
 }
 
 impl Shared {
@@ -223,14 +261,14 @@ impl Shared {
                 .get_or_insert_with(|| self.member_http_client(h))
                 .as_mut()
                 .map(HttpClient::current)
-                .map_err(|e| needs_root(e));
+                .map_err(|e| e.clone());
             (h, client)
         });
         let (header, member) = tokio::join!(self.serializable_header(), async {
             let why = match &http {
                 Some((h, Ok(c))) => return self.member_http(h, c).await,
                 Some((_, Err(e))) => e.clone(),
-                None => needs_root("--etcd.metrics-url is off"),
+                None => Unavailable::MetricsOff.into(),
             };
             (Err(why.clone()), Err(why.clone()), Err(why))
         });
@@ -244,14 +282,19 @@ impl Shared {
     }
 
     /// The client the metrics source builds, from the same files.
-    fn member_http_client(&self, h: &MemberHttp) -> Result<HttpClient, String> {
+    fn member_http_client(&self, h: &MemberHttp) -> Result<HttpClient, NoStandIn> {
         let creds: Option<EtcdTls> = self
             .config
             .tls
             .clone()
             .filter(|_| h.metrics.starts_with("https://"));
-        HttpClient::new(creds, self.config.timeout)
-            .map_err(|e| format!("no HTTP client for {}: {e}", h.metrics))
+        HttpClient::new(creds, self.config.timeout).map_err(|error| {
+            Unavailable::NoClient {
+                url: h.metrics.clone(),
+                error,
+            }
+            .into()
+        })
     }
 
     /// The header of a serializable keys-only read of the probe key.
@@ -275,33 +318,30 @@ impl Shared {
         h: &MemberHttp,
         c: &reqwest::Client,
     ) -> (
-        Result<StatusGauges, String>,
-        Result<bool, String>,
-        Result<bool, String>,
+        Result<StatusGauges, NoStandIn>,
+        Result<bool, NoStandIn>,
+        Result<bool, NoStandIn>,
     ) {
         let timeout = self.config.timeout;
         self.metrics.request(LABEL, "metrics");
         let gauges = http_client::get_ok(c, &h.metrics, timeout, h.max_body_bytes)
             .await
-            .map_err(|e| e.message)
+            .map_err(Unavailable::Request)
             .and_then(|body| {
-                promtext::parse(&body)
-                    .map_err(|e| h.metrics.scrub(&format!("{}: {e}", h.metrics)).into_owned())
+                promtext::parse(&body).map_err(|e| {
+                    let text = format!("{}: {e}", h.metrics);
+                    Unavailable::NotMetrics(h.metrics.scrub(&text).into_owned())
+                })
             })
             .map(|samples| status_gauges(&samples))
-            .map_err(|e| needs_root(&e));
-        let health = match &gauges {
+            .map_err(NoStandIn::from);
+        let health: Result<RedactedUrl, NoStandIn> = match &gauges {
             Err(e) => Err(e.clone()),
             Ok(g) => match (g.version.as_deref(), health_url(&h.metrics)) {
                 (Some(v), Some(url)) if health_is_local(v) => Ok(url),
-                (Some(v), Some(_)) => Err(needs_root(&format!(
-                    "etcd {v}'s /health writes to raft, which the exporter never does"
-                ))),
-                (None, _) => Err(needs_root("the metrics name no etcd_server_version")),
-                (_, None) => Err(needs_root(&format!(
-                    "{} does not end in /metrics, so /health is not beside it",
-                    h.metrics
-                ))),
+                (Some(v), Some(_)) => Err(Unavailable::HealthWrites(v.to_string()).into()),
+                (None, _) => Err(Unavailable::NoVersion.into()),
+                (_, None) => Err(Unavailable::NoHealthBeside(h.metrics.clone()).into()),
             },
         };
         let alarm = |alarm: Alarm| {
@@ -312,8 +352,9 @@ impl Shared {
                 // /health answers 503 with its JSON when it is not healthy.
                 let f = http_client::get(c, &url, timeout, 4096)
                     .await
-                    .map_err(|e| needs_root(&e.message))?;
-                alarm_from_health(alarm, &f.body).map_err(|e| needs_root(&format!("{url}: {e}")))
+                    .map_err(Unavailable::Request)?;
+                alarm_from_health(alarm, &f.body)
+                    .map_err(|error| Unavailable::Health { url, error }.into())
             }
         };
         let (nospace, corrupt) = tokio::join!(alarm(Alarm::Nospace), alarm(Alarm::Corrupt));

@@ -703,88 +703,97 @@ impl Checker<'_> {
     }
 
     fn call(&mut self, name: &str, name_span: Span, args: &[Expr], span: Span) -> Option<NodeId> {
-        let arity = |c: &mut Checker<'_>, n: usize| -> bool {
-            if args.len() != n {
-                c.diags.push(Diagnostic::new(
-                    format!(
-                        "`{name}` takes {n} argument{}, but {} were given",
-                        if n == 1 { "" } else { "s" },
-                        args.len()
-                    ),
-                    span,
-                ));
-                false
-            } else {
-                true
+        let n = match name {
+            "age" | "known" => 1,
+            "min" | "max" => 2,
+            _ => {
+                self.unknown_function(name, name_span);
+                return None;
             }
         };
+        if !self.arity(name, args, n, span) {
+            return None;
+        }
         match name {
-            "age" => {
-                if !arity(self, 1) {
-                    return None;
-                }
-                let signal = match &args[0].kind {
-                    ExprKind::Ident(n) if self.catalogue.lookup(n).is_some() => Some(n.clone()),
-                    _ => None,
-                };
-                let Some(signal) = signal else {
-                    self.diags.push(
-                        Diagnostic::new("`age` takes a signal name", args[0].span)
-                            .help("e.g. `age(snapshot_revision) < 10m`"),
-                    );
-                    return None;
-                };
-                // Resolve through `ident` for the not-configured check.
-                let node = self.ident(&signal, args[0].span)?;
-                let Op::Signal(id) = self.nodes[node as usize].op else {
-                    return None;
-                };
-                Some(self.push(Op::Age(id), SignalType::Duration, span))
-            }
+            "age" => self.age(args, span),
             "known" => {
-                if !arity(self, 1) {
-                    return None;
-                }
                 let a = self.expr(&args[0])?;
                 Some(self.push(Op::Known(a), SignalType::Bool, span))
             }
-            "min" | "max" => {
-                if !arity(self, 2) {
-                    return None;
-                }
-                let a = self.expr(&args[0]);
-                let b = self.expr(&args[1]);
-                let (a, b) = (a?, b?);
-                let (ta, tb) = (self.ty(a), self.ty(b));
-                if ta != tb || ta == SignalType::Bool {
-                    self.diags.push(Diagnostic::new(
-                        format!(
-                            "`{name}` needs two numbers or two durations, but got {} and {}",
-                            describe_ty(ta),
-                            describe_ty(tb)
-                        ),
-                        span,
-                    ));
-                    return None;
-                }
-                let op = if name == "min" {
-                    Op::Min(a, b)
-                } else {
-                    Op::Max(a, b)
-                };
-                Some(self.push(op, ta, span))
-            }
-            _ => {
-                let names = FUNCTIONS.iter().map(|(n, _)| *n);
-                let mut d = Diagnostic::new(format!("unknown function `{name}`"), name_span);
-                d = match did_you_mean(name, names) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
-                    None => d.help("the functions are age, known, min and max"),
-                };
-                self.diags.push(d);
-                None
-            }
+            _ => self.min_max(name, args, span),
         }
+    }
+
+    /// Whether `name` got its `n` arguments; a diagnostic when not.
+    fn arity(&mut self, name: &str, args: &[Expr], n: usize, span: Span) -> bool {
+        if args.len() == n {
+            return true;
+        }
+        self.diags.push(Diagnostic::new(
+            format!(
+                "`{name}` takes {n} argument{}, but {} were given",
+                if n == 1 { "" } else { "s" },
+                args.len()
+            ),
+            span,
+        ));
+        false
+    }
+
+    /// `age(signal)`: its one argument must name a signal.
+    fn age(&mut self, args: &[Expr], span: Span) -> Option<NodeId> {
+        let signal = match &args[0].kind {
+            ExprKind::Ident(n) if self.catalogue.lookup(n).is_some() => Some(n.clone()),
+            _ => None,
+        };
+        let Some(signal) = signal else {
+            self.diags.push(
+                Diagnostic::new("`age` takes a signal name", args[0].span)
+                    .help("e.g. `age(snapshot_revision) < 10m`"),
+            );
+            return None;
+        };
+        // Resolve through `ident` for the not-configured check.
+        let node = self.ident(&signal, args[0].span)?;
+        let Op::Signal(id) = self.nodes[node as usize].op else {
+            return None;
+        };
+        Some(self.push(Op::Age(id), SignalType::Duration, span))
+    }
+
+    /// `min(a, b)` or `max(a, b)`: two numbers or two durations.
+    fn min_max(&mut self, name: &str, args: &[Expr], span: Span) -> Option<NodeId> {
+        let a = self.expr(&args[0]);
+        let b = self.expr(&args[1]);
+        let (a, b) = (a?, b?);
+        let (ta, tb) = (self.ty(a), self.ty(b));
+        if ta != tb || ta == SignalType::Bool {
+            self.diags.push(Diagnostic::new(
+                format!(
+                    "`{name}` needs two numbers or two durations, but got {} and {}",
+                    describe_ty(ta),
+                    describe_ty(tb)
+                ),
+                span,
+            ));
+            return None;
+        }
+        let op = if name == "min" {
+            Op::Min(a, b)
+        } else {
+            Op::Max(a, b)
+        };
+        Some(self.push(op, ta, span))
+    }
+
+    fn unknown_function(&mut self, name: &str, name_span: Span) {
+        let names = FUNCTIONS.iter().map(|(n, _)| *n);
+        let mut d = Diagnostic::new(format!("unknown function `{name}`"), name_span);
+        d = match did_you_mean(name, names) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("the functions are age, known, min and max"),
+        };
+        self.diags.push(d);
     }
 
     fn binary_type(
@@ -799,25 +808,7 @@ impl Checker<'_> {
         use SignalType::*;
         let sym = op.symbol();
         match op {
-            BinOp::And | BinOp::Or => {
-                for (e, t) in [(l, ta), (r, tb)] {
-                    if t != Bool {
-                        self.diags.push(
-                            Diagnostic::new(
-                                format!(
-                                    "`{sym}` needs bool operands, but `{}` is {}",
-                                    self.text(e.span),
-                                    describe_ty(t)
-                                ),
-                                e.span,
-                            )
-                            .label(format!("this is {}", describe_ty(t)))
-                            .help(format!("compare it, e.g. `{} > 0`", self.text(e.span))),
-                        );
-                    }
-                }
-                (ta == Bool && tb == Bool).then_some(Bool)
-            }
+            BinOp::And | BinOp::Or => self.logic_operands(sym, [(l, ta), (r, tb)]),
             BinOp::Coalesce => {
                 if ta != tb {
                     self.mismatch(sym, l, ta, r, tb, span);
@@ -833,24 +824,8 @@ impl Checker<'_> {
                 Some(Bool)
             }
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                for (e, t) in [(l, ta), (r, tb)] {
-                    if t == Bool {
-                        self.diags.push(
-                            Diagnostic::new(
-                                format!(
-                                    "`{sym}` compares numbers or durations, but `{}` is a bool",
-                                    self.text(e.span)
-                                ),
-                                e.span,
-                            )
-                            .label("this is a bool")
-                            .help(format!(
-                                "use a bool directly (`{0}` or `!{0}`), or compare with `==`",
-                                self.text(e.span)
-                            )),
-                        );
-                        return None;
-                    }
+                if !self.ordered_operands(sym, [(l, ta), (r, tb)]) {
+                    return None;
                 }
                 if ta != tb {
                     self.mismatch(sym, l, ta, r, tb, span);
@@ -882,6 +857,57 @@ impl Checker<'_> {
                 }
             },
         }
+    }
+
+    /// `&&` and `||`: both operands bool, a diagnostic for each that is not.
+    fn logic_operands(
+        &mut self,
+        sym: &str,
+        operands: [(&Expr, SignalType); 2],
+    ) -> Option<SignalType> {
+        for (e, t) in operands {
+            if t != SignalType::Bool {
+                self.diags.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{sym}` needs bool operands, but `{}` is {}",
+                            self.text(e.span),
+                            describe_ty(t)
+                        ),
+                        e.span,
+                    )
+                    .label(format!("this is {}", describe_ty(t)))
+                    .help(format!("compare it, e.g. `{} > 0`", self.text(e.span))),
+                );
+            }
+        }
+        operands
+            .iter()
+            .all(|(_, t)| *t == SignalType::Bool)
+            .then_some(SignalType::Bool)
+    }
+
+    /// `<`, `<=`, `>`, `>=`: no bool operand (a diagnostic for the first
+    /// one found).
+    fn ordered_operands(&mut self, sym: &str, operands: [(&Expr, SignalType); 2]) -> bool {
+        let Some((e, _)) = operands.iter().find(|(_, t)| *t == SignalType::Bool) else {
+            return true;
+        };
+        self.diags.push(
+            Diagnostic::new(
+                format!(
+                    "`{sym}` compares numbers or durations, but `{}` is a bool",
+                    self.text(e.span)
+                ),
+                e.span,
+            )
+            .label("this is a bool")
+            .help(format!(
+                "use a bool directly (`{0}` or `!{0}`), or compare with `==`",
+                self.text(e.span)
+            )),
+        );
+        false
     }
 
     fn mismatch(

@@ -56,87 +56,16 @@ fn parse_on_this_thread(src: &str) -> Result<Vec<Stmt>, Vec<Diagnostic>> {
     let mut stmts = Vec::new();
     let mut problems = Vec::new();
     for pair in policy.into_inner() {
-        match pair.as_rule() {
-            Rule::EOI => {}
-            Rule::let_stmt => {
-                let mut it = pair.into_inner();
-                let _kw = it.next();
-                let name = it.next().expect("let name");
-                let _assign = it.next();
-                let expr = match build_expr(it.next().expect("let expr")) {
-                    Ok(e) => e,
-                    Err(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                };
-                stmts.push(Stmt::Let {
-                    name: name.as_str().to_string(),
-                    name_span: span_of(&name),
-                    expr,
-                });
-            }
-            Rule::check_stmt | Rule::warn_stmt => {
-                let kind = if pair.as_rule() == Rule::check_stmt {
-                    StmtKind::Check
-                } else {
-                    StmtKind::Warn
-                };
-                let span = span_of(&pair);
-                let mut it = pair.into_inner();
-                let _kw = it.next();
-                let name = it.next().expect("check name");
-                let _colon = it.next();
-                let expr = match build_expr(it.next().expect("check expr")) {
-                    Ok(e) => e,
-                    Err(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                };
-                let clauses = it
-                    .map(|c| {
-                        let kind = if c.as_rule() == Rule::recover {
-                            ClauseKind::Recover
-                        } else {
-                            ClauseKind::For
-                        };
-                        let clause_span = span_of(&c);
-                        let d = c.into_inner().nth(1).expect("clause duration");
-                        Clause {
-                            kind,
-                            secs: parse_duration(d.as_str()),
-                            span: span_of(&d),
-                            clause_span,
-                        }
-                    })
-                    .collect();
-                stmts.push(Stmt::Check {
-                    kind,
-                    name: Some((name.as_str().to_string(), span_of(&name))),
-                    expr,
-                    clauses,
-                    span,
-                });
-            }
-            Rule::bare_expr => {
-                let span = span_of(&pair);
-                let expr = match build_expr(pair.into_inner().next().expect("bare expr")) {
-                    Ok(e) => e,
-                    Err(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                };
-                stmts.push(Stmt::Check {
-                    kind: StmtKind::Bare,
-                    name: None,
-                    expr,
-                    clauses: Vec::new(),
-                    span,
-                });
-            }
+        let stmt = match pair.as_rule() {
+            Rule::EOI => continue,
+            Rule::let_stmt => let_stmt(pair),
+            Rule::check_stmt | Rule::warn_stmt => check_stmt(pair),
+            Rule::bare_expr => bare_stmt(pair),
             r => unreachable!("unexpected statement rule {r:?}"),
+        };
+        match stmt {
+            Ok(stmt) => stmts.push(stmt),
+            Err(d) => problems.push(d),
         }
     }
     if problems.is_empty() {
@@ -144,6 +73,74 @@ fn parse_on_this_thread(src: &str) -> Result<Vec<Stmt>, Vec<Diagnostic>> {
     } else {
         Err(problems)
     }
+}
+
+/// `let NAME = EXPR`.
+fn let_stmt(pair: Pair<'_, Rule>) -> Result<Stmt, Diagnostic> {
+    let mut it = pair.into_inner();
+    let _kw = it.next();
+    let name = it.next().expect("let name");
+    let _assign = it.next();
+    let expr = build_expr(it.next().expect("let expr"))?;
+    Ok(Stmt::Let {
+        name: name.as_str().to_string(),
+        name_span: span_of(&name),
+        expr,
+    })
+}
+
+/// `check NAME: EXPR` or `warn NAME: EXPR`, with its `for` and `recover`
+/// clauses.
+fn check_stmt(pair: Pair<'_, Rule>) -> Result<Stmt, Diagnostic> {
+    let kind = if pair.as_rule() == Rule::check_stmt {
+        StmtKind::Check
+    } else {
+        StmtKind::Warn
+    };
+    let span = span_of(&pair);
+    let mut it = pair.into_inner();
+    let _kw = it.next();
+    let name = it.next().expect("check name");
+    let _colon = it.next();
+    let expr = build_expr(it.next().expect("check expr"))?;
+    let clauses = it.map(clause).collect();
+    Ok(Stmt::Check {
+        kind,
+        name: Some((name.as_str().to_string(), span_of(&name))),
+        expr,
+        clauses,
+        span,
+    })
+}
+
+/// `for DURATION` or `recover DURATION`.
+fn clause(c: Pair<'_, Rule>) -> Clause {
+    let kind = if c.as_rule() == Rule::recover {
+        ClauseKind::Recover
+    } else {
+        ClauseKind::For
+    };
+    let clause_span = span_of(&c);
+    let d = c.into_inner().nth(1).expect("clause duration");
+    Clause {
+        kind,
+        secs: parse_duration(d.as_str()),
+        span: span_of(&d),
+        clause_span,
+    }
+}
+
+/// An expression on its own line: an unnamed check.
+fn bare_stmt(pair: Pair<'_, Rule>) -> Result<Stmt, Diagnostic> {
+    let span = span_of(&pair);
+    let expr = build_expr(pair.into_inner().next().expect("bare expr"))?;
+    Ok(Stmt::Check {
+        kind: StmtKind::Bare,
+        name: None,
+        expr,
+        clauses: Vec::new(),
+        span,
+    })
 }
 
 fn span_of(p: &Pair<'_, Rule>) -> Span {

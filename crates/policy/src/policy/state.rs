@@ -20,9 +20,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::Policy;
 use super::eval::{MAX_REPORT_EXPLANATION_BYTES, NOT_EXPLAINED, Walked};
 use super::program::{Tri, Val};
+use super::{CheckDef, Policy};
 use crate::signals::Reading;
 use crate::text::fmt_duration;
 use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
@@ -305,20 +305,7 @@ impl Evaluator {
                         budget = budget.saturating_sub(why.len());
                         why
                     };
-                    if let Some(left) = hold_left {
-                        format!(
-                            "{why} (held passing by `for {}`, {} left)",
-                            fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
-                            fmt_duration(left.as_secs_f64())
-                        )
-                    } else if def.recover.is_some() {
-                        format!(
-                            "{why} (then held failing by `recover {}`)",
-                            fmt_duration(recover.as_secs_f64())
-                        )
-                    } else {
-                        why
-                    }
+                    with_hold(why, def, hold_left)
                 };
                 CheckReport {
                     name: def.name.clone(),
@@ -333,27 +320,49 @@ impl Evaluator {
                     true_for: recovering.then_some(true_for),
                     expr: def.expr_text.clone(),
                     explanation,
-                    signals: def
-                        .signals
-                        .iter()
-                        .map(|s| {
-                            let r = readings.get(s.index()).unwrap_or(&Reading::NEVER);
-                            UsedSignal {
-                                name: policy.signal_name(*s).to_string(),
-                                value: r.value.map(|v| match v {
-                                    crate::signals::Value::Bool(b) => serde_json::Value::Bool(b),
-                                    crate::signals::Value::Num(n) => serde_json::Number::from_f64(
-                                        n,
-                                    )
-                                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
-                                }),
-                            }
-                        })
-                        .collect(),
+                    signals: used_signals(policy, def, readings),
                 }
             })
             .collect()
     }
+}
+
+/// A failing check's explanation `why`, with what holds it where it is:
+/// its `for` (passing, `hold_left` to go) or its `recover` (failing).
+fn with_hold(why: String, def: &CheckDef, hold_left: Option<Duration>) -> String {
+    if let Some(left) = hold_left {
+        format!(
+            "{why} (held passing by `for {}`, {} left)",
+            fmt_duration(def.hold.unwrap_or_default().as_secs_f64()),
+            fmt_duration(left.as_secs_f64())
+        )
+    } else if let Some(recover) = def.recover {
+        format!(
+            "{why} (then held failing by `recover {}`)",
+            fmt_duration(recover.as_secs_f64())
+        )
+    } else {
+        why
+    }
+}
+
+/// The signals `def` reads, each with its value now (JSON `null` when it
+/// has none or it is not a finite number).
+fn used_signals(policy: &Policy, def: &CheckDef, readings: &[Reading]) -> Vec<UsedSignal> {
+    def.signals
+        .iter()
+        .map(|s| {
+            let r = readings.get(s.index()).unwrap_or(&Reading::NEVER);
+            UsedSignal {
+                name: policy.signal_name(*s).to_string(),
+                value: r.value.map(|v| match v {
+                    crate::signals::Value::Bool(b) => serde_json::Value::Bool(b),
+                    crate::signals::Value::Num(n) => serde_json::Number::from_f64(n)
+                        .map_or(serde_json::Value::Null, serde_json::Value::Number),
+                }),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

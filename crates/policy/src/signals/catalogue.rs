@@ -265,6 +265,15 @@ impl BuiltinSource {
     }
 }
 
+/// Why [`Catalogue::add`] refused a signal.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddError {
+    #[error("signal `{0}` is already defined")]
+    Taken(String),
+    #[error("too many signals")]
+    Full,
+}
+
 impl Catalogue {
     /// Every built-in signal, with every source enabled. This is what `check`
     /// and `signals` use when no configuration is given.
@@ -287,12 +296,12 @@ impl Catalogue {
     }
 
     /// Add a signal (e.g. from a scrape source). Errors if the name is taken.
-    pub fn add(&mut self, def: SignalDef) -> Result<SignalId, String> {
+    pub fn add(&mut self, def: SignalDef) -> Result<SignalId, AddError> {
         if self.lookup(&def.name).is_some() {
-            return Err(format!("signal `{}` is already defined", def.name));
+            return Err(AddError::Taken(def.name));
         }
         if self.defs.len() >= u16::MAX as usize {
-            return Err("too many signals".to_string());
+            return Err(AddError::Full);
         }
         self.defs.push(def);
         self.enabled.push(true);

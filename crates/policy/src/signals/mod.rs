@@ -4,5 +4,5 @@
 pub mod catalogue;
 pub mod store;
 
-pub use catalogue::{Builtin, Catalogue, SignalDef, SignalId, SignalType, Source, Unit};
+pub use catalogue::{AddError, Builtin, Catalogue, SignalDef, SignalId, SignalType, Source, Unit};
 pub use store::{Reading, SignalStore, SlotInfo, Trust, Unknown, Value};
