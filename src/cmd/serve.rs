@@ -5,11 +5,9 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
-use crate::runtime::clock::Clock;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::Context;
 use prometheus_client::registry::Registry;
@@ -28,6 +26,8 @@ use crate::reload::{
     LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
     WatchOptions, WatcherHandle,
 };
+use crate::runtime::Runtime;
+use crate::runtime::clock::Clock;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::EtcdConfig;
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
@@ -88,6 +88,8 @@ pub struct Running {
     pub web_reloader: Option<Arc<WebReloader>>,
     /// The `--config` scrape sources' reloader (it owns their tasks).
     pub scrape_reloader: Option<Arc<ScrapeReloader>>,
+    /// The clock and the supervisor every task of this exporter runs on.
+    pub runtime: Runtime,
     _watchers: Vec<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
     servers: Vec<ServerHandle>,
@@ -158,7 +160,7 @@ struct FileMetrics {
 
 fn register_metrics(
     config: &ServeConfig,
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
     extend: impl FnOnce(&mut Registry),
 ) -> (Metrics, Arc<Registry>) {
     let mut registry = Registry::default();
@@ -199,7 +201,7 @@ fn register_metrics(
                 .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Backup)),
         },
     };
-    notifier.supervisor().register(r);
+    runtime.supervisor.register(r);
     crate::metrics::process::register(r);
     extend(r);
     (metrics, Arc::new(registry))
@@ -302,9 +304,9 @@ impl Reloaders {
         name: &str,
         reloader: &Arc<LastGood<L>>,
         config: &ServeConfig,
-        notifier: &RoundNotifier,
+        runtime: &Runtime,
     ) {
-        self.watch_woken(name, reloader, config, notifier, None);
+        self.watch_woken(name, reloader, config, runtime, None);
     }
 
     /// [`Self::watch`], also re-reading when `wake` is notified.
@@ -313,7 +315,7 @@ impl Reloaders {
         name: &str,
         reloader: &Arc<LastGood<L>>,
         config: &ServeConfig,
-        notifier: &RoundNotifier,
+        runtime: &Runtime,
         wake: Option<Arc<tokio::sync::Notify>>,
     ) {
         let opts = WatchOptions {
@@ -325,7 +327,7 @@ impl Reloaders {
             name,
             reloader.clone(),
             opts,
-            notifier.supervisor(),
+            &runtime.supervisor,
         ));
     }
 }
@@ -341,15 +343,16 @@ pub async fn start_with(
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     let store = Arc::new(SignalStore::new(&catalogue));
-    // The one clock, read here and nowhere below (crate::runtime::clock).
-    let clock = Clock::node();
+    // The one clock, read here and nowhere below (crate::runtime::clock),
+    // and the one supervisor: every task is handed this runtime.
+    let runtime = Runtime::new(Clock::node());
     let notifier = RoundNotifier::new();
-    let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
+    let (mut metrics, registry) = register_metrics(&config, &runtime, extend);
     let sampling = Sampling {
         store: store.clone(),
         notifier: notifier.clone(),
         metrics: metrics.sources.clone(),
-        clock: clock.clone(),
+        runtime: runtime.clone(),
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
@@ -365,7 +368,7 @@ pub async fn start_with(
         notifier.clone(),
         metrics.engine,
         timing(&config),
-        clock.clone(),
+        runtime.clone(),
     );
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
@@ -374,7 +377,7 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its spec.
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd, &clock),
+        etcd_config_for_this_process(&config.etcd, &runtime.clock),
         &catalogue,
         sampling.clone(),
         Some(metrics.member_info),
@@ -387,7 +390,7 @@ pub async fn start_with(
         &engine,
         metrics.files,
         (scrape, credentials),
-        &notifier,
+        &runtime,
     )
     .await;
 
@@ -400,9 +403,10 @@ pub async fn start_with(
         registry,
         http_metrics: metrics.http,
         telemetry_path: config.telemetry_path.clone(),
-        started: Instant::now(),
+        started: runtime.clock.now(),
         reloadables: reloaders.reloadables(),
         candidate_path: config.policy_candidate.clone(),
+        runtime: runtime.clone(),
     };
     let servers = start_listeners(
         &config,
@@ -410,7 +414,7 @@ pub async fn start_with(
         listener,
         probe_listener,
         web.as_ref(),
-        &notifier,
+        &runtime,
         &shutdown,
     )
     .await?;
@@ -425,6 +429,7 @@ pub async fn start_with(
         web,
         web_reloader: reloaders.web,
         scrape_reloader: reloaders.scrape,
+        runtime,
         _watchers: reloaders.watchers,
         tasks,
         servers: servers.0,
@@ -464,7 +469,7 @@ async fn start_reloaders(
     engine: &EngineHandle,
     files: FileMetrics,
     (scrape, credentials): (Option<PreparedSet>, Vec<Credentials>),
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
     // Each set of TLS files: re-read on a change, periodically, on SIGHUP
@@ -477,19 +482,19 @@ async fn start_reloaders(
         let r =
             CredentialFiles::reloader(creds.clone(), status.unwrap_or_default(), files.tls.clone());
         let wake = Some(creds.recheck());
-        reloaders.watch_woken(creds.kind().watcher(), &r, config, notifier, wake);
+        reloaders.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
         reloaders.tls.push(r);
     }
     if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
         let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
-        reloaders.watch("etcd-password-watcher", &r, config, notifier);
+        reloaders.watch("etcd-password-watcher", &r, config, runtime);
         reloaders.password = Some(r);
     }
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.
     if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
         let r = prepared.start().reloader(path.clone(), sha.clone());
-        reloaders.watch("scrape-config-watcher", &r, config, notifier);
+        reloaders.watch("scrape-config-watcher", &r, config, runtime);
         reloaders.scrape = Some(r);
     }
     // The policy in force came from --policy: watch it (ConfigMap-safe),
@@ -506,7 +511,7 @@ async fn start_reloaders(
                 files.policy,
                 Some(&initial),
             ));
-            reloaders.watch("policy-watcher", &r, config, notifier);
+            reloaders.watch("policy-watcher", &r, config, runtime);
             reloaders.policy = Some(r);
         }
         None => files.policy.loaded(initial.sha256()),
@@ -526,7 +531,7 @@ async fn start_reloaders(
         ));
         let first = r.clone();
         let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
-        reloaders.watch("candidate-watcher", &r, config, notifier);
+        reloaders.watch("candidate-watcher", &r, config, runtime);
         reloaders.candidate = Some(r);
     }
     let web = match (config.web.config.clone(), files.web) {
@@ -534,7 +539,7 @@ async fn start_reloaders(
             tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
             let web = WebState::new(c, m);
             let r = WebFile::reloader(web.clone());
-            reloaders.watch("web-config-watcher", &r, config, notifier);
+            reloaders.watch("web-config-watcher", &r, config, runtime);
             reloaders.web = Some(r);
             Some(web)
         }
@@ -571,7 +576,7 @@ async fn start_listeners(
     listener: TcpListener,
     probe_listener: Option<TcpListener>,
     web: Option<&Arc<WebState>>,
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Vec<ServerHandle>, Option<SocketAddr>)> {
     let lifecycle = Lifecycle {
@@ -594,7 +599,7 @@ async fn start_listeners(
         listener,
         main_router,
         transport,
-        notifier.supervisor(),
+        &runtime.supervisor,
         shutdown.clone(),
     )?);
     // The probe listener: plain HTTP, probes only, a small cap of its own
@@ -621,7 +626,7 @@ async fn start_listeners(
             pl,
             probe_app(AppState { holds, ..state }),
             Transport::Plain,
-            notifier.supervisor(),
+            &runtime.supervisor,
             shutdown.clone(),
         )?);
     }

@@ -7,7 +7,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::runtime::Runtime;
 use crate::runtime::clock::{Clock, NodeTime};
+use crate::runtime::supervise::Supervisor;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use etcd_readiness_policy::sync::TolerantLock;
@@ -77,6 +79,8 @@ struct EvalState {
 struct Shared {
     /// The one clock: the engine reads no other, and no `/proc`.
     clock: Clock,
+    /// What the loop runs under (the task `engine`).
+    supervisor: Supervisor,
     catalogue: Arc<Catalogue>,
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
@@ -122,8 +126,9 @@ impl EngineHandle {
         notifier: RoundNotifier,
         metrics: EngineMetrics,
         timing: Timing,
-        clock: Clock,
+        runtime: Runtime,
     ) -> Self {
+        let Runtime { clock, supervisor } = runtime;
         let NodeTime { now, wall, .. } = clock.read();
         // The verdict is `starting` until etcd's first round (see
         // `evaluate`); `/livez` fails if that round never comes.
@@ -147,6 +152,7 @@ impl EngineHandle {
                 candidate: None,
             }),
             clock,
+            supervisor,
             catalogue,
             store,
             notifier,
@@ -171,8 +177,7 @@ impl EngineHandle {
     /// evaluator's state survives it, see [`EngineHandle::evaluate_now`]).
     pub fn spawn(&self) -> JoinHandle<()> {
         let me = self.clone();
-        let supervisor = self.shared.notifier.supervisor().clone();
-        supervisor.spawn("engine", move || {
+        self.shared.supervisor.spawn("engine", move || {
             let me = me.clone();
             async move {
                 loop {
@@ -603,7 +608,7 @@ mod tests {
                 sample_interval: Duration::from_secs(1),
                 sample_timeout: Duration::from_millis(500),
             },
-            clock,
+            Runtime::new(clock),
         );
         (h, registry)
     }

@@ -150,7 +150,9 @@ fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHan
             sample_interval: Duration::from_secs(1),
             sample_timeout: Duration::from_millis(500),
         },
-        etcd_readiness_exporter::runtime::clock::Clock::node(),
+        etcd_readiness_exporter::runtime::Runtime::new(
+            etcd_readiness_exporter::runtime::clock::Clock::node(),
+        ),
     );
     engine.evaluate_now();
     engine

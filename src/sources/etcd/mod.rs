@@ -71,6 +71,7 @@ use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND}
 use super::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
+use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
 use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 use etcd_readiness_policy::sync::TolerantLock;
@@ -230,13 +231,12 @@ pub fn spawn(
         store,
         notifier,
         metrics,
-        clock,
+        runtime: Runtime { clock, supervisor },
     } = sampling;
     let ids = Ids::BUILTIN;
     // The member's own peer count, where its metrics source is configured.
     let active_peers = Some(Builtin::ActivePeers.id()).filter(|id| catalogue.is_enabled(*id));
     metrics.start_source(LABEL);
-    let supervisor = notifier.supervisor().clone();
     supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
         let sh = Arc::new(Shared {
             config: config.clone(),
