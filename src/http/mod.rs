@@ -16,6 +16,7 @@ mod readyz_json;
 pub mod server;
 pub mod views;
 
+use etcd_readiness_policy::sync::TolerantLock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +96,7 @@ impl ReloadFlight {
     {
         use std::sync::atomic::Ordering::Relaxed;
         let mut rx = {
-            let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slot = self.in_flight.locked();
             match &*slot {
                 Some(rx) => {
                     self.joined.fetch_add(1, Relaxed);
@@ -134,7 +135,7 @@ impl ReloadFlight {
     }
 
     fn end(&self, tx: &tokio::sync::watch::Sender<Option<ReloadAnswer>>) {
-        let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.in_flight.locked();
         if slot
             .as_ref()
             .is_some_and(|rx| rx.same_channel(&tx.subscribe()))

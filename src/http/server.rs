@@ -18,6 +18,7 @@
 //! the accept loop as a supervised task (`http:NAME`), restarted like every
 //! other long-running task should it panic.
 
+use etcd_readiness_policy::sync::TolerantLock;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -186,7 +187,7 @@ impl Connections {
     }
 
     fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.open.locked().len()
     }
 
     fn register(&self) -> (u64, Arc<ConnState>) {
@@ -201,25 +202,19 @@ impl Connections {
             closed: Notify::new(),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, state.clone());
+        self.open.locked().insert(id, state.clone());
         (id, state)
     }
 
     fn remove(&self, id: u64) {
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
+        self.open.locked().remove(&id);
     }
 
     /// Close the connection that made progress longest ago among those with
     /// no request in flight (slowloris heads never progress, so they go
     /// first). None when every connection is busy answering.
     fn evict_one(&self) -> Option<Arc<ConnState>> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.open.locked();
         let victim = open
             .iter()
             .filter(|(_, s)| s.in_flight.load(Ordering::Acquire) == 0)
