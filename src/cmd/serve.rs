@@ -332,14 +332,24 @@ impl Reloaders {
     }
 }
 
-/// [`start`] with a hook to register extra metric families. Reads top to
-/// bottom as the data flows: catalogue and policy, metrics, engine and
-/// sources, reloaders, listeners.
-pub async fn start_with(
-    config: ServeConfig,
-    extend: impl FnOnce(&mut prometheus_client::registry::Registry),
-) -> anyhow::Result<Running> {
-    let catalogue = Arc::new(catalogue_for(&config)?);
+/// Everything `serve` builds before any task runs (a bad flag, file or
+/// policy fails here): the catalogue, the samplers' shared parts (store,
+/// notifier, runtime), the engine, the sources prepared from their specs,
+/// and the metric families not yet handed to their owner.
+struct Built {
+    catalogue: Arc<Catalogue>,
+    sampling: Sampling,
+    engine: EngineHandle,
+    sources: PreparedSources,
+    registry: Arc<Registry>,
+    http: HttpMetrics,
+    member_info: MemberInfo,
+    files: FileMetrics,
+}
+
+/// Catalogue and policy, the one runtime, metrics, the engine, the sources.
+fn build(config: &ServeConfig, extend: impl FnOnce(&mut Registry)) -> anyhow::Result<Built> {
+    let catalogue = Arc::new(catalogue_for(config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     let store = Arc::new(SignalStore::new(&catalogue));
@@ -347,7 +357,7 @@ pub async fn start_with(
     // and the one supervisor: every task is handed this runtime.
     let runtime = Runtime::new(Clock::node());
     let notifier = RoundNotifier::new();
-    let (mut metrics, registry) = register_metrics(&config, &runtime, extend);
+    let (mut metrics, registry) = register_metrics(config, &runtime, extend);
     let sampling = Sampling {
         store: store.clone(),
         notifier: notifier.clone(),
@@ -356,20 +366,46 @@ pub async fn start_with(
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
-    let PreparedSources {
-        samplers: prepared,
-        scrape,
-        credentials,
-    } = prepare_sources(&config, &catalogue, &sampling, status)?;
+    let sources = prepare_sources(config, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
-        store.clone(),
-        notifier.clone(),
+        store,
+        notifier,
         metrics.engine,
-        timing(&config),
-        runtime.clone(),
+        timing(config),
+        runtime,
     );
+    Ok(Built {
+        catalogue,
+        sampling,
+        engine,
+        sources,
+        registry,
+        http: metrics.http,
+        member_info: metrics.member_info,
+        files: metrics.files,
+    })
+}
+
+/// [`start`] with a hook to register extra metric families. Reads top to
+/// bottom as the data flows: everything [`build`] makes, the listeners'
+/// sockets, engine and sources running, reloaders, listeners serving.
+pub async fn start_with(
+    config: ServeConfig,
+    extend: impl FnOnce(&mut prometheus_client::registry::Registry),
+) -> anyhow::Result<Running> {
+    let Built {
+        catalogue,
+        sampling,
+        engine,
+        sources,
+        registry,
+        http,
+        member_info,
+        files,
+    } = build(&config, extend)?;
+    let runtime = sampling.runtime.clone();
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
 
@@ -380,35 +416,35 @@ pub async fn start_with(
         etcd_config_for_this_process(&config.etcd, &runtime.clock),
         &catalogue,
         sampling.clone(),
-        Some(metrics.member_info),
+        Some(member_info),
     ));
-    tasks.extend(prepared.into_iter().map(|p| p.spawn(&sampling)));
+    tasks.extend(sources.samplers.into_iter().map(|p| p.spawn(&sampling)));
 
     let (reloaders, web) = start_reloaders(
         &config,
         &catalogue,
         &engine,
-        metrics.files,
-        (scrape, credentials),
+        files,
+        (sources.scrape, sources.credentials),
         &runtime,
     )
     .await;
 
     let shutdown = CancellationToken::new();
     let state = AppState {
-        holds: main_holds(&config, &shutdown, &metrics.http),
+        holds: main_holds(&config, &shutdown, &http),
         engine: engine.clone(),
-        catalogue: catalogue.clone(),
-        store: store.clone(),
+        catalogue,
+        store: sampling.store.clone(),
         registry,
-        http_metrics: metrics.http,
+        http_metrics: http,
         telemetry_path: config.telemetry_path.clone(),
         started: runtime.clock.now(),
         reloadables: reloaders.reloadables(),
         candidate_path: config.policy_candidate.clone(),
         runtime: runtime.clone(),
     };
-    let servers = start_listeners(
+    let (servers, probe_addr) = start_listeners(
         &config,
         state,
         listener,
@@ -418,7 +454,6 @@ pub async fn start_with(
         &shutdown,
     )
     .await?;
-    let probe_addr = servers.1;
     tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
@@ -432,7 +467,7 @@ pub async fn start_with(
         runtime,
         _watchers: reloaders.watchers,
         tasks,
-        servers: servers.0,
+        servers,
         shutdown,
     })
 }
@@ -472,24 +507,7 @@ async fn start_reloaders(
     runtime: &Runtime,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
-    // Each set of TLS files: re-read on a change, periodically, on SIGHUP
-    // and when a handshake with it is refused.
-    for creds in credentials {
-        let status = match creds.kind() {
-            TlsKind::Etcd => files.etcd_tls.clone(),
-            TlsKind::Backup => files.backup_tls.clone(),
-        };
-        let r =
-            CredentialFiles::reloader(creds.clone(), status.unwrap_or_default(), files.tls.clone());
-        let wake = Some(creds.recheck());
-        reloaders.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
-        reloaders.tls.push(r);
-    }
-    if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
-        let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
-        reloaders.watch("etcd-password-watcher", &r, config, runtime);
-        reloaders.password = Some(r);
-    }
+    reloaders.start_credentials(config, credentials, &files, runtime);
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.
     if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
@@ -516,21 +534,8 @@ async fn start_reloaders(
         }
         None => files.policy.loaded(initial.sha256()),
     }
-    // The candidate: the same reloader on its own file, into the engine's
-    // candidate slot. Its first load is a reload like any other: a broken
-    // candidate is logged, exported and shown, and serving goes on.
-    if let (Some(path), Some((reload, verdicts))) = (&config.policy_candidate, files.candidate) {
-        engine.set_candidate_metrics(verdicts);
-        engine.set_candidate_reload_error(None);
-        let sink = Arc::new(CandidateSink(engine.clone()));
-        let r = Arc::new(Reloader::candidate(
-            path.clone(),
-            catalogue.clone(),
-            sink,
-            reload,
-        ));
-        let first = r.clone();
-        let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
+    if let (Some(path), Some(metrics)) = (&config.policy_candidate, files.candidate) {
+        let r = start_candidate(path, catalogue, engine, metrics).await;
         reloaders.watch("candidate-watcher", &r, config, runtime);
         reloaders.candidate = Some(r);
     }
@@ -547,6 +552,63 @@ async fn start_reloaders(
     };
 
     (reloaders, web)
+}
+
+impl Reloaders {
+    /// Each set of the sources' TLS files and etcd's password file: re-read
+    /// on a change, periodically, on SIGHUP and (TLS) when a handshake with
+    /// it is refused.
+    fn start_credentials(
+        &mut self,
+        config: &ServeConfig,
+        credentials: Vec<Credentials>,
+        files: &FileMetrics,
+        runtime: &Runtime,
+    ) {
+        for creds in credentials {
+            let status = match creds.kind() {
+                TlsKind::Etcd => files.etcd_tls.clone(),
+                TlsKind::Backup => files.backup_tls.clone(),
+            };
+            let r = CredentialFiles::reloader(
+                creds.clone(),
+                status.unwrap_or_default(),
+                files.tls.clone(),
+            );
+            let wake = Some(creds.recheck());
+            self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
+            self.tls.push(r);
+        }
+        if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
+            let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+            self.watch("etcd-password-watcher", &r, config, runtime);
+            self.password = Some(r);
+        }
+    }
+}
+
+/// The candidate policy's reloader: the policy's reloader on its own file,
+/// into the engine's candidate slot, loaded once before it is returned. That
+/// first load is a reload like any other: a broken candidate is logged,
+/// exported and shown, and serving goes on.
+async fn start_candidate(
+    path: &std::path::Path,
+    catalogue: &Arc<Catalogue>,
+    engine: &EngineHandle,
+    (reload, verdicts): (ReloadMetrics, CandidateMetrics),
+) -> Arc<Reloader> {
+    engine.set_candidate_metrics(verdicts);
+    engine.set_candidate_reload_error(None);
+    let sink = Arc::new(CandidateSink(engine.clone()));
+    let r = Arc::new(Reloader::candidate(
+        path.to_path_buf(),
+        catalogue.clone(),
+        sink,
+        reload,
+    ));
+    let first = r.clone();
+    let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
+    r
 }
 
 /// The main listener's socket and the probe listener's, bound before any
