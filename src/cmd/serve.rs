@@ -330,6 +330,37 @@ impl Reloaders {
             &runtime.supervisor,
         ));
     }
+
+    /// Each set of the sources' TLS files and etcd's password file: re-read
+    /// on a change, periodically, on SIGHUP and (TLS) when a handshake with
+    /// it is refused.
+    fn start_credentials(
+        &mut self,
+        config: &ServeConfig,
+        credentials: Vec<Credentials>,
+        files: &FileMetrics,
+        runtime: &Runtime,
+    ) {
+        for creds in credentials {
+            let status = match creds.kind() {
+                TlsKind::Etcd => files.etcd_tls.clone(),
+                TlsKind::Backup => files.backup_tls.clone(),
+            };
+            let r = CredentialFiles::reloader(
+                creds.clone(),
+                status.unwrap_or_default(),
+                files.tls.clone(),
+            );
+            let wake = Some(creds.recheck());
+            self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
+            self.tls.push(r);
+        }
+        if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
+            let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+            self.watch("etcd-password-watcher", &r, config, runtime);
+            self.password = Some(r);
+        }
+    }
 }
 
 /// Everything `serve` builds before any task runs (a bad flag, file or
@@ -552,39 +583,6 @@ async fn start_reloaders(
     };
 
     (reloaders, web)
-}
-
-impl Reloaders {
-    /// Each set of the sources' TLS files and etcd's password file: re-read
-    /// on a change, periodically, on SIGHUP and (TLS) when a handshake with
-    /// it is refused.
-    fn start_credentials(
-        &mut self,
-        config: &ServeConfig,
-        credentials: Vec<Credentials>,
-        files: &FileMetrics,
-        runtime: &Runtime,
-    ) {
-        for creds in credentials {
-            let status = match creds.kind() {
-                TlsKind::Etcd => files.etcd_tls.clone(),
-                TlsKind::Backup => files.backup_tls.clone(),
-            };
-            let r = CredentialFiles::reloader(
-                creds.clone(),
-                status.unwrap_or_default(),
-                files.tls.clone(),
-            );
-            let wake = Some(creds.recheck());
-            self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
-            self.tls.push(r);
-        }
-        if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
-            let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
-            self.watch("etcd-password-watcher", &r, config, runtime);
-            self.password = Some(r);
-        }
-    }
 }
 
 /// The candidate policy's reloader: the policy's reloader on its own file,
