@@ -323,7 +323,7 @@ impl Reloaders {
             wake,
             ..WatchOptions::default()
         };
-        self.watchers.push(crate::reload::spawn_watcher_named(
+        self.watchers.push(crate::reload::spawn_watcher(
             name,
             reloader.clone(),
             opts,

@@ -195,7 +195,8 @@ impl Fixture {
     }
 
     fn watch(&self, opts: WatchOptions) -> WatcherHandle {
-        spawn_watcher(self.reloader.clone(), opts)
+        let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new();
+        spawn_watcher("policy-watcher", self.reloader.clone(), opts, &supervisor)
     }
 
     /// Sample lines of the reload metrics, success timestamp masked.
