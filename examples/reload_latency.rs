@@ -119,7 +119,8 @@ async fn main() -> Result<()> {
                 ReloadMetrics::register(&mut registry),
                 Some(&initial),
             ));
-            let watcher = spawn_watcher(reloader, opts.clone());
+            let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new();
+            let watcher = spawn_watcher("policy-watcher", reloader, opts.clone(), &supervisor);
             (Probe::Sink(rx), Box::new(watcher))
         }
         "http" => {

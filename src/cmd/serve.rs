@@ -5,11 +5,9 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 
-use crate::runtime::clock::Clock;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::Context;
 use prometheus_client::registry::Registry;
@@ -28,6 +26,8 @@ use crate::reload::{
     LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
     WatchOptions, WatcherHandle,
 };
+use crate::runtime::Runtime;
+use crate::runtime::clock::Clock;
 use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::{EtcdConfig, ReadFloor};
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
@@ -95,6 +95,8 @@ pub struct Running {
     pub web_reloader: Option<Arc<WebReloader>>,
     /// The `--config` scrape sources' reloader (it owns their tasks).
     pub scrape_reloader: Option<Arc<ScrapeReloader>>,
+    /// The clock and the supervisor every task of this exporter runs on.
+    pub runtime: Runtime,
     _watchers: Vec<WatcherHandle>,
     tasks: Vec<JoinHandle<()>>,
     servers: Vec<ServerHandle>,
@@ -165,7 +167,7 @@ struct FileMetrics {
 
 fn register_metrics(
     config: &ServeConfig,
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
     extend: impl FnOnce(&mut Registry),
 ) -> (Metrics, Arc<Registry>) {
     let mut registry = Registry::default();
@@ -206,7 +208,7 @@ fn register_metrics(
                 .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Backup)),
         },
     };
-    notifier.supervisor().register(r);
+    runtime.supervisor.register(r);
     crate::metrics::process::register(r);
     extend(r);
     (metrics, Arc::new(registry))
@@ -309,9 +311,9 @@ impl Reloaders {
         name: &str,
         reloader: &Arc<LastGood<L>>,
         config: &ServeConfig,
-        notifier: &RoundNotifier,
+        runtime: &Runtime,
     ) {
-        self.watch_woken(name, reloader, config, notifier, None);
+        self.watch_woken(name, reloader, config, runtime, None);
     }
 
     /// [`Self::watch`], also re-reading when `wake` is notified.
@@ -320,7 +322,7 @@ impl Reloaders {
         name: &str,
         reloader: &Arc<LastGood<L>>,
         config: &ServeConfig,
-        notifier: &RoundNotifier,
+        runtime: &Runtime,
         wake: Option<Arc<tokio::sync::Notify>>,
     ) {
         let opts = WatchOptions {
@@ -328,53 +330,121 @@ impl Reloaders {
             wake,
             ..WatchOptions::default()
         };
-        self.watchers.push(crate::reload::spawn_watcher_named(
+        self.watchers.push(crate::reload::spawn_watcher(
             name,
             reloader.clone(),
             opts,
-            notifier.supervisor(),
+            &runtime.supervisor,
         ));
+    }
+
+    /// Each set of the sources' TLS files and etcd's password file: re-read
+    /// on a change, periodically, on SIGHUP and (TLS) when a handshake with
+    /// it is refused.
+    fn start_credentials(
+        &mut self,
+        config: &ServeConfig,
+        credentials: Vec<Credentials>,
+        files: &FileMetrics,
+        runtime: &Runtime,
+    ) {
+        for creds in credentials {
+            let status = match creds.kind() {
+                TlsKind::Etcd => files.etcd_tls.clone(),
+                TlsKind::Backup => files.backup_tls.clone(),
+            };
+            let r = CredentialFiles::reloader(
+                creds.clone(),
+                status.unwrap_or_default(),
+                files.tls.clone(),
+            );
+            let wake = Some(creds.recheck());
+            self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
+            self.tls.push(r);
+        }
+        if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
+            let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+            self.watch("etcd-password-watcher", &r, config, runtime);
+            self.password = Some(r);
+        }
     }
 }
 
-/// [`start`] with a hook to register extra metric families. Reads top to
-/// bottom as the data flows: catalogue and policy, metrics, engine and
-/// sources, reloaders, listeners.
-pub async fn start_with(
-    config: ServeConfig,
-    extend: impl FnOnce(&mut prometheus_client::registry::Registry),
-) -> anyhow::Result<Running> {
-    let catalogue = Arc::new(catalogue_for(&config)?);
+/// Everything `serve` builds before any task runs (a bad flag, file or
+/// policy fails here): the catalogue, the samplers' shared parts (store,
+/// notifier, runtime), the engine, the sources prepared from their specs,
+/// and the metric families not yet handed to their owner.
+struct Built {
+    catalogue: Arc<Catalogue>,
+    sampling: Sampling,
+    engine: EngineHandle,
+    sources: PreparedSources,
+    registry: Arc<Registry>,
+    http: HttpMetrics,
+    member_info: MemberInfo,
+    files: FileMetrics,
+}
+
+/// Catalogue and policy, the one runtime, metrics, the engine, the sources.
+fn build(config: &ServeConfig, extend: impl FnOnce(&mut Registry)) -> anyhow::Result<Built> {
+    let catalogue = Arc::new(catalogue_for(config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     config.etcd.read_floor.follow(&policy);
     let store = Arc::new(SignalStore::new(&catalogue));
-    // The one clock, read here and nowhere below (crate::runtime::clock).
-    let clock = Clock::node();
+    // The one clock, read here and nowhere below (crate::runtime::clock),
+    // and the one supervisor: every task is handed this runtime.
+    let runtime = Runtime::new(Clock::node());
     let notifier = RoundNotifier::new();
-    let (mut metrics, registry) = register_metrics(&config, &notifier, extend);
+    let (mut metrics, registry) = register_metrics(config, &runtime, extend);
     let sampling = Sampling {
         store: store.clone(),
         notifier: notifier.clone(),
         metrics: metrics.sources.clone(),
-        clock: clock.clone(),
+        runtime: runtime.clone(),
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
-    let PreparedSources {
-        samplers: prepared,
-        scrape,
-        credentials,
-    } = prepare_sources(&config, &catalogue, &sampling, status)?;
+    let sources = prepare_sources(config, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
-        store.clone(),
-        notifier.clone(),
+        store,
+        notifier,
         metrics.engine,
-        timing(&config),
-        clock.clone(),
+        timing(config),
+        runtime,
     );
+    Ok(Built {
+        catalogue,
+        sampling,
+        engine,
+        sources,
+        registry,
+        http: metrics.http,
+        member_info: metrics.member_info,
+        files: metrics.files,
+    })
+}
+
+/// [`start`] with a hook to register extra metric families. Reads top to
+/// bottom as the data flows: everything [`build`] makes, the listeners'
+/// sockets, engine and sources running, reloaders, listeners serving.
+pub async fn start_with(
+    config: ServeConfig,
+    extend: impl FnOnce(&mut prometheus_client::registry::Registry),
+) -> anyhow::Result<Running> {
+    let Built {
+        catalogue,
+        sampling,
+        engine,
+        sources,
+        registry,
+        http,
+        member_info,
+        files,
+    } = build(&config, extend)?;
+    let runtime = sampling.runtime.clone();
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
 
@@ -382,47 +452,47 @@ pub async fn start_with(
     // is logged, counted and the task is built again from its spec.
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd, &clock),
+        etcd_config_for_this_process(&config.etcd, &runtime.clock),
         &catalogue,
         sampling.clone(),
-        Some(metrics.member_info),
+        Some(member_info),
     ));
-    tasks.extend(prepared.into_iter().map(|p| p.spawn(&sampling)));
+    tasks.extend(sources.samplers.into_iter().map(|p| p.spawn(&sampling)));
 
     let (reloaders, web) = start_reloaders(
         &config,
         &catalogue,
         &engine,
-        metrics.files,
-        (scrape, credentials),
-        &notifier,
+        files,
+        (sources.scrape, sources.credentials),
+        &runtime,
     )
     .await;
 
     let shutdown = CancellationToken::new();
     let state = AppState {
-        holds: main_holds(&config, &shutdown, &metrics.http),
+        holds: main_holds(&config, &shutdown, &http),
         engine: engine.clone(),
-        catalogue: catalogue.clone(),
-        store: store.clone(),
+        catalogue,
+        store: sampling.store.clone(),
         registry,
-        http_metrics: metrics.http,
+        http_metrics: http,
         telemetry_path: config.telemetry_path.clone(),
-        started: Instant::now(),
+        started: runtime.clock.now(),
         reloadables: reloaders.reloadables(),
         candidate_path: config.policy_candidate.clone(),
+        runtime: runtime.clone(),
     };
-    let servers = start_listeners(
+    let (servers, probe_addr) = start_listeners(
         &config,
         state,
         listener,
         probe_listener,
         web.as_ref(),
-        &notifier,
+        &runtime,
         &shutdown,
     )
     .await?;
-    let probe_addr = servers.1;
     tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
     Ok(Running {
         addr,
@@ -433,9 +503,10 @@ pub async fn start_with(
         web,
         web_reloader: reloaders.web,
         scrape_reloader: reloaders.scrape,
+        runtime,
         _watchers: reloaders.watchers,
         tasks,
-        servers: servers.0,
+        servers,
         shutdown,
     })
 }
@@ -472,32 +543,15 @@ async fn start_reloaders(
     engine: &EngineHandle,
     files: FileMetrics,
     (scrape, credentials): (Option<PreparedSet>, Vec<Credentials>),
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
-    // Each set of TLS files: re-read on a change, periodically, on SIGHUP
-    // and when a handshake with it is refused.
-    for creds in credentials {
-        let status = match creds.kind() {
-            TlsKind::Etcd => files.etcd_tls.clone(),
-            TlsKind::Backup => files.backup_tls.clone(),
-        };
-        let r =
-            CredentialFiles::reloader(creds.clone(), status.unwrap_or_default(), files.tls.clone());
-        let wake = Some(creds.recheck());
-        reloaders.watch_woken(creds.kind().watcher(), &r, config, notifier, wake);
-        reloaders.tls.push(r);
-    }
-    if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
-        let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
-        reloaders.watch("etcd-password-watcher", &r, config, notifier);
-        reloaders.password = Some(r);
-    }
+    reloaders.start_credentials(config, credentials, &files, runtime);
     // The scrape sources run under their reloader, which restarts those a
     // changed --config changes.
     if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
         let r = prepared.start().reloader(path.clone(), sha.clone());
-        reloaders.watch("scrape-config-watcher", &r, config, notifier);
+        reloaders.watch("scrape-config-watcher", &r, config, runtime);
         reloaders.scrape = Some(r);
     }
     // The policy in force came from --policy: watch it (ConfigMap-safe),
@@ -517,27 +571,14 @@ async fn start_reloaders(
                 files.policy,
                 Some(&initial),
             ));
-            reloaders.watch("policy-watcher", &r, config, notifier);
+            reloaders.watch("policy-watcher", &r, config, runtime);
             reloaders.policy = Some(r);
         }
         None => files.policy.loaded(initial.sha256()),
     }
-    // The candidate: the same reloader on its own file, into the engine's
-    // candidate slot. Its first load is a reload like any other: a broken
-    // candidate is logged, exported and shown, and serving goes on.
-    if let (Some(path), Some((reload, verdicts))) = (&config.policy_candidate, files.candidate) {
-        engine.set_candidate_metrics(verdicts);
-        engine.set_candidate_reload_error(None);
-        let sink = Arc::new(CandidateSink(engine.clone()));
-        let r = Arc::new(Reloader::candidate(
-            path.clone(),
-            catalogue.clone(),
-            sink,
-            reload,
-        ));
-        let first = r.clone();
-        let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
-        reloaders.watch("candidate-watcher", &r, config, notifier);
+    if let (Some(path), Some(metrics)) = (&config.policy_candidate, files.candidate) {
+        let r = start_candidate(path, catalogue, engine, metrics).await;
+        reloaders.watch("candidate-watcher", &r, config, runtime);
         reloaders.candidate = Some(r);
     }
     let web = match (config.web.config.clone(), files.web) {
@@ -545,7 +586,7 @@ async fn start_reloaders(
             tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
             let web = WebState::new(c, m);
             let r = WebFile::reloader(web.clone());
-            reloaders.watch("web-config-watcher", &r, config, notifier);
+            reloaders.watch("web-config-watcher", &r, config, runtime);
             reloaders.web = Some(r);
             Some(web)
         }
@@ -553,6 +594,30 @@ async fn start_reloaders(
     };
 
     (reloaders, web)
+}
+
+/// The candidate policy's reloader: the policy's reloader on its own file,
+/// into the engine's candidate slot, loaded once before it is returned. That
+/// first load is a reload like any other: a broken candidate is logged,
+/// exported and shown, and serving goes on.
+async fn start_candidate(
+    path: &std::path::Path,
+    catalogue: &Arc<Catalogue>,
+    engine: &EngineHandle,
+    (reload, verdicts): (ReloadMetrics, CandidateMetrics),
+) -> Arc<Reloader> {
+    engine.set_candidate_metrics(verdicts);
+    engine.set_candidate_reload_error(None);
+    let sink = Arc::new(CandidateSink(engine.clone()));
+    let r = Arc::new(Reloader::candidate(
+        path.to_path_buf(),
+        catalogue.clone(),
+        sink,
+        reload,
+    ));
+    let first = r.clone();
+    let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
+    r
 }
 
 /// The main listener's socket and the probe listener's, bound before any
@@ -582,7 +647,7 @@ async fn start_listeners(
     listener: TcpListener,
     probe_listener: Option<TcpListener>,
     web: Option<&Arc<WebState>>,
-    notifier: &RoundNotifier,
+    runtime: &Runtime,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Vec<ServerHandle>, Option<SocketAddr>)> {
     let lifecycle = Lifecycle {
@@ -605,7 +670,7 @@ async fn start_listeners(
         listener,
         main_router,
         transport,
-        notifier.supervisor(),
+        &runtime.supervisor,
         shutdown.clone(),
     )?);
     // The probe listener: plain HTTP, probes only, a small cap of its own
@@ -632,7 +697,7 @@ async fn start_listeners(
             pl,
             probe_app(AppState { holds, ..state }),
             Transport::Plain,
-            notifier.supervisor(),
+            &runtime.supervisor,
             shutdown.clone(),
         )?);
     }

@@ -147,6 +147,12 @@ impl EngineMetrics {
         now: Instant,
     ) {
         self.ready.set(i64::from(verdict.ready));
+        self.update_checks(verdict);
+        self.update_signals(store, catalogue, now);
+    }
+
+    /// The checks' gauges; those of a check no longer in the policy removed.
+    fn update_checks(&self, verdict: &Verdict) {
         let mut exported = self.exported_checks.locked();
         // Between reloads the checks are the same, in the same order: the
         // gauges of a check whose state did not change keep their values,
@@ -195,6 +201,11 @@ impl EngineMetrics {
                     .set(i64::from(c.state == s));
             }
         }
+    }
+
+    /// Each enabled signal's value (absent while unknown), whether it is
+    /// known, and the age of its last good sample.
+    fn update_signals(&self, store: &SignalStore, catalogue: &Catalogue, now: Instant) {
         for info in store.snapshot(now) {
             if !catalogue.is_enabled(info.id) {
                 continue;

@@ -7,7 +7,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::runtime::Runtime;
 use crate::runtime::clock::{Clock, NodeTime};
+use crate::runtime::supervise::Supervisor;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use etcd_readiness_policy::sync::TolerantLock;
@@ -77,6 +79,8 @@ struct EvalState {
 struct Shared {
     /// The one clock: the engine reads no other, and no `/proc`.
     clock: Clock,
+    /// What the loop runs under (the task `engine`).
+    supervisor: Supervisor,
     catalogue: Arc<Catalogue>,
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
@@ -122,8 +126,9 @@ impl EngineHandle {
         notifier: RoundNotifier,
         metrics: EngineMetrics,
         timing: Timing,
-        clock: Clock,
+        runtime: Runtime,
     ) -> Self {
+        let Runtime { clock, supervisor } = runtime;
         let NodeTime { now, wall, .. } = clock.read();
         // The verdict is `starting` until etcd's first round (see
         // `evaluate`); `/livez` fails if that round never comes.
@@ -147,6 +152,7 @@ impl EngineHandle {
                 candidate: None,
             }),
             clock,
+            supervisor,
             catalogue,
             store,
             notifier,
@@ -171,8 +177,7 @@ impl EngineHandle {
     /// evaluator's state survives it, see [`EngineHandle::evaluate_now`]).
     pub fn spawn(&self) -> JoinHandle<()> {
         let me = self.clone();
-        let supervisor = self.shared.notifier.supervisor().clone();
-        supervisor.spawn("engine", move || {
+        self.shared.supervisor.spawn("engine", move || {
             let me = me.clone();
             async move {
                 loop {
@@ -483,8 +488,17 @@ pub fn answers_may_differ(prev: &Verdict, next: &Verdict) -> bool {
 /// can be named so: check names are identifiers).
 const READINESS_LANE: &str = "(readiness)";
 
+/// Log and count what changed since the last evaluation: the lines the rate
+/// limit held back, each check's new state, readiness.
 fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetrics, now: Instant) {
-    for s in st.transition_log.flush(now) {
+    log_suppressed(&mut st.transition_log, now);
+    log_check_transitions(st, verdict, metrics, now);
+    log_readiness(st, verdict, metrics, now);
+}
+
+/// One line per lane whose window is over, saying how many were not logged.
+fn log_suppressed(log: &mut loglimit::TransitionLog, now: Instant) {
+    for s in log.flush(now) {
         if s.lane == READINESS_LANE {
             tracing::info!(
                 suppressed = s.count,
@@ -497,6 +511,16 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             tracing::info!(check = %s.lane, suppressed = s.count, "{}: {} more transitions not logged in the last {}s (at most {} lines a second)", s.lane, s.count, loglimit::WINDOW.as_secs(), loglimit::LINES_PER_WINDOW);
         }
     }
+}
+
+/// Each check whose state changed (counted), or whose first state is not
+/// passing; then remember the states for the next evaluation.
+fn log_check_transitions(
+    st: &mut EvalState,
+    verdict: &Verdict,
+    metrics: &EngineMetrics,
+    now: Instant,
+) {
     for (i, c) in verdict.checks.iter().enumerate() {
         // The checks keep their order between reloads: try the same position
         // first, so this stays linear in the number of checks.
@@ -552,6 +576,11 @@ fn log_transitions(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetric
             .map(|c| (c.name.clone(), c.state))
             .collect();
     }
+}
+
+/// A readiness flip (counted; the first readiness is logged, not counted),
+/// naming the failing checks when the member turns not ready.
+fn log_readiness(st: &mut EvalState, verdict: &Verdict, metrics: &EngineMetrics, now: Instant) {
     if st.last_ready != Some(verdict.ready) {
         if st.last_ready.is_some() {
             metrics.readiness_transition();
@@ -603,7 +632,7 @@ mod tests {
                 sample_interval: Duration::from_secs(1),
                 sample_timeout: Duration::from_millis(500),
             },
-            clock,
+            Runtime::new(clock),
         );
         (h, registry)
     }

@@ -24,6 +24,7 @@
 //! once with the current verdict), or its client going away. Each end is
 //! counted ([`LongPollMetrics`]).
 
+use etcd_readiness_policy::sync::TolerantLock;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
@@ -271,7 +272,7 @@ impl Holds {
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+        self.memory.locked()
     }
 
     /// Hold the request `key`, which would answer `ready` now? A [`Held`]

@@ -16,6 +16,7 @@ mod readyz_json;
 pub mod server;
 pub mod views;
 
+use etcd_readiness_policy::sync::TolerantLock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,7 @@ use prometheus_client::registry::Registry;
 
 use crate::engine::EngineHandle;
 use crate::metrics::Format;
+use crate::runtime::Runtime;
 use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 pub use metrics::{ConnectionMetrics, HttpMetrics};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
@@ -53,6 +55,9 @@ pub struct AppState {
     pub candidate_path: Option<std::path::PathBuf>,
     /// This listener's long polls (`/readyz?wait=`): each listener has its own.
     pub holds: Arc<longpoll::Holds>,
+    /// The clock the handlers read and the supervisor whose tasks `/livez`
+    /// reports: the engine's and the sources' own.
+    pub runtime: Runtime,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -91,7 +96,7 @@ impl ReloadFlight {
     {
         use std::sync::atomic::Ordering::Relaxed;
         let mut rx = {
-            let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slot = self.in_flight.locked();
             match &*slot {
                 Some(rx) => {
                     self.joined.fetch_add(1, Relaxed);
@@ -130,7 +135,7 @@ impl ReloadFlight {
     }
 
     fn end(&self, tx: &tokio::sync::watch::Sender<Option<ReloadAnswer>>) {
-        let mut slot = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.in_flight.locked();
         if slot
             .as_ref()
             .is_some_and(|rx| rx.same_channel(&tx.subscribe()))
@@ -544,14 +549,13 @@ fn candidate_readyz(s: &AppState, one: Option<&str>, q: &ReadyzQuery) -> Rendere
 /// The exporter's own loops are alive ([`livez::render`]).
 async fn livez(State(s): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let q = ReadyzQuery::parse(q.as_deref(), false);
-    let notifier = s.engine.notifier();
     let input = livez::LivezInput {
-        now: Instant::now(),
+        now: s.runtime.clock.now(),
         started: s.started,
         verdict_at: s.engine.verdict().at,
         timing: s.engine.timing(),
-        rounds: &notifier.rounds(),
-        tasks: &notifier.supervisor().tasks(),
+        rounds: &s.engine.notifier().rounds(),
+        tasks: &s.runtime.supervisor.tasks(),
     };
     rendered(livez::render(&input, q.verbose))
 }
@@ -565,7 +569,7 @@ async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn signals(State(s): State<AppState>) -> Response {
-    let snapshot = s.store.snapshot(Instant::now());
+    let snapshot = s.store.snapshot(s.runtime.clock.now());
     let out: Vec<views::SignalView> = snapshot
         .iter()
         .filter(|i| s.catalogue.is_enabled(i.id))

@@ -18,6 +18,7 @@
 //! the accept loop as a supervised task (`http:NAME`), restarted like every
 //! other long-running task should it panic.
 
+use etcd_readiness_policy::sync::TolerantLock;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -31,6 +32,7 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
@@ -186,7 +188,7 @@ impl Connections {
     }
 
     fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.open.locked().len()
     }
 
     fn register(&self) -> (u64, Arc<ConnState>) {
@@ -201,25 +203,19 @@ impl Connections {
             closed: Notify::new(),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, state.clone());
+        self.open.locked().insert(id, state.clone());
         (id, state)
     }
 
     fn remove(&self, id: u64) {
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
+        self.open.locked().remove(&id);
     }
 
     /// Close the connection that made progress longest ago among those with
     /// no request in flight (slowloris heads never progress, so they go
     /// first). None when every connection is busy answering.
     fn evict_one(&self) -> Option<Arc<ConnState>> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.open.locked();
         let victim = open
             .iter()
             .filter(|(_, s)| s.in_flight.load(Ordering::Acquire) == 0)
@@ -534,46 +530,63 @@ impl Server {
             });
             let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(conn);
-            let mut draining = false;
-            loop {
-                let deadline = conns.at(state.deadline(&limits));
-                // `biased`, the connection first: the graceful shutdown must
-                // find the connection already polled. Until hyper-util's
-                // auto builder has read the first bytes it is still telling
-                // HTTP/1 from h2c, and a graceful shutdown then ends it at
-                // once, dropping a request that had arrived before the stop
-                // (and a half-sent head is closed without waiting for the
-                // shutdown deadline). Polled first, what the socket holds
-                // is read: a whole request is answered, a partial head
-                // waits, only a connection that sent nothing closes at once.
-                tokio::select! {
-                    biased;
-                    res = conn.as_mut() => {
-                        if let Err(e) = res {
-                            tracing::debug!(error = %e, "connection ended with an error");
-                        }
-                        break;
-                    }
-                    _ = state.close.notified() => break,
-                    _ = graceful.cancelled(), if !draining => {
-                        draining = true;
-                        conn.as_mut().graceful_shutdown();
-                    }
-                    _ = tokio::time::sleep_until(deadline) => {
-                        let now = conns.now();
-                        if state.in_flight.load(Ordering::Acquire) == 0
-                            && state.deadline(&limits) <= now
-                        {
-                            metrics.timed_out(state.phase());
-                            break;
-                        }
-                        if state.in_flight.load(Ordering::Acquire) > 0 {
-                            // Look again one timeout from now; the end of the
-                            // request moves the deadline anyway.
-                            state.last_progress.store(now, Ordering::Release);
-                            state.head_started.store(0, Ordering::Release);
-                        }
-                    }
+            drive(conn, &state, &conns, limits, &metrics, &graceful).await;
+        }
+    }
+}
+
+/// Poll the connection `conn` until it ends, is closed (evicted), or its
+/// deadline passes with no request in flight; on `graceful`, start its
+/// graceful shutdown (once) and go on polling it.
+async fn drive<C>(
+    mut conn: Pin<&mut C>,
+    state: &ConnState,
+    conns: &Connections,
+    limits: Limits,
+    metrics: &ConnectionMetrics,
+    graceful: &CancellationToken,
+) where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    let mut draining = false;
+    loop {
+        let deadline = conns.at(state.deadline(&limits));
+        // `biased`, the connection first: the graceful shutdown must
+        // find the connection already polled. Until hyper-util's
+        // auto builder has read the first bytes it is still telling
+        // HTTP/1 from h2c, and a graceful shutdown then ends it at
+        // once, dropping a request that had arrived before the stop
+        // (and a half-sent head is closed without waiting for the
+        // shutdown deadline). Polled first, what the socket holds
+        // is read: a whole request is answered, a partial head
+        // waits, only a connection that sent nothing closes at once.
+        tokio::select! {
+            biased;
+            res = conn.as_mut() => {
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            _ = state.close.notified() => break,
+            _ = graceful.cancelled(), if !draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = conns.now();
+                if state.in_flight.load(Ordering::Acquire) == 0
+                    && state.deadline(&limits) <= now
+                {
+                    metrics.timed_out(state.phase());
+                    break;
+                }
+                if state.in_flight.load(Ordering::Acquire) > 0 {
+                    // Look again one timeout from now; the end of the
+                    // request moves the deadline anyway.
+                    state.last_progress.store(now, Ordering::Release);
+                    state.head_started.store(0, Ordering::Release);
                 }
             }
         }
@@ -645,49 +658,9 @@ impl Server {
                         return;
                     }
                 };
-                let res = rt.block_on(async move {
-                    // The accept loop holds the only other strong reference
-                    // while it runs, so the socket closes as soon as it
-                    // stops accepting (new connections are refused, not
-                    // left in the backlog during the drain).
-                    let listener = Arc::new(TcpListener::from_std(listener)?);
-                    let weak = Arc::downgrade(&listener);
-                    let grace = self.limits.shutdown_timeout;
-                    let server = Arc::new(self);
-                    let (done_tx, mut done_rx) = mpsc::channel::<io::Result<()>>(1);
-                    let stop = shutdown.clone();
-                    let accept = supervisor.spawn(task, move || {
-                        let (server, listener, router, transport, stop, done) = (
-                            server.clone(),
-                            weak.upgrade(),
-                            router.clone(),
-                            transport.clone(),
-                            stop.clone(),
-                            done_tx.clone(),
-                        );
-                        async move {
-                            // Gone only after the shutdown: nothing to serve.
-                            if let Some(listener) = listener {
-                                let r = server.serve(listener, router, &transport, stop).await;
-                                let _ = done.send(r).await;
-                            }
-                            // Returning would count as a failure and restart.
-                            std::future::pending::<()>().await
-                        }
-                    });
-                    let _ = started_tx.send(());
-                    shutdown.cancelled().await;
-                    drop(listener);
-                    // The loop drains within `grace`; a loop caught in its
-                    // restart backoff is not waited for much longer.
-                    let r = tokio::time::timeout(grace + Duration::from_secs(2), done_rx.recv())
-                        .await
-                        .ok()
-                        .flatten()
-                        .unwrap_or(Ok(()));
-                    accept.abort();
-                    r
-                });
+                let app = (router, transport);
+                let accepting = (supervisor, task, started_tx);
+                let res = rt.block_on(self.run_supervised(listener, app, accepting, shutdown));
                 // Connection tasks were all closed by `serve`; nothing to wait for.
                 rt.shutdown_background();
                 let _ = tx.send(res);
@@ -696,6 +669,58 @@ impl Server {
             done,
             started: Some(started),
         })
+    }
+
+    /// On the server's own runtime: run [`Server::serve`] as the task `task`
+    /// of `supervisor` (say so on `started`), and after `shutdown` wait for
+    /// it to drain, at most a little longer than the shutdown timeout.
+    async fn run_supervised(
+        self,
+        listener: std::net::TcpListener,
+        (router, transport): (Router, Transport),
+        (supervisor, task, started): (Supervisor, String, tokio::sync::oneshot::Sender<()>),
+        shutdown: CancellationToken,
+    ) -> io::Result<()> {
+        // The accept loop holds the only other strong reference while it
+        // runs, so the socket closes as soon as it stops accepting (new
+        // connections are refused, not left in the backlog during the drain).
+        let listener = Arc::new(TcpListener::from_std(listener)?);
+        let weak = Arc::downgrade(&listener);
+        let grace = self.limits.shutdown_timeout;
+        let server = Arc::new(self);
+        let (done_tx, mut done_rx) = mpsc::channel::<io::Result<()>>(1);
+        let stop = shutdown.clone();
+        let accept = supervisor.spawn(task, move || {
+            let (server, listener, router, transport, stop, done) = (
+                server.clone(),
+                weak.upgrade(),
+                router.clone(),
+                transport.clone(),
+                stop.clone(),
+                done_tx.clone(),
+            );
+            async move {
+                // Gone only after the shutdown: nothing to serve.
+                if let Some(listener) = listener {
+                    let r = server.serve(listener, router, &transport, stop).await;
+                    let _ = done.send(r).await;
+                }
+                // Returning would count as a failure and restart.
+                std::future::pending::<()>().await
+            }
+        });
+        let _ = started.send(());
+        shutdown.cancelled().await;
+        drop(listener);
+        // The loop drains within `grace`; a loop caught in its restart
+        // backoff is not waited for much longer.
+        let r = tokio::time::timeout(grace + Duration::from_secs(2), done_rx.recv())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(Ok(()));
+        accept.abort();
+        r
     }
 }
 

@@ -37,9 +37,7 @@ use sha2::{Digest, Sha256};
 pub use http::{FileReport, ReloadFailure, Reloadable, Reloadables, Report, reload_handler};
 pub use metrics::ReloadMetrics;
 pub use policy::{PolicyFile, PolicySink, load, read_policy_file};
-pub use watch::{
-    WatchOptions, WatcherHandle, spawn_watcher, spawn_watcher_named, spawn_watcher_supervised,
-};
+pub use watch::{WatchOptions, WatcherHandle, spawn_watcher};
 
 pub use crate::metrics::reload_status::ReloadStatus;
 use crate::outside::blocking::{DeadlineError, run_with_deadline};

@@ -84,30 +84,15 @@ impl Drop for WatcherHandle {
     }
 }
 
-/// Start the watcher for `reloader`'s files. Must be called within a tokio
-/// runtime. Never fails: a watch or signal handler that cannot be set up is
-/// logged and the remaining triggers still work (a failed watch is retried at
-/// every periodic re-read). The watcher runs supervised by a supervisor of
-/// its own; use [`spawn_watcher_supervised`] to report to the exporter's.
-pub fn spawn_watcher<L: Load>(reloader: Arc<LastGood<L>>, opts: WatchOptions) -> WatcherHandle {
-    spawn_watcher_supervised(reloader, opts, &Supervisor::new())
-}
-
-/// [`spawn_watcher`] as the task `policy-watcher` of `supervisor`: if the
+/// Start the watcher for `reloader`'s files as the task `name` of
+/// `supervisor` (the runtime's: `policy-watcher`, `candidate-watcher`,
+/// `web-config-watcher`, `scrape-config-watcher`, …: the same loop on each
+/// file). Must be called within a tokio runtime. Never fails: a watch or
+/// signal handler that cannot be set up is logged and the remaining triggers
+/// still work (a failed watch is retried at every periodic re-read). If the
 /// watcher loop panics, it is logged, counted and started again (with a
 /// fresh inotify watch and SIGHUP handler) after a backoff.
-pub fn spawn_watcher_supervised<L: Load>(
-    reloader: Arc<LastGood<L>>,
-    opts: WatchOptions,
-    supervisor: &Supervisor,
-) -> WatcherHandle {
-    spawn_watcher_named("policy-watcher", reloader, opts, supervisor)
-}
-
-/// [`spawn_watcher_supervised`] as the task `name`: the candidate policy's
-/// watcher is `candidate-watcher`, the web config's `web-config-watcher`,
-/// the scrape config's `scrape-config-watcher`: the same loop on each file.
-pub fn spawn_watcher_named<L: Load>(
+pub fn spawn_watcher<L: Load>(
     name: &str,
     reloader: Arc<LastGood<L>>,
     opts: WatchOptions,

@@ -2,8 +2,9 @@
 //! gRPC, and its own metrics endpoint), the backup sidecar, the DNS owner record, generic Prometheus endpoints — into
 //! the signal store.
 //! Each source but etcd implements [`Sampler`]; [`spawn`] runs one sampler on
-//! its own supervised tokio task at its interval (a panic restarts it with a
-//! fresh sampler, see [`crate::runtime::supervise`]), records how long each round took
+//! its own tokio task at its interval, under the supervisor of the
+//! [`Sampling`]'s [`Runtime`] (a panic restarts it with a fresh sampler, see
+//! [`crate::runtime::supervise`]), records how long each round took
 //! and why it failed, and tells the engine (through a [`RoundNotifier`]) that
 //! new samples are in the store. The etcd source runs its own loops
 //! ([`etcd::spawn`]: a connection watch, Status and the reads at their own
@@ -34,8 +35,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
-use crate::runtime::supervise::Supervisor;
 use etcd_readiness_policy::signals::{SignalId, SignalStore, Source};
 use etcd_readiness_policy::sync::TolerantLock;
 
@@ -207,25 +208,19 @@ impl Rounds {
 
 /// Shared between the samplers and the engine: wakes the engine after each
 /// round and remembers when each source last finished one (for `/livez` and
-/// for the engine's "starting" state). It also carries the [`Supervisor`] of
-/// the exporter's tasks, whose restarts `/livez?verbose` shows.
+/// for the engine's "starting" state). Round notification only: the
+/// supervisor and the clock are the [`Runtime`]'s, handed to each task.
 #[derive(Clone, Debug, Default)]
 pub struct RoundNotifier {
     notify: Arc<Notify>,
     rounds: Arc<Mutex<HashMap<String, RoundInfo>>>,
     /// Per source: a round asked for before its turn ([`Self::request_round`]).
     requests: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
-    supervisor: Supervisor,
 }
 
 impl RoundNotifier {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The supervisor of the samplers, the engine and the policy watcher.
-    pub fn supervisor(&self) -> &Supervisor {
-        &self.supervisor
     }
 
     /// Say that `source` will finish a round every `interval`, each within
@@ -323,7 +318,8 @@ pub struct Sampling {
     pub store: Arc<SignalStore>,
     pub notifier: RoundNotifier,
     pub metrics: SourceMetrics,
-    pub clock: Clock,
+    /// The clock a sampler reads and the supervisor its task runs under.
+    pub runtime: Runtime,
 }
 
 /// A sampler built from its spec and not yet running. [`prepare`] builds
@@ -369,7 +365,7 @@ where
         .notifier
         .expect(&first.source(), first.interval(), first.timeout());
     let mut first = Some(first);
-    let supervisor = sampling.notifier.supervisor().clone();
+    let supervisor = sampling.runtime.supervisor.clone();
     let task = format!("sampler:{label}");
     supervisor.spawn(task, move || {
         let sampler = first.take().map_or_else(&mut remake, Ok);
@@ -389,7 +385,7 @@ async fn run<S: Sampler>(mut sampler: S, sampling: Sampling) {
         store,
         notifier,
         metrics,
-        clock,
+        runtime: Runtime { clock, .. },
     } = sampling;
     let source = sampler.source();
     let label = source.label();

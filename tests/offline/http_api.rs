@@ -15,6 +15,8 @@ use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::http::HttpMetrics;
 use etcd_readiness_exporter::http::longpoll::Holds;
 use etcd_readiness_exporter::http::{AppState, app};
+use etcd_readiness_exporter::runtime::Runtime;
+use etcd_readiness_exporter::runtime::clock::Clock;
 use etcd_readiness_exporter::sources::RoundNotifier;
 use etcd_readiness_policy::policy::Policy;
 use etcd_readiness_policy::signals::{Catalogue, SignalStore};
@@ -118,6 +120,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
     let engine_metrics = EngineMetrics::register(&mut registry);
     let http_metrics = HttpMetrics::register(&mut registry);
     let registry = Arc::new(registry);
+    let runtime = Runtime::new(Clock::node());
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),
@@ -125,7 +128,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         RoundNotifier::new(),
         engine_metrics,
         timing,
-        etcd_readiness_exporter::runtime::clock::Clock::node(),
+        runtime.clone(),
     );
     let holds = Holds::new(
         "main",
@@ -141,9 +144,10 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         registry,
         http_metrics,
         telemetry_path: "/metrics".to_string(),
-        started: Instant::now(),
+        started: runtime.clock.now(),
         reloadables: Default::default(),
         candidate_path: None,
+        runtime,
     };
     (st, engine)
 }

@@ -150,7 +150,9 @@ fn healthy_engine(policy: &Arc<Policy>, catalogue: &Arc<Catalogue>) -> EngineHan
             sample_interval: Duration::from_secs(1),
             sample_timeout: Duration::from_millis(500),
         },
-        etcd_readiness_exporter::runtime::clock::Clock::node(),
+        etcd_readiness_exporter::runtime::Runtime::new(
+            etcd_readiness_exporter::runtime::clock::Clock::node(),
+        ),
     );
     engine.evaluate_now();
     engine
@@ -193,7 +195,8 @@ impl Fixture {
     }
 
     fn watch(&self, opts: WatchOptions) -> WatcherHandle {
-        spawn_watcher(self.reloader.clone(), opts)
+        let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new();
+        spawn_watcher("policy-watcher", self.reloader.clone(), opts, &supervisor)
     }
 
     /// Sample lines of the reload metrics, success timestamp masked.

@@ -1,142 +1,24 @@
-//! No client can starve, wedge or outlast the HTTP server (issue 10): real TCP
+//! No client can starve, wedge or outlast the HTTP server: real TCP
 //! connections from this process to a real exporter (the binary as a child
 //! process, or the serve pipeline in-process) sampling a real etcd. Idle
 //! floods under a lowered `RLIMIT_NOFILE`, slowloris heads, SIGTERM with a
 //! half-sent request, h2c stream floods, and 60 KB of echoed input. Every wait
 //! has a deadline; no assertion is on speed.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
-use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::wait::poll;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::{Exporter, metric_value};
+use etcd_readiness_testkit::exporter::{ChildExporter, Exporter, expect_metric};
 
+const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
 const READY: Duration = Duration::from_secs(30);
 /// A bound on waiting for an answer, not a performance figure.
 const ANSWER: Duration = Duration::from_secs(5);
-
-/// The exporter binary as a child process (optionally under `prlimit`),
-/// killed on drop.
-struct ChildExporter {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl ChildExporter {
-    fn spawn(endpoint: &str, nofile: Option<u64>, extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("exporter.log");
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
-        let bin = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
-        let mut cmd = match nofile {
-            // prlimit sets the limits and execs the command: same pid.
-            Some(n) => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let out = std::fs::File::create(&log).unwrap();
-        cmd.arg("serve")
-            .args(["--etcd.endpoint", endpoint])
-            .args(["--web.listen-address", &addr.to_string()])
-            .args(["--sample.interval", "250ms", "--sample.timeout", "250ms"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out);
-        let child = cmd.spawn().expect("prlimit and the exporter binary");
-        ChildExporter {
-            child,
-            addr,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-
-    /// GET within [`ANSWER`]; None when it did not answer (or the connect failed).
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        get_within_answer(self.addr, path).await
-    }
-
-    async fn wait_ready(&mut self) {
-        let (addr, child, log) = (self.addr, &mut self.child, &self.log);
-        let ready = poll(READY, Duration::from_millis(100), || {
-            let exited = child.try_wait().unwrap();
-            assert!(
-                exited.is_none(),
-                "exporter exited:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            async move {
-                match get_within_answer(addr, "/readyz").await {
-                    Some((200, _)) => Ok(()),
-                    _ => Err(()),
-                }
-            }
-        })
-        .await;
-        if ready.is_err() {
-            panic!("not ready within {READY:?}:\n{}", self.log());
-        }
-    }
-
-    async fn metric(&self, series: &str) -> f64 {
-        let (status, body) = self.get("/metrics").await.expect("/metrics answers");
-        assert_eq!(status, 200);
-        metric(&body, series)
-    }
-}
-
-/// GET `path` from `addr` within [`ANSWER`]; None when it did not answer
-/// (or the connect failed).
-async fn get_within_answer(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    match tokio::time::timeout(ANSWER, http_get(addr, path, None)).await {
-        Ok(Ok((status, _, body))) => Some((status, body)),
-        _ => None,
-    }
-}
-
-impl Drop for ChildExporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The value of one exposition line `series value` (series with its labels).
-fn metric(exposition: &str, series: &str) -> f64 {
-    metric_value(exposition, series).unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
-}
 
 /// Wait until the peer closes `s` (EOF or reset), for at most `deadline`.
 async fn closed_within(s: &mut TcpStream, deadline: Duration) -> bool {
@@ -160,6 +42,7 @@ async fn readyz_answers_while_1100_idle_connections_are_held_under_nofile_1024()
     // Ask for more connections than the fd limit allows and let no timeout
     // close the idle ones: only the cap and eviction protect the probe.
     let mut exporter = ChildExporter::spawn(
+        BIN,
         &cluster.endpoint(0),
         Some(1024),
         &[
@@ -171,7 +54,7 @@ async fn readyz_answers_while_1100_idle_connections_are_held_under_nofile_1024()
             "1h",
         ],
     );
-    exporter.wait_ready().await;
+    exporter.wait_ready(READY).await;
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", exporter.pid())).unwrap();
     let nofile = limits
         .lines()
@@ -183,7 +66,7 @@ async fn readyz_answers_while_1100_idle_connections_are_held_under_nofile_1024()
     assert_eq!(nofile, "1024", "{limits}");
     assert_eq!(
         exporter
-            .metric("etcd_readiness_http_connections_limit")
+            .metric_value("etcd_readiness_http_connections_limit")
             .await,
         896.0,
         "1024 minus the 128 fds kept in reserve"
@@ -214,10 +97,12 @@ async fn readyz_answers_while_1100_idle_connections_are_held_under_nofile_1024()
     assert!(fds > 0 && fds <= 896 + 100, "{fds} fds open");
     let (status, body) = exporter.get("/metrics").await.unwrap();
     assert_eq!(status, 200);
-    assert!(metric(&body, "etcd_readiness_http_connections") <= 896.0);
-    assert!(metric(&body, "etcd_readiness_http_connections_evicted_total") >= 1100.0 - 896.0);
+    assert!(expect_metric(&body, "etcd_readiness_http_connections") <= 896.0);
+    assert!(
+        expect_metric(&body, "etcd_readiness_http_connections_evicted_total") >= 1100.0 - 896.0
+    );
     assert_eq!(
-        metric(&body, "etcd_readiness_http_accept_errors_total"),
+        expect_metric(&body, "etcd_readiness_http_accept_errors_total"),
         0.0,
         "accept never ran out of descriptors"
     );
@@ -280,7 +165,7 @@ async fn slowloris_heads_are_closed_after_the_header_read_timeout_and_keepalive_
     }
     let m = exporter.get("/metrics").await.body;
     assert!(
-        metric(
+        expect_metric(
             &m,
             "etcd_readiness_http_connections_timed_out_total{phase=\"header\"}"
         ) >= 150.0,
@@ -334,6 +219,7 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
     let cluster = EtcdCluster::builder(1).start();
     // The header timeout is far away: only the shutdown deadline can end it.
     let mut exporter = ChildExporter::spawn(
+        BIN,
         &cluster.endpoint(0),
         None,
         &[
@@ -343,7 +229,7 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
             "2s",
         ],
     );
-    exporter.wait_ready().await;
+    exporter.wait_ready(READY).await;
     let mut half = TcpStream::connect(exporter.addr).await.unwrap();
     half.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n")
         .await
@@ -351,7 +237,7 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
     // The server holds it (this scrape is the other open connection).
     let held = &exporter;
     let accepted = poll(ANSWER, Duration::from_millis(50), || async move {
-        let n = held.metric("etcd_readiness_http_connections").await;
+        let n = held.metric_value("etcd_readiness_http_connections").await;
         if n >= 2.0 { Ok(()) } else { Err(n) }
     })
     .await;
@@ -364,9 +250,9 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_shutdown_timeout() {
         .unwrap();
     assert!(st.success());
     // 2s shutdown timeout + 8s slack for a loaded machine.
-    let child = &mut exporter.child;
+    let child = &mut exporter;
     let exited = poll(Duration::from_secs(10), Duration::from_millis(50), || {
-        let exited = child.try_wait().unwrap().ok_or(());
+        let exited = child.try_wait().ok_or(());
         async move { exited }
     })
     .await;
@@ -413,8 +299,8 @@ async fn h2c_streams_beyond_the_limit_are_refused_and_probes_stay_answered_under
     let cluster = EtcdCluster::builder(1).start();
     // A child process, so that the flood clients of this process do not
     // share the exporter's runtime.
-    let mut exporter = ChildExporter::spawn(&cluster.endpoint(0), None, &[]);
-    exporter.wait_ready().await;
+    let mut exporter = ChildExporter::spawn(BIN, &cluster.endpoint(0), None, &[]);
+    exporter.wait_ready(READY).await;
     let addr = exporter.addr;
 
     // A raw client that ignores the advertised limit: 40 requests at once.

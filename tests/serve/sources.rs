@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use etcd_readiness_exporter::runtime::Runtime;
 use etcd_readiness_exporter::runtime::clock::Clock;
 use etcd_readiness_exporter::sources::backup::{BackupConfig, BackupMode, BackupSampler};
 use etcd_readiness_exporter::sources::config::{BuiltinSources, Config, configure_catalogue};
@@ -110,7 +111,7 @@ async fn sample_etcd(
             store: store.clone(),
             notifier: RoundNotifier::new(),
             metrics: SourceMetrics::register(&mut Registry::default()),
-            clock: Clock::node(),
+            runtime: Runtime::new(Clock::node()),
         },
         None,
     );

@@ -22,7 +22,7 @@ async fn a_panicking_task_is_restarted_counted_and_shown_on_livez() {
     let e = Exporter::start(&etcd.client_url, |_| {}).await;
     assert_eq!(e.wait_for("/readyz", 200, WAIT).await.status, 200);
 
-    let supervisor = e.running.engine.notifier().supervisor().clone();
+    let supervisor = e.running.runtime.supervisor.clone();
     let mut names: Vec<String> = supervisor.tasks().into_iter().map(|t| t.name).collect();
     names.sort();
     // The member's own metrics are read by default (its client port's /metrics).

@@ -308,9 +308,8 @@ async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rot
     // supervisor, like every other long-running task.
     let mut tasks: Vec<String> = e
         .running
-        .engine
-        .notifier()
-        .supervisor()
+        .runtime
+        .supervisor
         .tasks()
         .into_iter()
         .map(|t| t.name)

@@ -1,14 +1,20 @@
 //! The exporter's serve pipeline in-process on a free port ([`Exporter`]),
 //! with the waits that explain a failure (`/readyz?verbose` and `/signals`),
-//! the log capture, and small HTTP helpers ([`post`], [`metric_line`]).
+//! the log capture, and small HTTP helpers ([`post`], [`metric_line`]); the
+//! exporter binary as a child process ([`ChildExporter`]) where a test needs
+//! a process of its own (its descriptor limit, its signals, its exit).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_exporter::cmd::serve::{self, Running};
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
 
+use crate::ports::free_tcp_port;
+use crate::process::{ChildGuard, wait_http_ready};
 use crate::wait::poll;
 
 /// The exporter's log lines (readiness transitions with their reasons,
@@ -183,6 +189,119 @@ pub fn metric_value(scrape: &str, series: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+/// The value of `series` in `scrape` ([`metric_value`]); panics showing the
+/// scrape when it has no such line.
+pub fn expect_metric(scrape: &str, series: &str) -> f64 {
+    metric_value(scrape, series).unwrap_or_else(|| panic!("no {series} in\n{scrape}"))
+}
+
+/// How long [`ChildExporter::get`] waits for an answer: a bound, not a
+/// performance figure.
+pub const CHILD_ANSWER: Duration = Duration::from_secs(5);
+
+/// The exporter binary as a child process on a free port of 127.0.0.1
+/// (optionally under `prlimit --nofile`), its output in a log file that
+/// every failure shows; killed and reaped on drop ([`ChildGuard`]).
+pub struct ChildExporter {
+    guard: ChildGuard,
+    pid: u32,
+    /// The main listener's address.
+    pub addr: SocketAddr,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ChildExporter {
+    /// `bin serve` for `endpoint` with test timing (250ms interval and
+    /// timeout) and `extra` flags; with `nofile`, under `prlimit`, which
+    /// sets the descriptor limits and execs the exporter (the same pid).
+    /// `bin` is the test's `env!("CARGO_BIN_EXE_etcd-readiness-exporter")`.
+    pub fn spawn(bin: &str, endpoint: &str, nofile: Option<u64>, extra: &[&str]) -> ChildExporter {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("exporter.log");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let out = std::fs::File::create(&log).expect("the exporter's log file");
+        cmd.arg("serve")
+            .args(["--etcd.endpoint", endpoint])
+            .args(["--web.listen-address", &addr.to_string()])
+            .args(["--sample.interval", "250ms", "--sample.timeout", "250ms"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("the log file, twice"))
+            .stderr(out);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin} (or prlimit): {e}"));
+        ChildExporter {
+            pid: child.id(),
+            guard: ChildGuard::new(child, "exporter"),
+            addr,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// What the exporter wrote so far (stdout and stderr).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its exit status once it has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.guard.try_wait()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.try_wait().is_none()
+    }
+
+    /// How many descriptors it has open (0 once it is gone).
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// `GET path` within [`CHILD_ANSWER`]: (status, body); None when it did
+    /// not answer in time or the connect failed.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        match tokio::time::timeout(CHILD_ANSWER, http_get(self.addr, path, None)).await {
+            Ok(Ok((status, _, body))) => Some((status, body)),
+            _ => None,
+        }
+    }
+
+    /// Wait until `/readyz` answers 200; panic with the log when the
+    /// exporter exits or `within` passes first.
+    pub async fn wait_ready(&mut self, within: Duration) {
+        let (addr, path) = (self.addr, self.log.clone());
+        let log = move || std::fs::read_to_string(&path).unwrap_or_default();
+        wait_http_ready(&mut self.guard, addr, "/readyz", "exporter", within, log).await;
+    }
+
+    /// The value of `series` in a scrape of `/metrics` now ([`expect_metric`]).
+    pub async fn metric_value(&self, series: &str) -> f64 {
+        let (status, body) = self
+            .get("/metrics")
+            .await
+            .unwrap_or_else(|| panic!("/metrics did not answer:\n{}", self.log()));
+        assert_eq!(status, 200, "/metrics: {body}");
+        expect_metric(&body, series)
+    }
 }
 
 /// `POST path` with an empty body; (status, body). 10 s deadline.

@@ -17,6 +17,11 @@ impl ChildGuard {
         }
     }
 
+    /// The child's process id; None once it was killed.
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The child's exit status if it has exited (it is reaped then).
     pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
         self.child

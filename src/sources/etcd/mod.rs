@@ -72,6 +72,7 @@ pub use self::deadlines::{MAX_POLICY_READ_BOUND, ReadFloor};
 use super::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
+use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
 use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 use etcd_readiness_policy::sync::TolerantLock;
@@ -242,13 +243,12 @@ pub fn spawn(
         store,
         notifier,
         metrics,
-        clock,
+        runtime: Runtime { clock, supervisor },
     } = sampling;
     let ids = Ids::BUILTIN;
     // The member's own peer count, where its metrics source is configured.
     let active_peers = Some(Builtin::ActivePeers.id()).filter(|id| catalogue.is_enabled(*id));
     metrics.start_source(LABEL);
-    let supervisor = notifier.supervisor().clone();
     supervisor.spawn(format!("sampler:{}", Source::Etcd.label()), move || {
         let sh = Arc::new(Shared {
             config: config.clone(),
