@@ -112,8 +112,11 @@ impl Shared {
                 )
                 .await;
             }
+            // Start to start: a late answer (a thaw, the end of an election)
+            // is followed at once by a fresh call, not a period later.
+            let next = started + choice.period(fast, self.config.member_http.as_ref());
             tokio::select! {
-                _ = tokio::time::sleep(choice.period(fast, self.config.member_http.as_ref())) => {}
+                _ = tokio::time::sleep_until(next.into()) => {}
                 _ = self.wake_status.notified() => {}
             }
         }
@@ -135,9 +138,13 @@ impl Shared {
                 deadline = now;
                 self.set_read_staleness(self.config.read_timeout());
             }
+            // Start to start, as Status: a read answered late (at the end of
+            // an election, after a thaw) is followed at once by a fresh one,
+            // whose quick answer is what ends the outage in the verdict.
+            let next = self.clock.now() + self.config.fast();
             self.read_round(&mut reads).await;
             tokio::select! {
-                _ = tokio::time::sleep(self.config.fast()) => {}
+                _ = tokio::time::sleep_until(next.into()) => {}
                 _ = self.wake_reads.notified() => { reads.next_sget = self.clock.now(); }
             }
         }
