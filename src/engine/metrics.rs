@@ -14,7 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use etcd_readiness_policy::signals::{Catalogue, SignalStore, Unknown};
+use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckKind, CheckState, Verdict};
 
@@ -215,7 +215,7 @@ impl EngineMetrics {
                 signal: def.name.clone(),
                 source: def.source.label(),
             };
-            match info.reading.value {
+            match info.reading.get() {
                 Some(v) => {
                     self.signal_value.get_or_create(&labels).set(v.as_f64());
                 }
@@ -225,7 +225,7 @@ impl EngineMetrics {
             }
             self.signal_known
                 .get_or_create(&labels)
-                .set(i64::from(info.reading.unknown == Unknown::No));
+                .set(i64::from(info.reading.value.is_ok()));
             match info.reading.last_good_age {
                 Some(age) => {
                     self.signal_age

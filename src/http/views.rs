@@ -91,7 +91,7 @@ impl<'a> SignalView<'a> {
         let r = &i.reading;
         SignalView {
             age_seconds: r.last_good_age.map(Seconds),
-            known: r.value.is_some(),
+            known: r.value.is_ok(),
             last_error: i.last_error.as_deref(),
             last_good_at: i.last_good_wall.map(UnixTime),
             name: &def.name,
@@ -107,9 +107,9 @@ impl<'a> SignalView<'a> {
             unit: def.unit,
             unknown_reason: r
                 .value
-                .is_none()
+                .is_err()
                 .then(|| etcd_readiness_policy::policy::eval::describe_unknown(r)),
-            value: r.value.map(ValueView::from),
+            value: r.get().map(ValueView::from),
         }
     }
 }

@@ -271,7 +271,7 @@ fn record_snapshots(
             store.record_ok(ids.snap_rev, Value::Num(r.revision), at);
             record_age(ids.snap_age, "newest", t);
             let revision = store.reading(ids.revision, at);
-            match revision.value {
+            match revision.get() {
                 Some(v) => store.record_ok(ids.rev_lag, Value::Num(v.as_f64() - r.revision), at),
                 None => {
                     let why = etcd_readiness_policy::policy::eval::describe_unknown(&revision);

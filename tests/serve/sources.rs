@@ -33,7 +33,7 @@ use prometheus_client::registry::Registry;
 fn value(cat: &Catalogue, store: &SignalStore, name: &str) -> Value {
     let r = store.reading(cat.id(name), Instant::now());
     r.value
-        .unwrap_or_else(|| panic!("{name} is unknown: {:?}", r.unknown))
+        .unwrap_or_else(|why| panic!("{name} is unknown: {why:?}"))
 }
 
 fn num(cat: &Catalogue, store: &SignalStore, name: &str) -> f64 {
@@ -53,12 +53,9 @@ fn boolean(cat: &Catalogue, store: &SignalStore, name: &str) -> bool {
 /// The error that makes a signal unknown (panics if it is known).
 fn unknown_error(cat: &Catalogue, store: &SignalStore, name: &str) -> String {
     let r = store.reading(cat.id(name), Instant::now());
-    match r.unknown {
-        Unknown::Failed { error, .. } => error.to_string(),
-        other => panic!(
-            "{name}: expected a failed reading, got {other:?} ({:?})",
-            r.value
-        ),
+    match r.value {
+        Err(Unknown::Failed { error, .. }) => error.to_string(),
+        other => panic!("{name}: expected a failed reading, got {other:?}"),
     }
 }
 
@@ -119,8 +116,8 @@ async fn sample_etcd(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let now = Instant::now();
-        let rev = store.reading(cat.id("revision"), now).value;
-        let qget = store.reading(cat.id("qget_ms"), now).value;
+        let rev = store.reading(cat.id("revision"), now).get();
+        let qget = store.reading(cat.id("qget_ms"), now).get();
         if let (Some(Value::Num(rev)), Some(Value::Num(_))) = (rev, qget)
             && rev as i64 >= at_least
         {
@@ -149,7 +146,7 @@ async fn assert_every_builtin_signal_is_written(store: &SignalStore, sources: &[
         let now = Instant::now();
         let never: Vec<(&str, String)> = Builtin::ALL
             .iter()
-            .filter(|b| store.reading(b.id(), now).unknown == Unknown::NeverSampled)
+            .filter(|b| store.reading(b.id(), now).value == Err(Unknown::NeverSampled))
             .map(|b| (b.name(), b.source().label()))
             .collect();
         if never.is_empty() {

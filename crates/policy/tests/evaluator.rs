@@ -500,13 +500,12 @@ fn an_outdated_last_answer_is_unknown_until_the_bound_decides() {
     let id = w.c.id("qget_ms");
     let outdated = |ms: u64| {
         Reading {
-            value: None,
-            unknown: Unknown::Outdated {
+            value: Err(Unknown::Outdated {
                 waited: Duration::from_millis(ms),
                 trust: Duration::from_millis(200),
                 contended: Duration::ZERO,
                 what: "read",
-            },
+            }),
             last_good_age: Some(Duration::from_millis(ms + 100)),
             pending: None,
         }

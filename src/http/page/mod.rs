@@ -565,7 +565,7 @@ fn candidate_section(out: &mut String, i: &PageInput) {
 
 /// The value of a signal with its unit, as the page shows it.
 fn value_text(ty: SignalType, unit: Unit, r: &Reading) -> String {
-    match r.value {
+    match r.get() {
         None => "—".to_string(),
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Num(n)) if ty == SignalType::Duration => fmt_value(n, Unit::Seconds),
@@ -588,35 +588,34 @@ fn signals_table(out: &mut String, i: &PageInput) {
             .readings
             .get(id.index())
             .unwrap_or(&Reading::NEVER);
-        let known = match &r.unknown {
-            _ if r.value.is_some() => "<span class=\"st st-pass\">known</span>".to_string(),
+        let known = match &r.value {
+            Ok(_) => "<span class=\"st st-pass\">known</span>".to_string(),
             // The error itself is in the last column.
-            Unknown::Failed { ago, .. } => format!(
+            Err(Unknown::Failed { ago, .. }) => format!(
                 "<span class=\"st st-unknown\">unknown</span> <small>last sample failed {} ago</small>",
                 fmt_duration(ago.as_secs_f64())
             ),
-            Unknown::No
-            | Unknown::NeverSampled
-            | Unknown::Stale { .. }
-            | Unknown::Outdated { .. } => format!(
-                "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
-                html_escape(&cut(&describe_unknown(r), MAX_TEXT))
-            ),
+            Err(Unknown::NeverSampled | Unknown::Stale { .. } | Unknown::Outdated { .. }) => {
+                format!(
+                    "<span class=\"st st-unknown\">unknown</span> <small>{}</small>",
+                    html_escape(&cut(&describe_unknown(r), MAX_TEXT))
+                )
+            }
         };
         let age = r.last_good_age.map_or("—".to_string(), |a| {
             fmt_duration((a + i.readings_age).as_secs_f64())
         });
-        let error = match &r.unknown {
-            Unknown::Failed { error, .. } => {
+        let error = match &r.value {
+            Err(Unknown::Failed { error, .. }) => {
                 format!(
                     "<span class=\"err\">{}</span>",
                     html_escape(&cut(error, MAX_TEXT))
                 )
             }
-            Unknown::No
-            | Unknown::NeverSampled
-            | Unknown::Stale { .. }
-            | Unknown::Outdated { .. } => "—".to_string(),
+            Ok(_)
+            | Err(Unknown::NeverSampled | Unknown::Stale { .. } | Unknown::Outdated { .. }) => {
+                "—".to_string()
+            }
         };
         let _ = writeln!(
             out,

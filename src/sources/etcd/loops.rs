@@ -301,7 +301,7 @@ impl Shared {
     /// started at `started`.
     fn credit_facts(&self, now: Instant, started: Instant, served: bool) -> Facts {
         let store = &self.store;
-        let flag = |id| match store.reading(id, now).value {
+        let flag = |id| match store.reading(id, now).get() {
             Some(Value::Bool(b)) => Some(b),
             _ => None,
         };
@@ -314,7 +314,7 @@ impl Shared {
             None => Peers::NotRead,
             Some(id) => {
                 let r = store.reading(id, now);
-                match (r.value, r.last_good_age) {
+                match (r.get(), r.last_good_age) {
                     // Never answered (an etcd that refuses /metrics where it
                     // is asked by default): decided as without the count.
                     (_, None) => Peers::NotRead,
@@ -332,7 +332,7 @@ impl Shared {
             role,
             learner: flag(self.ids.learner),
             peers,
-            read_trusted: store.reading(self.ids.qget_ms, now).value.is_some(),
+            read_trusted: store.reading(self.ids.qget_ms, now).value.is_ok(),
         }
     }
 

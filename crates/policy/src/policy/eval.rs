@@ -408,7 +408,7 @@ fn push_if_unknown(signal: SignalId, age: bool, readings: &[Reading], out: &mut 
         if age {
             r.last_good_age.is_none()
         } else {
-            r.value.is_none()
+            r.value.is_err()
         }
     });
     if unknown && !out.contains(&signal) {
@@ -642,13 +642,13 @@ fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
     ) = (r, ty)
         && let Some(bound) = p.at_least.filter(|b| b.is_finite())
     {
-        let last = match r.and_then(|r| r.value) {
+        let last = match r.and_then(Reading::get) {
             Some(Value::Num(n)) => finite(n),
             _ => None,
         };
         return Val::AtLeast { last, bound };
     }
-    match (r.and_then(|r| r.value), ty) {
+    match (r.and_then(Reading::get), ty) {
         (Some(Value::Bool(b)), SignalType::Bool) => Val::B(Tri::from_bool(b)),
         (Some(Value::Num(n)), SignalType::Number | SignalType::Duration) => Val::N(finite(n)),
         // Missing, or a source that wrote the wrong type: unknown, never a panic.
@@ -662,7 +662,7 @@ fn signal_val(r: Option<&Reading>, ty: SignalType) -> Val {
 pub fn describe_unknown(r: &Reading) -> String {
     let mut s = describe_unknown_only(r);
     if let Some(p) = &r.pending
-        && !matches!(r.unknown, Unknown::Outdated { .. })
+        && !matches!(r.value, Err(Unknown::Outdated { .. }))
     {
         let _ = write!(
             s,
@@ -675,8 +675,10 @@ pub fn describe_unknown(r: &Reading) -> String {
 }
 
 fn describe_unknown_only(r: &Reading) -> String {
-    match &r.unknown {
-        Unknown::No => "known".to_string(),
+    let Err(unknown) = &r.value else {
+        return "known".to_string();
+    };
+    match unknown {
         Unknown::NeverSampled => "never sampled".to_string(),
         Unknown::Failed { error, ago } => format!(
             "last sample failed {} ago: {error}",

@@ -355,7 +355,7 @@ fn used_signals(policy: &Policy, def: &CheckDef, readings: &[Reading]) -> Vec<Us
             let r = readings.get(s.index()).unwrap_or(&Reading::NEVER);
             UsedSignal {
                 name: policy.signal_name(*s).to_string(),
-                value: r.value.map(|v| match v {
+                value: r.get().map(|v| match v {
                     crate::signals::Value::Bool(b) => serde_json::Value::Bool(b),
                     crate::signals::Value::Num(n) => serde_json::Number::from_f64(n)
                         .map_or(serde_json::Value::Null, serde_json::Value::Number),

@@ -54,8 +54,6 @@ impl Value {
 /// Why a reading is unknown.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Unknown {
-    /// The reading is known.
-    No,
     /// No sample was ever taken (or the source is not configured).
     NeverSampled,
     /// The last sample failed `ago` before the reading, with this error.
@@ -128,9 +126,8 @@ pub struct Pending {
 /// What the policy evaluator sees of one signal at one instant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reading {
-    /// `None` when unknown; see `unknown` for why.
-    pub value: Option<Value>,
-    pub unknown: Unknown,
+    /// The value, or why it is unknown.
+    pub value: Result<Value, Unknown>,
     /// Time since the last good sample, whatever happened after it (for `age()`).
     pub last_good_age: Option<Duration>,
     /// A newer measurement still in flight, as a lower bound on its result.
@@ -141,9 +138,18 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// The value, when known.
+    pub fn get(&self) -> Option<Value> {
+        self.value.as_ref().ok().copied()
+    }
+
+    /// Why the value is unknown, when it is.
+    pub fn unknown(&self) -> Option<&Unknown> {
+        self.value.as_ref().err()
+    }
+
     pub const NEVER: Reading = Reading {
-        value: None,
-        unknown: Unknown::NeverSampled,
+        value: Err(Unknown::NeverSampled),
         last_good_age: None,
         pending: None,
     };
@@ -151,8 +157,7 @@ impl Reading {
     /// A known reading sampled just now.
     pub fn known(value: Value) -> Reading {
         Reading {
-            value: Some(value),
-            unknown: Unknown::No,
+            value: Ok(value),
             last_good_age: Some(Duration::ZERO),
             pending: None,
         }
@@ -161,11 +166,10 @@ impl Reading {
     /// A reading whose last sample failed `ago` ago.
     pub fn failed(error: &str, ago: Duration) -> Reading {
         Reading {
-            value: None,
-            unknown: Unknown::Failed {
+            value: Err(Unknown::Failed {
                 error: Arc::from(error),
                 ago,
-            },
+            }),
             last_good_age: None,
             pending: None,
         }
@@ -468,14 +472,13 @@ fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Rea
         // counter is node-wide and may cover several CPUs at once).
         let contended = stalled.saturating_sub(p.stalled_at_start).min(waited);
         let (trust, counted) = p.trust.with_contention(contended);
-        if waited > trust && r.value.is_some() {
-            r.value = None;
-            r.unknown = Unknown::Outdated {
+        if waited > trust && r.value.is_ok() {
+            r.value = Err(Unknown::Outdated {
                 waited,
                 trust,
                 contended: counted,
                 what: p.what,
-            };
+            });
         }
         r.pending = Some(Pending {
             at_least,
@@ -492,11 +495,10 @@ fn reading_without_pending(slot: &Slot, bound: Trust, now: Instant, stalled: Dur
     let last_good_age = slot.last_good.map(|g| now.saturating_duration_since(g.at));
     if let Some((error, at)) = &slot.failure {
         return Reading {
-            value: None,
-            unknown: Unknown::Failed {
+            value: Err(Unknown::Failed {
                 error: error.clone(),
                 ago: now.saturating_duration_since(*at),
-            },
+            }),
             last_good_age,
             pending: None,
         };
@@ -516,15 +518,13 @@ fn reading_without_pending(slot: &Slot, bound: Trust, now: Instant, stalled: Dur
             let (bound, _) = bound.with_contention(contended);
             if age > bound {
                 Reading {
-                    value: None,
-                    unknown: Unknown::Stale { age, bound },
+                    value: Err(Unknown::Stale { age, bound }),
                     last_good_age,
                     pending: None,
                 }
             } else {
                 Reading {
-                    value: Some(value),
-                    unknown: Unknown::No,
+                    value: Ok(value),
                     last_good_age,
                     pending: None,
                 }
@@ -562,9 +562,9 @@ mod tests {
             t0 + Duration::from_secs(1),
         );
         let r = s.reading(id, t0 + Duration::from_secs(4));
-        assert_eq!(r.value, None);
+        assert_eq!(r.get(), None);
         assert_eq!(r.last_good_age, Some(Duration::from_secs(4)));
-        match r.unknown {
+        match r.value.clone().unwrap_err() {
             Unknown::Failed { error, ago } => {
                 assert_eq!(&*error, "request timed out");
                 assert_eq!(ago, Duration::from_secs(3));
@@ -573,7 +573,7 @@ mod tests {
         }
         s.record_ok(id, Value::Num(2.0), t0 + Duration::from_secs(5));
         assert_eq!(
-            s.reading(id, t0 + Duration::from_secs(5)).value,
+            s.reading(id, t0 + Duration::from_secs(5)).get(),
             Some(Value::Num(2.0))
         );
     }
@@ -590,8 +590,8 @@ mod tests {
         ] {
             s.record_ok(id, Value::Num(v), t0);
             let r = s.reading(id, t0);
-            assert_eq!(r.value, None);
-            match r.unknown {
+            assert_eq!(r.get(), None);
+            match r.value.clone().unwrap_err() {
                 Unknown::Failed { error, .. } => assert_eq!(
                     &*error,
                     format!("the source reported {what}, not a usable number")
@@ -608,10 +608,13 @@ mod tests {
         let t0 = Instant::now();
         s.set_staleness(id, Duration::from_secs(3));
         s.record_ok(id, Value::Bool(true), t0);
-        assert!(s.reading(id, t0 + Duration::from_secs(3)).value.is_some());
+        assert!(s.reading(id, t0 + Duration::from_secs(3)).get().is_some());
         let r = s.reading(id, t0 + Duration::from_secs(4));
-        assert_eq!(r.value, None);
-        assert!(matches!(r.unknown, Unknown::Stale { .. }));
+        assert_eq!(r.get(), None);
+        assert!(matches!(
+            r.value.clone().unwrap_err(),
+            Unknown::Stale { .. }
+        ));
     }
 
     #[test]
@@ -634,15 +637,15 @@ mod tests {
         s.set_cpu_stalled(ms(10_900));
         s.record_ok(id, Value::Bool(false), t0);
         // 1.1 s after the call started: 300 ms + 900 ms contended > 1.1 s.
-        assert_eq!(s.reading(id, t0 + ms(1100)).value, Some(Value::Bool(false)));
+        assert_eq!(s.reading(id, t0 + ms(1100)).get(), Some(Value::Bool(false)));
         // Contended time counts at most up to the sample's age ...
         s.set_cpu_stalled(ms(20_000));
-        assert_eq!(s.reading(id, t0 + ms(1250)).value, Some(Value::Bool(false)));
+        assert_eq!(s.reading(id, t0 + ms(1250)).get(), Some(Value::Bool(false)));
         // ... and never beyond the cap.
         let r = s.reading(id, t0 + ms(1400));
-        assert_eq!(r.value, None);
+        assert_eq!(r.get(), None);
         assert!(
-            matches!(r.unknown, Unknown::Stale { bound, .. } if bound == ms(1300)),
+            matches!(r.value.clone().unwrap_err(), Unknown::Stale { bound, .. } if bound == ms(1300)),
             "{r:?}"
         );
         // On an idle node the base bound holds.
@@ -656,8 +659,8 @@ mod tests {
             },
         );
         s.record_ok(id, Value::Bool(true), t0);
-        assert_eq!(s.reading(id, t0 + ms(300)).value, Some(Value::Bool(true)));
-        assert_eq!(s.reading(id, t0 + ms(301)).value, None);
+        assert_eq!(s.reading(id, t0 + ms(300)).get(), Some(Value::Bool(true)));
+        assert_eq!(s.reading(id, t0 + ms(301)).get(), None);
     }
 
     #[test]
@@ -670,7 +673,7 @@ mod tests {
         assert!(s.any_pending());
         let r = s.reading(id, t0 + Duration::from_millis(1500));
         // The last answer stays the value; the bound rides along, floored.
-        assert_eq!(r.value, Some(Value::Num(3.0)));
+        assert_eq!(r.get(), Some(Value::Num(3.0)));
         let p = r.pending.expect("pending");
         assert_eq!(p.at_least, Some(1500.0));
         assert_eq!(p.waited, Duration::from_millis(1500));
@@ -679,9 +682,9 @@ mod tests {
         assert_eq!(r.pending.and_then(|p| p.at_least), Some(999.0));
         // Waited longer than the last answer is trusted: outdated, unknown.
         let r = s.reading(id, t0 + Duration::from_millis(2001));
-        assert_eq!(r.value, None);
+        assert_eq!(r.get(), None);
         assert_eq!(
-            r.unknown,
+            r.value.clone().unwrap_err(),
             Unknown::Outdated {
                 waited: Duration::from_millis(2001),
                 trust: Duration::from_secs(2),
@@ -703,18 +706,24 @@ mod tests {
             s.record_pending(id, t0, Some(bad), Duration::ZERO, "read");
             let r = s.reading(id, t0 + Duration::from_secs(9));
             assert_eq!(r.pending.map(|p| p.at_least), Some(None));
-            assert!(matches!(r.unknown, Unknown::Failed { .. }), "{r:?}");
+            assert!(
+                matches!(r.value.clone().unwrap_err(), Unknown::Failed { .. }),
+                "{r:?}"
+            );
         }
         // A bool (no bound) is outdated the same way.
         let leader = c.id("leader");
         s.record_ok(leader, Value::Bool(true), t0);
         s.record_pending(leader, t0, None, Duration::from_millis(200), "Status");
         let r = s.reading(leader, t0 + Duration::from_millis(200));
-        assert_eq!(r.value, Some(Value::Bool(true)));
+        assert_eq!(r.get(), Some(Value::Bool(true)));
         let r = s.reading(leader, t0 + Duration::from_millis(201));
-        assert_eq!(r.value, None);
+        assert_eq!(r.get(), None);
         assert!(
-            matches!(r.unknown, Unknown::Outdated { what: "Status", .. }),
+            matches!(
+                r.value.clone().unwrap_err(),
+                Unknown::Outdated { what: "Status", .. }
+            ),
             "{r:?}"
         );
     }
@@ -730,12 +739,12 @@ mod tests {
         // Raised: the last answer still counts past the first trust...
         s.set_pending_trust(q, ms(1000));
         let r = s.reading(q, t0 + ms(600));
-        assert_eq!(r.value, Some(Value::Num(3.0)));
+        assert_eq!(r.get(), Some(Value::Num(3.0)));
         assert_eq!(r.pending.map(|p| p.waited), Some(ms(600)));
         // ...and lowered again it is outdated at once, judged from the start.
         s.set_pending_trust(q, ms(100));
         assert_eq!(
-            s.reading(q, t0 + ms(600)).unknown,
+            s.reading(q, t0 + ms(600)).value.clone().unwrap_err(),
             Unknown::Outdated {
                 waited: ms(600),
                 trust: ms(100),
@@ -746,7 +755,7 @@ mod tests {
         // Without a call in flight there is nothing to change.
         s.record_ok(q, Value::Num(4.0), t0 + ms(700));
         s.set_pending_trust(q, ms(1));
-        assert_eq!(s.reading(q, t0 + ms(800)).value, Some(Value::Num(4.0)));
+        assert_eq!(s.reading(q, t0 + ms(800)).get(), Some(Value::Num(4.0)));
     }
 
     #[test]
@@ -765,7 +774,7 @@ mod tests {
         // An idle node: outdated after the base period, as without contention.
         let r = s.reading(leader, t0 + ms(101));
         assert_eq!(
-            r.unknown,
+            r.value.clone().unwrap_err(),
             Unknown::Outdated {
                 waited: ms(101),
                 trust: ms(100),
@@ -776,12 +785,12 @@ mod tests {
         // 250 ms of contention while it waited: trusted until 350 ms.
         s.set_cpu_stalled(ms(5_250));
         assert_eq!(
-            s.reading(leader, t0 + ms(350)).value,
+            s.reading(leader, t0 + ms(350)).get(),
             Some(Value::Bool(true))
         );
         let r = s.reading(leader, t0 + ms(351));
         assert_eq!(
-            r.unknown,
+            r.value.clone().unwrap_err(),
             Unknown::Outdated {
                 waited: ms(351),
                 trust: ms(350),
@@ -794,12 +803,12 @@ mod tests {
         // the trust never beyond its cap.
         s.set_cpu_stalled(ms(9_000));
         assert_eq!(
-            s.reading(leader, t0 + ms(999)).value,
+            s.reading(leader, t0 + ms(999)).get(),
             Some(Value::Bool(true))
         );
         let r = s.reading(leader, t0 + ms(1001));
         assert!(
-            matches!(r.unknown, Unknown::Outdated { trust, contended, .. }
+            matches!(r.value.clone().unwrap_err(), Unknown::Outdated { trust, contended, .. }
                 if trust == ms(1000) && contended == ms(900)),
             "{r:?}"
         );
@@ -809,14 +818,14 @@ mod tests {
         // A call that starts now is judged from the counter as it is now.
         s.record_pending(leader, t0 + ms(2000), None, trust, "Status");
         assert!(matches!(
-            s.reading(leader, t0 + ms(2101)).unknown,
+            s.reading(leader, t0 + ms(2101)).value.clone().unwrap_err(),
             Unknown::Outdated { contended, .. } if contended.is_zero()
         ));
         // A fixed trust does not grow.
         s.record_pending(leader, t0 + ms(3000), None, ms(100), "Status");
         s.set_cpu_stalled(ms(20_000));
         assert!(matches!(
-            s.reading(leader, t0 + ms(3101)).unknown,
+            s.reading(leader, t0 + ms(3101)).value.clone().unwrap_err(),
             Unknown::Outdated { trust, .. } if trust == ms(100)
         ));
     }
