@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::ports::free_tcp_port;
@@ -22,12 +21,6 @@ use etcd_readiness_testkit::wait::poll;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-readiness-exporter");
-
-/// Instant queries against the testkit's Prometheus.
-trait Query {
-    /// An instant query's result vector.
-    async fn query(&self, q: &str) -> Vec<Value>;
-}
 
 /// Start on `dir` (a TSDB in `dir/data`) with `scrape` as the config's
 /// `scrape_configs` (YAML, may be empty); wait for /-/ready.
@@ -38,25 +31,6 @@ async fn start_prometheus(dir: &Path, scrape: &str) -> Prometheus {
     );
     p.wait_ready(Duration::from_secs(60)).await;
     p
-}
-
-impl Query for Prometheus {
-    async fn query(&self, q: &str) -> Vec<Value> {
-        let path = format!(
-            "/api/v1/query?{}",
-            form_urlencoded::Serializer::new(String::new())
-                .append_pair("query", q)
-                .finish()
-        );
-        let (status, _, body) =
-            tokio::time::timeout(Duration::from_secs(5), http_get(self.addr, &path, None))
-                .await
-                .expect("query answers within 5s")
-                .expect("query");
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        v["data"]["result"].as_array().cloned().unwrap_or_default()
-    }
 }
 
 fn replay(args: &[&str]) -> Output {

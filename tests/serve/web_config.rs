@@ -186,12 +186,7 @@ impl Prom {
 
     /// The value of an instant query with one result.
     async fn query(&self, q: &str) -> Option<f64> {
-        let enc: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
-        let v = self.api(&format!("/api/v1/query?query={enc}")).await?;
-        v["data"]["result"].as_array()?.first()?["value"][1]
-            .as_str()?
-            .parse()
-            .ok()
+        self.inner.query_value(q).await
     }
 
     /// Wait until `n` more successful scrapes of `job` were seen (by its

@@ -123,4 +123,21 @@ impl Prometheus {
             .then(|| serde_json::from_str(&body).ok())
             .flatten()
     }
+
+    /// An instant query's result vector (empty when it does not answer).
+    pub async fn query(&self, q: &str) -> Vec<serde_json::Value> {
+        let q: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
+        let answer = self.api(&format!("/api/v1/query?query={q}")).await;
+        answer
+            .and_then(|v| v["data"]["result"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The value of an instant query's first result.
+    pub async fn query_value(&self, q: &str) -> Option<f64> {
+        self.query(q).await.first()?["value"][1]
+            .as_str()?
+            .parse()
+            .ok()
+    }
 }
