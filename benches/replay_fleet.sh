@@ -75,7 +75,7 @@ for n in "${sizes[@]}"; do
 import sys
 n, store, wall, user, sys_, kib = sys.argv[1:]
 wall, cpu = float(wall), float(user) + float(sys_)
-print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.1f} s ({user} + {sys_}) | {int(kib) / 1024:.0f} MiB | {1 - cpu / wall:.0%} |")
+print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.1f} s ({user} + {sys_}) | {int(kib) / 1024:.1f} MiB | {1 - cpu / wall:.0%} |")
 PY
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
   done

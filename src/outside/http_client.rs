@@ -182,20 +182,40 @@ pub async fn get(
     timeout: Duration,
     max_body: u64,
 ) -> Result<Fetched, SampleError> {
-    get_inner(client, url, timeout, max_body)
-        .await
-        .map_err(|mut e| {
-            e.message = url.scrub(&e.message).into_owned();
-            e
-        })
+    let mut body = Vec::new();
+    let status = get_into(client, url, timeout, max_body, &mut body).await?;
+    let body = String::from_utf8(body).map_err(|e| not_utf8(url, e.utf8_error()))?;
+    Ok(Fetched { status, body })
 }
 
-async fn get_inner(
+/// A compressed body is refused: it is never decompressed.
+fn refuse_compressed(resp: &reqwest::Response, url: &RedactedUrl) -> Result<(), SampleError> {
+    match resp.headers().get(reqwest::header::CONTENT_ENCODING) {
+        Some(enc) if !enc.as_bytes().eq_ignore_ascii_case(b"identity") => Err(SampleError::new(
+            Reason::Parse,
+            format!(
+                "GET {url}: the body is compressed (Content-Encoding: {}); the exporter asks \
+                     for and reads only uncompressed bodies",
+                String::from_utf8_lossy(enc.as_bytes())
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// [`get`] into `body` (cleared first, its capacity kept): a caller that
+/// fetches answer after answer reuses one buffer instead of leaving the
+/// allocator one freed buffer per answer. The body is not checked to be
+/// UTF-8: the caller checks it once where it reads it ([`not_utf8`] says
+/// why not), not twice.
+pub async fn get_into(
     client: &reqwest::Client,
     url: &RedactedUrl,
     timeout: Duration,
     max_body: u64,
-) -> Result<Fetched, SampleError> {
+    body: &mut Vec<u8>,
+) -> Result<reqwest::StatusCode, SampleError> {
+    body.clear();
     let fut = async {
         let mut resp = client
             .get(url.expose_for_request())
@@ -203,45 +223,42 @@ async fn get_inner(
             .await
             .map_err(|e| classify(url, &e))?;
         let status = resp.status();
-        if let Some(enc) = resp.headers().get(reqwest::header::CONTENT_ENCODING)
-            && !enc.as_bytes().eq_ignore_ascii_case(b"identity")
-        {
-            return Err(SampleError::new(
-                Reason::Parse,
-                format!(
-                    "GET {url}: the body is compressed (Content-Encoding: {}); the exporter asks \
-                     for and reads only uncompressed bodies",
-                    String::from_utf8_lossy(enc.as_bytes())
-                ),
-            ));
-        }
-        let body = read_body(&mut resp, url, max_body).await?;
-        let body = String::from_utf8(body).map_err(|e| {
-            SampleError::new(
-                Reason::Parse,
-                format!(
-                    "GET {url}: the body is not UTF-8 (first bad byte at offset {})",
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
-        Ok(Fetched { status, body })
+        refuse_compressed(&resp, url)?;
+        read_body(&mut resp, url, max_body, body).await?;
+        Ok(status)
     };
-    match tokio::time::timeout(timeout, fut).await {
+    let r = match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(SampleError {
             reason: Reason::Timeout,
             message: format!("GET {url}: no answer within {timeout:?}"),
         }),
         Ok(r) => r,
-    }
+    };
+    r.map_err(|mut e| {
+        e.message = url.scrub(&e.message).into_owned();
+        e
+    })
 }
 
-/// Read the body chunk by chunk, never holding more than `max` bytes.
+/// A body from `url` that is not UTF-8.
+pub fn not_utf8(url: &RedactedUrl, e: std::str::Utf8Error) -> SampleError {
+    SampleError::new(
+        Reason::Parse,
+        format!(
+            "GET {url}: the body is not UTF-8 (first bad byte at offset {})",
+            e.valid_up_to()
+        ),
+    )
+}
+
+/// Read the body chunk by chunk into `body`, never holding more than `max`
+/// bytes.
 async fn read_body(
     resp: &mut reqwest::Response,
     url: &RedactedUrl,
     max: u64,
-) -> Result<Vec<u8>, SampleError> {
+    body: &mut Vec<u8>,
+) -> Result<(), SampleError> {
     let too_large = |what: String| {
         SampleError::new(
             Reason::TooLarge,
@@ -256,7 +273,7 @@ async fn read_body(
         return Err(too_large(format!("the body is {len} bytes long")));
     }
     let hint = resp.content_length().unwrap_or(0).min(max);
-    let mut body = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    body.reserve_exact(usize::try_from(hint).unwrap_or(0));
     while let Some(chunk) = resp.chunk().await.map_err(|e| classify(url, &e))? {
         if (body.len() + chunk.len()) as u64 > max {
             return Err(too_large(format!(
@@ -273,7 +290,7 @@ async fn read_body(
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok(())
 }
 
 /// GET `url` and require a 2xx status.

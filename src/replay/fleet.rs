@@ -37,10 +37,70 @@ pub const BATCH_ANSWER_BYTES: u64 = 2 * 1024 * 1024;
 /// Members per batch at most, whatever their size.
 pub const MAX_BATCH: usize = 500;
 
+/// A member's labels held for the whole run, compactly: one text of
+/// every name and value and where each ends (two allocations, not a map's
+/// node and one per string: the fleet's labels were most of what replay's
+/// memory grew by with the fleet). Ordered as its [`Key`] is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    text: Box<str>,
+    /// The end in `text` of each name and value, in turn.
+    ends: Box<[u32]>,
+}
+
+impl Member {
+    /// `key` held compactly; `None` when its text passes 4 GiB.
+    pub fn new(key: &Key) -> Option<Member> {
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(2 * key.len());
+        for (k, v) in key {
+            for part in [k, v] {
+                text.push_str(part);
+                ends.push(u32::try_from(text.len()).ok()?);
+            }
+        }
+        Some(Member {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        })
+    }
+
+    /// Its labels, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut from = 0;
+        let mut parts = self.ends.iter().map(move |&end| {
+            let part = self.text.get(from..end as usize).unwrap_or_default();
+            from = end as usize;
+            part
+        });
+        std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
+    }
+
+    /// Its labels as a map again.
+    pub fn key(&self) -> Key {
+        self.pairs()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
+impl Ord for Member {
+    /// As [`Key`]s compare: pair by pair, name then value.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.pairs().cmp(other.pairs())
+    }
+}
+
+impl PartialOrd for Member {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// What the index queries found.
 pub struct Fleet {
     /// Every member, in label order.
-    pub members: Vec<Key>,
+    pub members: Vec<Member>,
     /// `cluster_id` of each member (same index), from its info series.
     pub clusters: Vec<Option<String>>,
     /// Signals the policy reads of which no member has a series.
@@ -66,24 +126,31 @@ pub async fn discover(
     // Each series is folded in as it is parsed: the answers' label sets
     // are never all held at once.
     let found = std::cell::RefCell::new(BTreeSet::new());
+    let too_long = std::cell::Cell::new(false);
     prom.series(
         &[selector_query("etcd_readiness_ready", selector, &[])],
         grid,
-        &|l| {
-            found.borrow_mut().insert(without(l, &PER_SIGNAL_LABELS));
+        &|l| match Member::new(&without(l, &PER_SIGNAL_LABELS)) {
+            Some(m) => {
+                found.borrow_mut().insert(m);
+            }
+            None => too_long.set(true),
         },
     )
     .await?;
-    let members: Vec<Key> = found.into_inner().into_iter().collect();
+    if too_long.get() {
+        return Err(ReplayError::Flag(
+            "a member's labels are longer than 4 GiB".to_string(),
+        ));
+    }
+    let members: Vec<Member> = found.into_inner().into_iter().collect();
     let clusters = std::cell::RefCell::new(vec![None; members.len()]);
     prom.series(
         &[selector_query("etcd_readiness_member_info", selector, &[])],
         grid,
         &|l| {
-            if let (Ok(i), Some(id)) = (
-                members.binary_search(&without(l, &INFO_LABELS)),
-                l.get("cluster_id"),
-            ) {
+            let at = Member::new(&without(l, &INFO_LABELS)).map(|m| members.binary_search(&m));
+            if let (Some(Ok(i)), Some(id)) = (at, l.get("cluster_id")) {
                 clusters.borrow_mut()[i] = Some(id.clone());
             }
         },
@@ -282,7 +349,7 @@ fn fewer_members_help(e: &PromError) -> bool {
 /// on a [`tokio::task::LocalSet`] (the batches share one thread).
 pub async fn run_batches(
     reader: Arc<Reader>,
-    members: &[Key],
+    members: &[Member],
     size: usize,
     concurrency: usize,
     mut each: impl FnMut(BatchOut) -> Result<(), ReplayError>,
@@ -293,7 +360,10 @@ pub async fn run_batches(
     loop {
         while flight.len() < concurrency.max(1) {
             let Some(first) = starts.next() else { break };
-            let batch = members[first..(first + size).min(members.len())].to_vec();
+            let batch = members[first..(first + size).min(members.len())]
+                .iter()
+                .map(Member::key)
+                .collect();
             flight.push_back(tokio::task::spawn_local(reader.clone().batch(first, batch)));
         }
         let Some(next) = flight.pop_front() else {
@@ -313,6 +383,44 @@ pub async fn run_batches(
             Err(e) => {
                 flight.iter().for_each(|t| t.abort());
                 return Err(e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pairs: &[(&str, &str)]) -> Key {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn members_held_compactly_give_their_labels_back_and_sort_as_their_keys() {
+        let keys = [
+            key(&[]),
+            key(&[("a", "")]),
+            key(&[("a", "b"), ("c", "d")]),
+            key(&[("a", "b\u{0}"), ("c", "d")]),
+            key(&[("ab", "")]),
+            key(&[("a", "bc")]),
+            key(&[("job", "ere"), ("pod", "etcd-1")]),
+            key(&[("job", "ere"), ("pod", "etcd-10")]),
+            key(&[("job", "ere"), ("namespace", "x"), ("pod", "etcd-0")]),
+            key(&[("jo", "bere")]),
+        ];
+        let members: Vec<Member> = keys.iter().map(|k| Member::new(k).unwrap()).collect();
+        for (m, k) in members.iter().zip(&keys) {
+            assert_eq!(&m.key(), k);
+        }
+        for (a, ka) in members.iter().zip(&keys) {
+            for (b, kb) in members.iter().zip(&keys) {
+                assert_eq!(a.cmp(b), ka.cmp(kb), "{ka:?} vs {kb:?}");
+                assert_eq!(a == b, ka == kb);
             }
         }
     }

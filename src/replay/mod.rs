@@ -17,6 +17,7 @@ pub mod render;
 pub mod summary;
 pub mod time;
 pub mod timeline;
+pub mod values;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -228,8 +229,10 @@ fn member_key(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     fleet::without(labels, &prometheus::PER_SIGNAL_LABELS)
 }
 
-/// Turn the three queries' series into per-member histories on `grid`.
-/// Points off the grid are ignored.
+/// Turn the three queries' series into per-member histories on `grid`
+/// (the rows are on it already). A value row becomes its signal's values
+/// as it is; a second series of the same signal and member fills in over
+/// the first where it has points.
 pub fn assemble(
     grid: &Grid,
     ready: Vec<Series>,
@@ -237,48 +240,54 @@ pub fn assemble(
     known: Vec<Series>,
 ) -> Vec<MemberHistory> {
     let mut out: BTreeMap<BTreeMap<String, String>, MemberHistory> = BTreeMap::new();
-    let mut entry = |labels: &BTreeMap<String, String>| -> BTreeMap<String, String> {
-        let key = member_key(labels);
-        out.entry(key.clone())
-            .or_insert_with(|| MemberHistory::new(key.clone(), grid.steps));
-        key
+    let mut keyed = |list: Vec<Series>| -> Vec<(BTreeMap<String, String>, Series)> {
+        (list.into_iter())
+            .map(|s| {
+                let key = member_key(&s.labels);
+                if !out.contains_key(&key) {
+                    out.insert(key.clone(), MemberHistory::new(key.clone(), grid.steps));
+                }
+                (key, s)
+            })
+            .collect()
     };
-    let mut keyed_ready = Vec::new();
-    for s in ready {
-        keyed_ready.push((entry(&s.labels), s));
-    }
-    let mut keyed_values = Vec::new();
-    for s in values {
-        keyed_values.push((entry(&s.labels), s));
-    }
-    let mut keyed_known = Vec::new();
-    for s in known {
-        keyed_known.push((entry(&s.labels), s));
-    }
-    for (key, s) in keyed_ready {
-        let m = out.get_mut(&key).expect("entered above");
-        for (t, v) in s.points {
-            if let Some(i) = grid.index_of(t) {
-                m.recorded[i] = v.is_finite().then_some(v != 0.0);
+    let (ready, values, known) = (keyed(ready), keyed(values), keyed(known));
+    for (key, s) in ready {
+        let Some(m) = out.get_mut(&key) else { continue };
+        for (at, v) in m.recorded.iter_mut().zip(s.row) {
+            if let Some(v) = v {
+                *at = v.is_finite().then_some(v != 0.0);
             }
         }
     }
-    for (is_known, list) in [(false, keyed_values), (true, keyed_known)] {
+    for (is_known, list) in [(false, values), (true, known)] {
         for (key, s) in list {
-            let Some(signal) = s.labels.get("signal") else {
+            let (Some(signal), Some(m)) = (s.labels.get("signal"), out.get_mut(&key)) else {
                 continue;
             };
-            let m = out.get_mut(&key).expect("entered above");
-            let h = m
-                .signals
-                .entry(signal.clone())
-                .or_insert_with(|| SignalHistory::new(grid.steps));
-            for (t, v) in s.points {
-                if let Some(i) = grid.index_of(t) {
-                    if is_known {
-                        h.known[i] = Some(v != 0.0);
-                    } else {
-                        h.value[i] = Some(v);
+            let h = match m.signals.entry(signal.clone()) {
+                std::collections::btree_map::Entry::Vacant(e) if !is_known => {
+                    e.insert(SignalHistory {
+                        value: s.row,
+                        known: vec![None; grid.steps],
+                    });
+                    continue;
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(SignalHistory::new(grid.steps))
+                }
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            };
+            if is_known {
+                for (at, v) in h.known.iter_mut().zip(s.row) {
+                    if let Some(v) = v {
+                        *at = Some(v != 0.0);
+                    }
+                }
+            } else {
+                for (at, v) in h.value.iter_mut().zip(s.row) {
+                    if v.is_some() {
+                        *at = v;
                     }
                 }
             }

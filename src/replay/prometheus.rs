@@ -10,9 +10,11 @@
 //! the store has ([`limit_of`]) says which and the store's flag for it.
 //!
 //! Memory is bounded by what is held: each answer is at most
-//! `--prometheus.max-bytes`, and every series is charged, as it is parsed,
-//! what it will cost in memory (its labels, its points and the per-step
-//! row [`super::timeline`] builds for it, see [`series_cost`]) against one
+//! `--prometheus.max-bytes`, read into a buffer reused answer after answer
+//! (a fresh one per answer left the allocator a trail of freed buffers,
+//! RSS growing with the fleet), and every series is charged, as it is
+//! parsed, what it will cost in memory (its labels and the per-step row its
+//! points are scanned into, [`super::values`], see [`series_cost`]) against one
 //! budget of `--prometheus.max-bytes`; the members found are charged for
 //! the whole run, a batch's series and reports ([`MEMBER_COST`]) until the
 //! batch is written ([`Prometheus::release`]). The first series over it
@@ -23,14 +25,16 @@
 //! made printable ([`super::render::printable`]) before it reaches an
 //! error message.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use super::render::printable;
 use super::timeline::Grid;
@@ -109,11 +113,17 @@ fn limit_hint(limit: &Option<Limit>) -> String {
 }
 
 /// What a series costs in memory once read and replayed: its labels (with
-/// the map's overhead), 24 bytes a point as read and 18 bytes a step for
-/// the row it becomes in the per-member tables (a value, a known flag).
-pub fn series_cost(labels: &BTreeMap<String, String>, points: usize, steps: usize) -> u64 {
-    96 + label_cost(labels) + (24 * points + 18 * steps) as u64
+/// the map's overhead) and 17 bytes a step: the row its points are read
+/// into (16 bytes a step, a value or none) and the per-member table's known
+/// flag (known and recorded rows shrink to that byte once assembled).
+pub fn series_cost(labels: &BTreeMap<String, String>, steps: usize) -> u64 {
+    96 + label_cost(labels) + 17 * steps as u64
 }
+
+/// Capacity of an answer buffer kept for the next answer: what the
+/// default batch's answers need, with room to spare; a larger one (a large
+/// `--batch`) is freed after its answer.
+pub const KEEP_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 
 /// What a label set costs held in a map.
 pub fn label_cost(labels: &BTreeMap<String, String>) -> u64 {
@@ -141,11 +151,15 @@ pub const PER_SIGNAL_LABELS: [&str; 3] = ["__name__", "signal", "source"];
 /// The labels `etcd_readiness_member_info` adds to the member's own.
 pub const INFO_LABELS: [&str; 4] = ["__name__", "cluster_id", "member_id", "name"];
 
-/// One series over the whole grid: its labels and `(Unix ms, value)` points.
+/// A series' labels.
+type Labels = BTreeMap<String, String>;
+
+/// One series over the whole grid: its labels and its value at each step
+/// (none where the answer has no point).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
     pub labels: BTreeMap<String, String>,
-    pub points: Vec<(i64, f64)>,
+    pub row: Vec<Option<f64>>,
 }
 
 /// A limit of the store's that a refusal names ([`limit_of`]).
@@ -317,48 +331,31 @@ pub struct Prometheus {
     /// Steps per `query_range` request: [`MAX_POINTS_PER_QUERY`], halved
     /// when the store refuses that many points per series.
     chunk_steps: AtomicUsize,
+    /// Answer buffers not in use, one per request that was in flight at
+    /// once, each at most [`KEEP_BUFFER_BYTES`].
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
-/// A `query_range` answer's `data`.
+/// A `query_range` answer's `data` (its series went to the seed's `each`).
 struct Data {
     result_type: String,
-    result: Vec<RawSeries>,
 }
 
+/// One series of a `query_range` answer: its labels, and its `values` as
+/// the answer's text, scanned by [`super::values::scan`].
 #[derive(Deserialize)]
-struct RawSeries {
+struct RawSeries<'a> {
     metric: BTreeMap<String, String>,
-    #[serde(default)]
-    values: Vec<(f64, PromFloat)>,
+    #[serde(default, borrow)]
+    values: Option<&'a RawValue>,
 }
 
-/// A sample value as Prometheus writes it, a string (`"1"`, `"NaN"`,
-/// `"+Inf"`), parsed without allocating it; what does not parse is NaN.
-struct PromFloat(f64);
-
-impl<'de> Deserialize<'de> for PromFloat {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = PromFloat;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a sample value as a string")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<PromFloat, E> {
-                Ok(PromFloat(v.parse().unwrap_or(f64::NAN)))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<PromFloat, E> {
-                Ok(PromFloat(v))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<PromFloat, E> {
-                Ok(PromFloat(v as f64))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<PromFloat, E> {
-                Ok(PromFloat(v as f64))
-            }
-        }
-        d.deserialize_any(V)
-    }
+/// Why handing a series on stopped the parse.
+enum Stop {
+    /// Over the memory budget.
+    Over,
+    /// Its `values` are not a list of pairs.
+    Shape(super::values::ShapeError),
 }
 
 /// Seconds with milliseconds, as the API takes times.
@@ -381,6 +378,7 @@ impl Prometheus {
             used: AtomicU64::new(0),
             series: AtomicU64::new(0),
             chunk_steps: AtomicUsize::new(MAX_POINTS_PER_QUERY),
+            buffers: Mutex::new(Vec::new()),
         })
     }
 
@@ -512,21 +510,9 @@ impl Prometheus {
         keep: &(dyn Fn(&BTreeMap<String, String>) -> bool + Sync),
         chunk_steps: usize,
     ) -> Result<(Vec<Series>, u64), PromError> {
-        let mut by_labels: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
+        let rows: RefCell<BTreeMap<Labels, Vec<Option<f64>>>> = RefCell::new(BTreeMap::new());
         let charged = AtomicU64::new(0);
-        let take = |raw: &RawSeries| {
-            if !keep(&raw.metric) {
-                return Take::Skip;
-            }
-            let cost = series_cost(&raw.metric, raw.values.len(), grid.steps);
-            self.series.fetch_add(1, Ordering::Relaxed);
-            charged.fetch_add(cost, Ordering::Relaxed);
-            if self.charge(cost) {
-                Take::Keep
-            } else {
-                Take::Over
-            }
-        };
+        let each = |raw: RawSeries<'_>| self.take_series(raw, grid, keep, &rows, &charged);
         let mut first = 0;
         let result = loop {
             if first >= grid.steps {
@@ -541,7 +527,7 @@ impl Prometheus {
             ];
             let over = Cell::new(false);
             let seed = MatrixSeed {
-                take: &take,
+                each: &each,
                 over: &over,
             };
             let data = match self
@@ -564,18 +550,6 @@ impl Prometheus {
                     printable(&data.result_type)
                 )));
             }
-            for raw in data.result {
-                let points = by_labels.entry(raw.metric).or_default();
-                // Sized once: grown point by point, the vector was copied
-                // at every doubling (callgrind: realloc's copies were 4 % of
-                // a fleet replay's instructions).
-                points.reserve_exact(raw.values.len());
-                points.extend(
-                    (raw.values.into_iter())
-                        .filter(|(ts, _)| ts.is_finite())
-                        .map(|(ts, PromFloat(v))| ((ts * 1000.0).round() as i64, v)),
-                );
-            }
             first = last + 1;
         };
         let charged = charged.into_inner();
@@ -583,11 +557,47 @@ impl Prometheus {
             self.release(charged);
             return Err(e);
         }
-        let series = by_labels
-            .into_iter()
-            .map(|(labels, points)| Series { labels, points })
+        let series = (rows.into_inner().into_iter())
+            .map(|(labels, row)| Series { labels, row })
             .collect();
         Ok((series, charged))
+    }
+
+    /// One series of a `query_range` answer, if `keep` wants it: charged
+    /// when first seen (its row is made then, for the whole grid), its
+    /// points in this and later chunks scanned into the row.
+    fn take_series(
+        &self,
+        raw: RawSeries<'_>,
+        grid: &Grid,
+        keep: &(dyn Fn(&Labels) -> bool + Sync),
+        rows: &RefCell<BTreeMap<Labels, Vec<Option<f64>>>>,
+        charged: &AtomicU64,
+    ) -> Result<(), Stop> {
+        if !keep(&raw.metric) {
+            return Ok(());
+        }
+        let mut rows = rows.borrow_mut();
+        if !rows.contains_key(&raw.metric) {
+            let cost = series_cost(&raw.metric, grid.steps);
+            self.series.fetch_add(1, Ordering::Relaxed);
+            charged.fetch_add(cost, Ordering::Relaxed);
+            if !self.charge(cost) {
+                return Err(Stop::Over);
+            }
+        }
+        let row = rows
+            .entry(raw.metric)
+            .or_insert_with(|| vec![None; grid.steps]);
+        let Some(values) = raw.values else {
+            return Ok(());
+        };
+        super::values::scan(values.get(), |t, v| {
+            if let Some(slot) = grid.index_of(t).and_then(|i| row.get_mut(i)) {
+                *slot = Some(v);
+            }
+        })
+        .map_err(Stop::Shape)
     }
 
     /// GET `/api/v1/{endpoint}?{params}` and parse the answer's envelope
@@ -610,20 +620,62 @@ impl Prometheus {
         let url = self
             .base
             .join(&format!("/api/v1/{endpoint}?{}", query.finish()));
-        let fetched = http_client::get(&self.http, &url, self.timeout, self.max_bytes)
+        let mut body = self.take_buffer();
+        let answer = self
+            .answer(&url, &mut body, what, steps, (seed, over))
+            .await;
+        self.keep_buffer(body);
+        answer
+    }
+
+    /// An answer buffer: one kept from an earlier answer, or a new one.
+    fn take_buffer(&self) -> Vec<u8> {
+        match self.buffers.lock() {
+            Ok(mut kept) => kept.pop().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Keep `body` for the next answer, unless it grew too large to keep.
+    fn keep_buffer(&self, mut body: Vec<u8>) {
+        if body.capacity() <= KEEP_BUFFER_BYTES
+            && let Ok(mut kept) = self.buffers.lock()
+        {
+            body.clear();
+            kept.push(body);
+        }
+    }
+
+    /// GET `url` into `body` and parse it as [`Self::api`] says.
+    async fn answer<S, T>(
+        &self,
+        url: &RedactedUrl,
+        body: &mut Vec<u8>,
+        what: &str,
+        steps: usize,
+        (seed, over): (S, &Cell<bool>),
+    ) -> Result<T, PromError>
+    where
+        S: for<'de> DeserializeSeed<'de, Value = T>,
+    {
+        let unreachable = |e: SampleError| match e.reason {
+            Reason::TooLarge => PromError::TooLarge {
+                query: what.to_string(),
+                max: self.max_bytes,
+            },
+            reason => PromError::Unreachable {
+                url: self.base.to_string(),
+                message: e.message,
+                timed_out: reason == Reason::Timeout,
+            },
+        };
+        let status = http_client::get_into(&self.http, url, self.timeout, self.max_bytes, body)
             .await
-            .map_err(|e: SampleError| match e.reason {
-                Reason::TooLarge => PromError::TooLarge {
-                    query: what.to_string(),
-                    max: self.max_bytes,
-                },
-                reason => PromError::Unreachable {
-                    url: self.base.to_string(),
-                    message: e.message,
-                    timed_out: reason == Reason::Timeout,
-                },
-            })?;
-        let status = fetched.status.as_u16();
+            .map_err(unreachable)?;
+        let text =
+            std::str::from_utf8(body).map_err(|e| unreachable(http_client::not_utf8(url, e)))?;
+        let ok = status.is_success();
+        let status = status.as_u16();
         let parse = |why: String| PromError::Parse {
             query: what.to_string(),
             why: printable(&why).into_owned(),
@@ -634,23 +686,23 @@ impl Prometheus {
             limit: limit_of(&text),
             error: printable(&text).into_owned(),
         };
-        let mut de = serde_json::Deserializer::from_str(&fetched.body);
+        let mut de = serde_json::Deserializer::from_str(text);
         let parsed = EnvelopeSeed { data: seed }
             .deserialize(&mut de)
             .and_then(|env| de.end().map(|()| env));
         let env = match parsed {
             Ok(env) => env,
             Err(_) if over.get() => return Err(self.over_budget(what, steps)),
-            Err(e) if fetched.status.is_success() => return Err(parse(e.to_string())),
+            Err(e) if ok => return Err(parse(e.to_string())),
             Err(_) => {
-                let mut body: String = fetched.body.chars().take(300).collect();
+                let mut body: String = text.chars().take(300).collect();
                 if body.is_empty() {
                     body = "(empty body)".to_string();
                 }
                 return Err(refused(body));
             }
         };
-        if env.status != "success" || !fetched.status.is_success() {
+        if env.status != "success" || !ok {
             return Err(refused(format!(
                 "{}: {}",
                 env.error_type.as_deref().unwrap_or("error"),
@@ -778,9 +830,9 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ListSeed<'_, T> {
 }
 
 /// `query_range`'s `data`: `resultType` and the `result` series, each
-/// taken as parsed.
+/// handed to `each` as parsed.
 struct MatrixSeed<'a> {
-    take: &'a dyn Fn(&RawSeries) -> Take,
+    each: &'a dyn Fn(RawSeries<'_>) -> Result<(), Stop>,
     over: &'a Cell<bool>,
 }
 
@@ -811,8 +863,8 @@ impl<'de> Visitor<'de> for MatrixSeed<'_> {
             match k.as_str() {
                 "resultType" => result_type = Some(map.next_value::<String>()?),
                 "result" => {
-                    result = Some(map.next_value_seed(ListSeed {
-                        take: self.take,
+                    result = Some(map.next_value_seed(SeriesSeed {
+                        each: self.each,
                         over: self.over,
                     })?)
                 }
@@ -821,10 +873,43 @@ impl<'de> Visitor<'de> for MatrixSeed<'_> {
                 }
             }
         }
+        result.ok_or_else(|| de::Error::missing_field("result"))?;
         Ok(Some(Data {
             result_type: result_type.ok_or_else(|| de::Error::missing_field("resultType"))?,
-            result: result.ok_or_else(|| de::Error::missing_field("result"))?,
         }))
+    }
+}
+
+/// `result`: each series handed to `each` as it is parsed, none kept here.
+struct SeriesSeed<'a> {
+    each: &'a dyn Fn(RawSeries<'_>) -> Result<(), Stop>,
+    over: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for SeriesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SeriesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of series")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(series) = seq.next_element::<RawSeries<'de>>()? {
+            match (self.each)(series) {
+                Ok(()) => {}
+                Err(Stop::Over) => {
+                    self.over.set(true);
+                    return Err(de::Error::custom("over the memory budget"));
+                }
+                Err(Stop::Shape(e)) => return Err(de::Error::custom(e)),
+            }
+        }
+        Ok(())
     }
 }
 
