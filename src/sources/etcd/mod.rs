@@ -296,6 +296,16 @@ struct Shared {
 
 const LABEL: &str = "etcd";
 
+/// How long a read's sample is kept, a read asked every `period` within
+/// `deadline`: a sample is stamped when its read was sent, so it must
+/// outlive its own read (up to `deadline`) and the next one's (up to
+/// `deadline` again, judged meanwhile by its trust and by its time pending
+/// as a lower bound, not by staleness): a member whose reads take 900 ms
+/// and then 400 ms, both within the policy's `qget_ms < 1000`, serves.
+fn read_kept(period: Duration, deadline: Duration) -> Trust {
+    kept(period, deadline.saturating_mul(2))
+}
+
 /// How long a sample of a call asked every `period` within `deadline` is
 /// kept: a call is given up to [`CONTENDED_TRUST_MAX`] more on a busy node
 /// (`bounded`), so its samples are kept as much longer.
@@ -320,14 +330,14 @@ impl Shared {
 
     /// How long the reads' samples are kept when a read is given
     /// `deadline` ([`EtcdConfig::read_timeout`], which follows the policy in
-    /// force): as much longer than the other samples (the serializable
-    /// read's period is the interval: it waits for its round).
+    /// force): [`read_kept`] (the serializable read's period is the
+    /// interval: it waits for its round).
     fn set_read_staleness(&self, deadline: Duration) {
         let cfg = &self.config;
         self.store
-            .set_staleness(self.ids.qget_ms, kept(cfg.fast(), deadline));
+            .set_staleness(self.ids.qget_ms, read_kept(cfg.fast(), deadline));
         self.store
-            .set_staleness(self.ids.sget_ms, kept(cfg.interval, deadline));
+            .set_staleness(self.ids.sget_ms, read_kept(cfg.interval, deadline));
     }
 
     fn epoch(&self) -> u64 {
@@ -391,6 +401,18 @@ mod tests {
         c.timeout = Duration::from_secs(3);
         assert_eq!(c.read_timeout(), Duration::from_secs(3));
         assert!(c.client_timeout() > c.read_timeout());
+    }
+
+    #[test]
+    fn a_reads_sample_outlives_its_own_read_and_the_next_one() {
+        let c = defaults();
+        let deadline = c.read_timeout();
+        let kept = read_kept(c.fast(), deadline);
+        // Stamped when sent: answered after the whole deadline, the next
+        // read pending for its whole deadline too, it is still not stale.
+        assert!(kept.base > deadline * 2, "{kept:?}");
+        assert_eq!(kept.base, Duration::from_millis(2300));
+        assert_eq!(kept.contended_max, kept.base + CONTENDED_TRUST_MAX);
     }
 
     #[test]
