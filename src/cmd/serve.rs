@@ -29,9 +29,9 @@ use crate::reload::{
 use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
 use crate::sources::backup::BackupSampler;
+use crate::sources::etcd::identity::MemberInfo;
 use crate::sources::etcd::{EtcdConfig, ReadFloor};
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
-use crate::sources::identity::MemberInfo;
 use crate::sources::owner::OwnerSampler;
 use crate::sources::tls_material::{
     CredentialFiles, Credentials, CredentialsReloader, TlsKind, TlsMetrics,

@@ -10,17 +10,13 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::longpoll::MAX_WAIT;
-use super::readyz_json::{CandidateFields, Disagreeing, ReadyzJson};
+use super::readyz_json::{CandidateFields, Disagreeing, MAX_BODY, MAX_EXPLANATION, ReadyzJson};
 use super::views::Seconds;
 use etcd_readiness_policy::duration::{self, DurationError};
 use etcd_readiness_policy::policy::diag::did_you_mean;
 use etcd_readiness_policy::text::cut;
 use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
-/// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
-pub const MAX_BODY: usize = 10_000;
-/// Longest explanation shown for one check.
-pub(super) const MAX_EXPLANATION: usize = 1_000;
 /// Longest piece of the request (a check name, an `exclude`) echoed back.
 pub const MAX_ECHO: usize = 200;
 /// Most unmatched `exclude` names echoed back.

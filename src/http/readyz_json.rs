@@ -9,10 +9,14 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::readyz::{MAX_BODY, MAX_EXPLANATION};
 use super::views::{Seconds, UnixTime};
 use etcd_readiness_policy::text::cut;
 use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, UsedSignal, Verdict};
+
+/// Bodies are kept below this many bytes (the kubelet reads 10 KiB).
+pub const MAX_BODY: usize = 10_000;
+/// Longest explanation shown for one check.
+pub(super) const MAX_EXPLANATION: usize = 1_000;
 
 /// Explanations are cut to this many bytes when the body is too long with
 /// them whole.

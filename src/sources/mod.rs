@@ -16,7 +16,6 @@ pub mod config;
 pub mod etcd;
 pub mod etcd_auth;
 pub mod etcd_metrics;
-pub mod identity;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;

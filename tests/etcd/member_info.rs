@@ -340,7 +340,7 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
     // from the promotion, not from the periodic re-ask.
     assert_eq!(
         DEADLINE,
-        etcd_readiness_exporter::sources::identity::RELIST_EVERY
+        etcd_readiness_exporter::sources::etcd::identity::RELIST_EVERY
     );
     wait_info(&e, &info_line(&cluster_id, &learner_id, "learner1")).await;
     e.running.shutdown().await;

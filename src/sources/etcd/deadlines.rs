@@ -215,7 +215,7 @@ impl Deadline {
 /// Run `call` within its [`Deadline`] of `timeout` from now (extended by
 /// the node's contention while it runs): its own error, or a timeout. The
 /// one deadline of every etcd call, MemberList's for the member's identity
-/// ([`crate::sources::identity`]) included.
+/// ([`crate::sources::etcd::identity`]) included.
 pub(in crate::sources) async fn within<T>(
     clock: &Clock,
     timeout: Duration,

@@ -51,13 +51,12 @@ mod connection;
 mod credit;
 mod deadlines;
 mod errors;
+pub mod identity;
 mod loops;
 mod status;
 mod without_root;
 
 pub use without_root::MemberHttp;
-
-pub(super) use deadlines::within;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -69,7 +68,7 @@ use tokio::task::JoinHandle;
 
 use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND};
 pub use self::deadlines::{MAX_POLICY_READ_BOUND, ReadFloor};
-use super::identity::MemberInfo;
+use self::identity::MemberInfo;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::Runtime;

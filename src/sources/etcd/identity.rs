@@ -36,8 +36,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::SampleError;
 use crate::runtime::clock::Clock;
+use crate::sources::SampleError;
 
 /// The labels of `etcd_readiness_member_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -217,7 +217,7 @@ impl MemberInfo {
     /// After a successful Status with `header` (`learner`: what Status said):
     /// ask MemberList for the member's name when it is due (within
     /// `timeout`, extended like every etcd call while the node's CPU is
-    /// contended, [`super::etcd::within`]; counted in `metrics` as source
+    /// contended, [`super::deadlines::within`]; counted in `metrics` as source
     /// `etcd`, call `member_list`) and update the series. A failure of
     /// MemberList is logged at debug level (a learner's refusal once at
     /// info) and changes no signal.
@@ -237,7 +237,7 @@ impl MemberInfo {
         };
         metrics.request("etcd", "member_list");
         let mut c = client.clone();
-        let answer = super::etcd::within(clock, timeout, "MemberList", async move {
+        let answer = super::deadlines::within(clock, timeout, "MemberList", async move {
             Ok(c.member_list().await)
         })
         .await;
@@ -442,7 +442,7 @@ mod tests {
         let other = etcd_client::Error::GRpcStatus(tonic::Status::internal("x"));
         assert_eq!(listed(Ok(Err(other)), MEMBER, false), Err(()));
         let late = SampleError::new(
-            super::super::Reason::Timeout,
+            crate::sources::Reason::Timeout,
             "MemberList: request timed out after 500ms".to_string(),
         );
         assert_eq!(listed(Err(late), MEMBER, false), Err(()));
