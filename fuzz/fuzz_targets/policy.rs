@@ -38,11 +38,10 @@ fn readings(catalogue: &Catalogue, seed: &mut u64) -> Vec<Reading> {
                 0 => Reading::NEVER,
                 1 => Reading::failed("fuzz", Duration::from_millis(*seed % 100_000)),
                 2 => Reading {
-                    value: None,
-                    unknown: Unknown::Stale {
+                    value: Err(Unknown::Stale {
                         age: Duration::from_secs(*seed % 1_000),
                         bound: Duration::from_secs(3),
-                    },
+                    }),
                     last_good_age: Some(Duration::from_secs(*seed % 1_000)),
                     pending: None,
                 },
