@@ -41,6 +41,7 @@ use super::timeline::Grid;
 use crate::outside::http_client::{self, TlsFiles};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::sources::{Reason, SampleError};
+use etcd_readiness_policy::sync::TolerantLock;
 
 /// Steps per `query_range` request: under Prometheus' 11,000 points per series.
 pub const MAX_POINTS_PER_QUERY: usize = 10_000;
@@ -630,19 +631,14 @@ impl Prometheus {
 
     /// An answer buffer: one kept from an earlier answer, or a new one.
     fn take_buffer(&self) -> Vec<u8> {
-        match self.buffers.lock() {
-            Ok(mut kept) => kept.pop().unwrap_or_default(),
-            Err(_) => Vec::new(),
-        }
+        self.buffers.locked().pop().unwrap_or_default()
     }
 
     /// Keep `body` for the next answer, unless it grew too large to keep.
     fn keep_buffer(&self, mut body: Vec<u8>) {
-        if body.capacity() <= KEEP_BUFFER_BYTES
-            && let Ok(mut kept) = self.buffers.lock()
-        {
+        if body.capacity() <= KEEP_BUFFER_BYTES {
             body.clear();
-            kept.push(body);
+            self.buffers.locked().push(body);
         }
     }
 

@@ -133,10 +133,10 @@ impl Shared {
         loop {
             // A reloaded policy may give the reads longer
             // (`EtcdConfig::read_timeout`): their samples are kept as long.
-            let now = Some(self.config.read_timeout());
-            if deadline != now {
-                deadline = now;
-                self.set_read_staleness(self.config.read_timeout());
+            let now = self.config.read_timeout();
+            if deadline != Some(now) {
+                deadline = Some(now);
+                self.set_read_staleness(now);
             }
             // Start to start, as Status: a read answered late (at the end of
             // an election, after a thaw) is followed at once by a fresh one,
