@@ -75,6 +75,9 @@ pub(super) struct Facts {
     /// Its Status answers (etcd_up true and still trusted).
     pub status_answers: bool,
     pub role: Role,
+    /// Its last trusted Status names a leader (`Some(false)`: none, a
+    /// candidate or a follower between terms).
+    pub has_leader: Option<bool>,
     pub learner: Option<bool>,
     pub peers: Peers,
     /// The pending read's last answer is still trusted (by the trust in
@@ -93,6 +96,11 @@ pub(super) enum Refusal {
     /// answer it.
     #[error("it is the leader, or its role is not known")]
     LeaderOrRoleUnknown,
+    /// A leader that stepped down (a rejoining member's higher term, on a
+    /// cluster without pre-vote) resets its election timer: no election
+    /// can start for one election timeout, so its read waits at least that.
+    #[error("it led when its read was sent and has no leader now")]
+    SteppedDown,
     #[error("it is a learner, or that is not known")]
     Learner,
     /// A lost quorum's survivor sees its peers' connections close at once.
@@ -104,15 +112,18 @@ pub(super) enum Refusal {
     ElectionOver,
 }
 
-/// Whether the member earns the credit by `f`. A credit already given is
-/// `kept` under the same conditions but the role: a follower that wins the
-/// election while its read waits is the leader now, and answers that read
-/// once its term's first entry commits.
-pub(super) fn earns(f: &Facts, kept: bool) -> Result<(), Refusal> {
+/// Whether the member earns the credit by `f`, its read sent in the role
+/// `sent_as`. A credit already given is `kept` under the same conditions
+/// but the role: a follower that wins the election while its read waits is
+/// the leader now, and answers that read once its term's first entry
+/// commits.
+pub(super) fn earns(f: &Facts, kept: bool, sent_as: Role) -> Result<(), Refusal> {
     if !f.served {
         Err(Refusal::LastReadFailed)
     } else if !f.status_answers {
         Err(Refusal::StatusNotAnswered)
+    } else if !kept && sent_as == Role::Leader && f.has_leader == Some(false) {
+        Err(Refusal::SteppedDown)
     } else if !kept && f.role != Role::Follower {
         Err(Refusal::LeaderOrRoleUnknown)
     } else if f.learner != Some(false) {
@@ -167,6 +178,8 @@ pub(super) struct Step {
 #[derive(Clone, Debug)]
 pub(super) struct Credit {
     started: Instant,
+    /// The member's role when the read was sent.
+    sent_as: Role,
     trust: Trust,
     phase: Phase,
     /// The peer count was asked for since the read started.
@@ -179,10 +192,12 @@ pub(super) struct Credit {
 }
 
 impl Credit {
-    /// A read started at `started`, its last answer trusted by `trust`.
-    pub(super) fn new(started: Instant, trust: Trust) -> Credit {
+    /// A read sent at `started` by a member in the role `sent_as`, its last
+    /// answer trusted by `trust`.
+    pub(super) fn new(started: Instant, sent_as: Role, trust: Trust) -> Credit {
         Credit {
             started,
+            sent_as,
             trust,
             phase: Phase::Waiting,
             asked: None,
@@ -233,7 +248,10 @@ impl Credit {
         let decide = self.started + self.trust.base.saturating_sub(CREDIT_CHECK);
         // The count is asked for once, and only where it is all the credit
         // lacks (not for a leader, nor in an outage: no GET for nothing).
-        if now >= half && self.asked.is_none() && earns(f, false) == Err(Refusal::PeersNotRead) {
+        if now >= half
+            && self.asked.is_none()
+            && earns(f, false, self.sent_as) == Err(Refusal::PeersNotRead)
+        {
             self.ask(now, fx);
         }
         if now < decide {
@@ -249,7 +267,7 @@ impl Credit {
     }
 
     fn deciding(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
-        let earned = earns(f, false);
+        let earned = earns(f, false, self.sent_as);
         match earned {
             Ok(()) => {
                 // The count is asked for again a gap after the credit.
@@ -290,7 +308,7 @@ impl Credit {
         let why = if now.saturating_duration_since(self.started) > ELECTION_TRUST {
             Err(Refusal::ElectionOver)
         } else {
-            earns(f, true)
+            earns(f, true, self.sent_as)
         };
         if let Err(why) = why {
             fx.trust = Some(self.trust);
@@ -368,7 +386,8 @@ mod tests {
             base: ms(100),
             contended_max: ms(1000),
         };
-        let mut credit = Credit::new(t0, base);
+        // The role when the read was sent: the script's at 0 ms.
+        let mut credit = Credit::new(t0, (m.facts)(0).role, base);
         let mut trust = base;
         let mut trace = Trace::default();
         let mut t = 0u64;
@@ -417,6 +436,7 @@ mod tests {
         served: true,
         status_answers: true,
         role: Role::Follower,
+        has_leader: Some(true),
         learner: Some(false),
         peers: Peers::NotRead,
         read_trusted: true,
@@ -609,6 +629,81 @@ mod tests {
                 },
             ),
             (
+                // A leader that steps down for a higher term (a member that
+                // rejoins a cluster without pre-vote): it waits an election
+                // timeout before it campaigns, so its read gets no credit.
+                "a leader that steps down",
+                Member {
+                    facts: |t| {
+                        if t < 30 {
+                            Facts {
+                                role: Role::Leader,
+                                ..FOLLOWER
+                            }
+                        } else {
+                            Facts {
+                                has_leader: Some(false),
+                                ..FOLLOWER
+                            }
+                        }
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(SteppedDown))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A leadership moved on (etcd's leader transfer): the new
+                // leader is known before the credit is decided; credited.
+                "a leader whose leadership moved",
+                Member {
+                    facts: |t| {
+                        if t < 30 {
+                            Facts {
+                                role: Role::Leader,
+                                ..FOLLOWER
+                            }
+                        } else if t < 40 {
+                            Facts {
+                                has_leader: Some(false),
+                                ..FOLLOWER
+                            }
+                        } else {
+                            FOLLOWER
+                        }
+                    },
+                    contended: none,
+                    answers_at: Some(300),
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A candidate in an election its read was sent before (a
+                // follower then): credited as any follower.
+                "a follower that campaigns",
+                Member {
+                    facts: |t| Facts {
+                        has_leader: Some(t < 50),
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: Some(400),
+                },
+                Trace {
+                    credited: Some(90),
+                    trusts: vec![(90, 1000)],
+                    ..Trace::default()
+                },
+            ),
+            (
                 "a learner",
                 Member {
                     facts: |_| Facts {
@@ -712,25 +807,51 @@ mod tests {
 
     #[test]
     fn refusals_are_typed_and_say_why_in_words() {
-        assert_eq!(earns(&FOLLOWER, false), Ok(()));
+        assert_eq!(earns(&FOLLOWER, false, Role::Follower), Ok(()));
         let leader = Facts {
             role: Role::Leader,
             ..FOLLOWER
         };
-        assert_eq!(earns(&leader, false), Err(Refusal::LeaderOrRoleUnknown));
-        assert_eq!(earns(&leader, true), Ok(()), "kept by a follower that won");
+        assert_eq!(
+            earns(&leader, false, Role::Leader),
+            Err(Refusal::LeaderOrRoleUnknown)
+        );
+        assert_eq!(
+            earns(&leader, true, Role::Follower),
+            Ok(()),
+            "kept by a follower that won"
+        );
+        let stepped_down = Facts {
+            has_leader: Some(false),
+            ..FOLLOWER
+        };
+        assert_eq!(
+            earns(&stepped_down, false, Role::Leader),
+            Err(Refusal::SteppedDown)
+        );
+        assert_eq!(
+            earns(&stepped_down, false, Role::Follower),
+            Ok(()),
+            "a candidate"
+        );
         let unknown_learner = Facts {
             learner: None,
             ..FOLLOWER
         };
-        assert_eq!(earns(&unknown_learner, false), Err(Refusal::Learner));
+        assert_eq!(
+            earns(&unknown_learner, false, Role::Follower),
+            Err(Refusal::Learner)
+        );
         let stale_count = with_peers(Peers::Counted {
             peers: 2.0,
             read_after_start: false,
         });
-        assert_eq!(earns(&stale_count, false), Err(Refusal::PeersNotRead));
         assert_eq!(
-            earns(&with_peers(Peers::Unknown), false),
+            earns(&stale_count, false, Role::Follower),
+            Err(Refusal::PeersNotRead)
+        );
+        assert_eq!(
+            earns(&with_peers(Peers::Unknown), false, Role::Follower),
             Err(Refusal::PeersNotRead)
         );
         assert_eq!(

@@ -279,7 +279,8 @@ impl Shared {
         trust: Trust,
         served: bool,
     ) -> Result<f64, SampleError> {
-        let mut credit = Credit::new(start.now, trust);
+        let sent_as = self.role(start.now);
+        let mut credit = Credit::new(start.now, sent_as, trust);
         let mut deadline = Deadline::new(start, self.config.read_timeout());
         let mut call = std::pin::pin!(self.range(false));
         loop {
@@ -305,11 +306,6 @@ impl Shared {
             Some(Value::Bool(b)) => Some(b),
             _ => None,
         };
-        let role = match flag(self.ids.is_leader) {
-            Some(true) => Role::Leader,
-            Some(false) => Role::Follower,
-            None => Role::Unknown,
-        };
         let peers = match self.active_peers {
             None => Peers::NotRead,
             Some(id) => {
@@ -329,10 +325,20 @@ impl Shared {
         Facts {
             served,
             status_answers: flag(self.ids.etcd_up) == Some(true),
-            role,
+            role: self.role(now),
+            has_leader: flag(self.ids.leader),
             learner: flag(self.ids.learner),
             peers,
             read_trusted: store.reading(self.ids.qget_ms, now).value.is_ok(),
+        }
+    }
+
+    /// The member's role by its last trusted Status at `now`.
+    fn role(&self, now: Instant) -> Role {
+        match self.store.reading(self.ids.is_leader, now).get() {
+            Some(Value::Bool(true)) => Role::Leader,
+            Some(Value::Bool(false)) => Role::Follower,
+            _ => Role::Unknown,
         }
     }
 
