@@ -61,13 +61,9 @@ pub async fn wait_http_ready(
             if let Some(st) = exited {
                 return Ok(Some(st));
             }
-            match tokio::time::timeout(
-                Duration::from_secs(2),
-                etcd_readiness_exporter::cmd::localcluster::http_get(addr, path, None),
-            )
-            .await
-            {
-                Ok(Ok((200, _, _))) => Ok(None),
+            use etcd_readiness_exporter::outside::http_client;
+            match http_client::get_at(addr, path, None, Duration::from_secs(2)).await {
+                Ok(a) if a.status == 200 => Ok(None),
                 _ => Err(()),
             }
         }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::http_client;
 
 use crate::heavy::{self, Slot};
 use crate::ports::free_tcp_port;
@@ -114,13 +114,11 @@ impl Prometheus {
     /// `GET path` of the HTTP API as JSON, if it answers 200 with JSON
     /// within 5 s.
     pub async fn api(&self, path: &str) -> Option<serde_json::Value> {
-        let (status, _, body) =
-            tokio::time::timeout(Duration::from_secs(5), http_get(self.addr, path, None))
-                .await
-                .ok()?
-                .ok()?;
-        (status == 200)
-            .then(|| serde_json::from_str(&body).ok())
+        let answer = http_client::get_at(self.addr, path, None, Duration::from_secs(5))
+            .await
+            .ok()?;
+        (answer.status == 200)
+            .then(|| serde_json::from_str(&answer.body).ok())
             .flatten()
     }
 
