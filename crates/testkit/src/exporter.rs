@@ -295,8 +295,7 @@ impl ChildExporter {
     /// Wait until `/readyz` answers 200; panic with the log when the
     /// exporter exits or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let (addr, path) = (self.addr, self.log.clone());
-        let log = move || std::fs::read_to_string(&path).unwrap_or_default();
+        let (addr, log) = (self.addr, &self.log);
         wait_http_ready(&mut self.guard, addr, "/readyz", "exporter", within, log).await;
     }
 

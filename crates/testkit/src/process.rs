@@ -44,16 +44,18 @@ impl Drop for ChildGuard {
 }
 
 /// Wait until the server `guard` runs answers `GET path` on `addr` with 200;
-/// panic naming `name`, with `log()`, when it exits or `within` passes
-/// first. The readiness wait of every HTTP server a test starts.
+/// panic naming `name`, with what it wrote to `log` (its log file), when it
+/// exits or `within` passes first. The readiness wait of every HTTP server a
+/// test starts.
 pub async fn wait_http_ready(
     guard: &mut ChildGuard,
     addr: std::net::SocketAddr,
     path: &str,
     name: &str,
     within: std::time::Duration,
-    log: impl Fn() -> String,
+    log: &std::path::Path,
 ) {
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
     use std::time::Duration;
     let ready = crate::wait::poll(within, Duration::from_millis(200), || {
         let exited = guard.try_wait();

@@ -89,17 +89,10 @@ impl Prometheus {
     /// Wait until `/-/ready` answers 200; panic with its log when it exits
     /// or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let (addr, dir) = (self.addr, self.dir.clone());
-        let log = move || std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
-        crate::process::wait_http_ready(
-            &mut self.guard,
-            addr,
-            "/-/ready",
-            "prometheus",
-            within,
-            log,
-        )
-        .await;
+        let (addr, log) = (self.addr, self.dir.join("prometheus.log"));
+        let name = "prometheus";
+        crate::process::wait_http_ready(&mut self.guard, addr, "/-/ready", name, within, &log)
+            .await;
     }
 
     pub fn url(&self) -> String {
