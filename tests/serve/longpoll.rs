@@ -16,11 +16,10 @@ use etcd_readiness_testkit::exporter::{Exporter, metric_line, post};
 use etcd_readiness_testkit::wait::poll;
 
 const READY: &str = "check leader: leader\n";
-/// How long a GET answered at once may take.
-const AT_ONCE: Duration = Duration::from_secs(5);
-/// How long a held GET may take: past its longest wait (30 s), so that the
-/// shutdown signal, not the client, is what ends it.
-const HELD: Duration = Duration::from_secs(40);
+/// How long a GET of a long poll may take: past the longest wait these
+/// tests ask for (30 s), so that the server, not the client, ends each one
+/// (whether it was answered at once shows in the exporter's counters).
+const LONG_POLL: Duration = Duration::from_secs(40);
 const NOT_READY: &str = "check not_leader: !leader\n";
 
 /// The readinessProbe the sidecar component gives etcd's container.
@@ -238,7 +237,7 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
     // same request was last answered "ready", the verdict is now "not ready".
     // (Wait for the aborted prober's held request to be let go first.)
     wait_held(&e, 0, "the aborted prober's request ended").await;
-    let status = get(probe_addr, &stanza.path, AT_ONCE).await.0;
+    let status = get(probe_addr, &stanza.path, LONG_POLL).await.0;
     assert_eq!(status, 200);
     set_policy(&e, &file, NOT_READY, 503).await;
     let (unseen, changed, waited) = (
@@ -246,7 +245,7 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
         long_polls(&e, "changed").await,
         long_polls(&e, "waited").await,
     );
-    let (status, body) = get(probe_addr, &stanza.path, AT_ONCE).await;
+    let (status, body) = get(probe_addr, &stanza.path, LONG_POLL).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(
         long_polls(&e, "unseen").await,
@@ -262,8 +261,8 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
     let long = stanza
         .path
         .replace(&format!("wait={}s", wait.as_secs()), "wait=30s");
-    assert_eq!(get(probe_addr, &long, AT_ONCE).await.0, 503);
-    let held = tokio::spawn(async move { get(probe_addr, &long, HELD).await });
+    assert_eq!(get(probe_addr, &long, LONG_POLL).await.0, 503);
+    let held = tokio::spawn(async move { get(probe_addr, &long, LONG_POLL).await });
     wait_held(&e, 1, "a 30 s long poll is held").await;
     // Bounded by the shutdown timeout (5 s) plus slack, far below the wait.
     tokio::time::timeout(Duration::from_secs(10), e.running.shutdown())
@@ -295,14 +294,14 @@ async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
     })
     .await;
     let path = "/readyz?wait=30s";
-    assert_eq!(get(probe, path, AT_ONCE).await.0, 503);
+    assert_eq!(get(probe, path, LONG_POLL).await.0, 503);
     let held: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(async move { get(probe, path, HELD).await }))
+        .map(|_| tokio::spawn(async move { get(probe, path, LONG_POLL).await }))
         .collect();
     wait_held(&e, 4, "the probe listener's cap of held requests").await;
     // Over the cap: answered at once.
     let over = long_polls(&e, "over_cap").await;
-    assert_eq!(get(probe, path, AT_ONCE).await.0, 503);
+    assert_eq!(get(probe, path, LONG_POLL).await.0, 503);
     assert_eq!(long_polls(&e, "over_cap").await, over + 1);
     // Idle connections to the rest of the cap and beyond: each new one
     // evicts the longest idle, never a held one, and a probe gets in.
