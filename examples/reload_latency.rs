@@ -17,8 +17,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_exporter::reload::{
     self, PolicySink, ReloadMetrics, Reloader, WatchOptions, spawn_watcher,
 };
@@ -53,6 +53,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// How long one GET of `/policy` may take: it is answered at once.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 /// Measures one swap: returns when the policy with `want` is in force.
 enum Probe {
     Sink(mpsc::Receiver<(String, Instant)>),
@@ -75,8 +78,8 @@ impl Probe {
                 }
             }),
             Probe::Http(addr) => loop {
-                let (_, _, body) = http_get(*addr, "/policy", None).await?;
-                if body.contains(want) {
+                let answer = http_client::get_at(*addr, "/policy", None, ANSWER_WITHIN).await?;
+                if answer.body.contains(want) {
                     return Ok(Instant::now());
                 }
                 if Instant::now() > deadline {

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::cmd::localcluster::{LocalCluster, find_in_path, http_get};
+use crate::cmd::localcluster::{LocalCluster, find_in_path};
 use crate::config::{ServeArgs, ServeConfig};
+use crate::outside::http_client;
 
 /// Flags of `demo`.
 #[derive(Args, Clone, Debug)]
@@ -27,6 +28,10 @@ pub struct DemoArgs {
     pub hold: u64,
 }
 
+/// How long one look at `/readyz?verbose` may take: the exporter answers
+/// from its last verdict at once, so a slower answer counts as none.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 struct Watcher {
     addr: SocketAddr,
     last: Option<(u16, Vec<String>)>,
@@ -35,7 +40,10 @@ struct Watcher {
 impl Watcher {
     /// Print /readyz?verbose when readiness or the set of failing checks changed.
     async fn poll(&mut self) -> Option<u16> {
-        let (status, _, body) = http_get(self.addr, "/readyz?verbose", None).await.ok()?;
+        let answer = http_client::get_at(self.addr, "/readyz?verbose", None, ANSWER_WITHIN)
+            .await
+            .ok()?;
+        let (status, body) = (answer.status.as_u16(), answer.body);
         let key: Vec<String> = body
             .lines()
             .filter(|l| l.starts_with("[-]") || l.contains("(warning"))

@@ -5,12 +5,10 @@
 //! on drop too. Members can be killed, frozen (SIGSTOP), resumed and
 //! restarted on their data, and asked for Status with a deadline.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Why a cluster could not be started or a member not be controlled.
 #[derive(Debug, thiserror::Error)]
@@ -98,32 +96,6 @@ fn member_command(
         .args(["--initial-advertise-peer-urls", peer.1])
         .args(["--initial-cluster", initial]);
     cmd
-}
-
-/// A minimal HTTP/1.0 GET on loopback: (status, head, body). Enough for the
-/// demo and tests that talk to our own server.
-pub async fn http_get(
-    addr: SocketAddr,
-    path: &str,
-    accept: Option<&str>,
-) -> std::io::Result<(u16, String, String)> {
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(a) = accept {
-        req.push_str(&format!("Accept: {a}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, head.to_string(), body.to_string()))
 }
 
 /// Server TLS material for the members' client URLs (PEM file paths); the

@@ -2,8 +2,11 @@
 //! PEM files (rustls with the ring provider), a timeout on every request, the
 //! one bounded body reader every source uses ([`get`]: at most `max_body`
 //! bytes are ever buffered, checked while streaming, no decompression), and
-//! the mapping of request failures to bounded [`SampleError`] reasons.
+//! the mapping of request failures to bounded [`SampleError`] reasons; and
+//! [`get_at`], the same bounded GET of a plain-HTTP server at an address,
+//! for the demo and the tests.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Once;
 use std::time::Duration;
@@ -215,17 +218,31 @@ pub async fn get_into(
     max_body: u64,
     body: &mut Vec<u8>,
 ) -> Result<reqwest::StatusCode, SampleError> {
+    let request = client.get(url.expose_for_request());
+    let (status, ()) = exchange(request, url, timeout, max_body, body, |_| ()).await?;
+    Ok(status)
+}
+
+/// Send `request` (a GET of `url`) and read its answer into `body`, bounded
+/// by `timeout` overall and by `max_body` bytes; `keep` takes what the
+/// caller wants of the head (nothing, or its headers) before the body is
+/// read. Every message has `url`'s credentials scrubbed.
+async fn exchange<T>(
+    request: reqwest::RequestBuilder,
+    url: &RedactedUrl,
+    timeout: Duration,
+    max_body: u64,
+    body: &mut Vec<u8>,
+    keep: impl FnOnce(&reqwest::Response) -> T,
+) -> Result<(reqwest::StatusCode, T), SampleError> {
     body.clear();
     let fut = async {
-        let mut resp = client
-            .get(url.expose_for_request())
-            .send()
-            .await
-            .map_err(|e| classify(url, &e))?;
+        let mut resp = request.send().await.map_err(|e| classify(url, &e))?;
         let status = resp.status();
         refuse_compressed(&resp, url)?;
+        let kept = keep(&resp);
         read_body(&mut resp, url, max_body, body).await?;
-        Ok(status)
+        Ok((status, kept))
     };
     let r = match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(SampleError {
@@ -237,6 +254,63 @@ pub async fn get_into(
     r.map_err(|mut e| {
         e.message = url.scrub(&e.message).into_owned();
         e
+    })
+}
+
+/// An answer with its headers, for a caller that looks at them (e.g. its
+/// content type).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+/// `GET path` of the plain-HTTP server at `addr`: how the demo and the
+/// tests talk to the exporter, to etcd's metrics listener and to
+/// Prometheus. Bounded like every [`get`]: by `timeout` overall (per call:
+/// a long poll passes one longer than its wait) and by
+/// [`DEFAULT_MAX_BODY_BYTES`]; `accept` is sent when given (else reqwest's
+/// `*/*`). No proxy, no redirect, and a connection of its own, closed after
+/// the answer, as a prober's: a client per call, since a pooled connection
+/// would outlive the tokio runtime that made it.
+pub async fn get_at(
+    addr: SocketAddr,
+    path: &str,
+    accept: Option<&str>,
+    timeout: Duration,
+) -> Result<Answer, SampleError> {
+    let url = RedactedUrl::new(format!("http://{addr}{path}"));
+    install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        // Plain HTTP only: no root store to load (loading the platform's
+        // costs about 20 ms, a client per call could not afford it).
+        .tls_certs_only([])
+        .build()
+        .map_err(|e| classify(&url, &e))?;
+    let mut request = client.get(url.expose_for_request());
+    if let Some(accept) = accept {
+        request = request.header(reqwest::header::ACCEPT, accept);
+    }
+    let mut body = Vec::new();
+    let keep = |r: &reqwest::Response| r.headers().clone();
+    let (status, headers) = exchange(
+        request,
+        &url,
+        timeout,
+        DEFAULT_MAX_BODY_BYTES,
+        &mut body,
+        keep,
+    )
+    .await?;
+    let body = String::from_utf8(body).map_err(|e| not_utf8(&url, e.utf8_error()))?;
+    Ok(Answer {
+        status,
+        headers,
+        body,
     })
 }
 

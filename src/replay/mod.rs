@@ -137,6 +137,8 @@ pub enum ReplayError {
     Policy(String),
     #[error(transparent)]
     Prometheus(#[from] prometheus::PromError),
+    #[error(transparent)]
+    Selector(#[from] prometheus::SelectorError),
     #[error(
         "Prometheus holds no etcd_readiness_ready or etcd_readiness_signal_* series matching \
          {selector} between {start} and {end}: check --selector, the time range, and that \
@@ -193,7 +195,7 @@ fn plan(args: &ReplayArgs, now_ms: i64) -> Result<Plan, ReplayError> {
             args.prometheus_max_bytes
         )));
     }
-    prometheus::check_selector(&args.selector).map_err(ReplayError::Flag)?;
+    prometheus::check_selector(&args.selector)?;
     if args
         .batch
         .is_some_and(|b| !(1..=fleet::MAX_BATCH).contains(&b))

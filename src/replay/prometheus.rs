@@ -988,20 +988,32 @@ fn promql_string(s: &str) -> String {
     out
 }
 
+/// The longest `--selector` replay sends.
+const MAX_SELECTOR_BYTES: usize = 4096;
+
+/// Why `--selector` is refused before any query.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error(
+        "--selector `{0}` must be label matchers in braces, e.g. \
+         '{{namespace=\"prod\",pod=~\"etcd-.*\"}}'"
+    )]
+    NotMatchers(String),
+    #[error("--selector is longer than {MAX_SELECTOR_BYTES} bytes")]
+    TooLong,
+}
+
 /// Check the shape of `--selector`: `{…}` (Prometheus checks the matchers).
-pub fn check_selector(selector: &str) -> Result<(), String> {
+pub fn check_selector(selector: &str) -> Result<(), SelectorError> {
     let s = selector.trim();
     if s.is_empty() {
         return Ok(());
     }
     if !(s.starts_with('{') && s.ends_with('}')) {
-        return Err(format!(
-            "--selector `{selector}` must be label matchers in braces, e.g. \
-             '{{namespace=\"prod\",pod=~\"etcd-.*\"}}'"
-        ));
+        return Err(SelectorError::NotMatchers(selector.to_string()));
     }
-    if s.len() > 4096 {
-        return Err("--selector is longer than 4096 bytes".to_string());
+    if s.len() > MAX_SELECTOR_BYTES {
+        return Err(SelectorError::TooLong);
     }
     Ok(())
 }
@@ -1024,7 +1036,16 @@ mod tests {
         assert_eq!(selector_query("m", " { } ", &[]), "m{}");
         assert!(check_selector("{a=\"b\"}").is_ok());
         assert!(check_selector("").is_ok());
-        assert!(check_selector("a=\"b\"").is_err());
+        assert_eq!(
+            check_selector("a=\"b\"").unwrap_err().to_string(),
+            "--selector `a=\"b\"` must be label matchers in braces, e.g. \
+             '{namespace=\"prod\",pod=~\"etcd-.*\"}'"
+        );
+        let long = format!("{{a=\"{}\"}}", "x".repeat(4096));
+        assert_eq!(
+            check_selector(&long).unwrap_err().to_string(),
+            "--selector is longer than 4096 bytes"
+        );
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

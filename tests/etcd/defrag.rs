@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::cmd::localcluster::{LocalCluster, default_etcd, http_get};
+use etcd_readiness_exporter::cmd::localcluster::{LocalCluster, default_etcd};
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::{poll, sample};
@@ -41,6 +42,9 @@ const VALUE_BYTES: usize = 1024 * 1024;
 /// The bound of the issue, and the most the node's contention may add to it.
 const BOUND: Duration = Duration::from_millis(500);
 const MAX_CONTENTION_CREDIT: Duration = Duration::from_secs(1);
+/// How long a probe of etcd's own readiness endpoint may take: far above a
+/// kubelet's timeout, so that a slow answer is seen as slow, not as none.
+const PROBE_WITHIN: Duration = Duration::from_secs(10);
 
 /// `etcd --version`'s version, e.g. `3.5.30`.
 fn etcd_version(etcd: &Path) -> Option<String> {
@@ -84,8 +88,9 @@ async fn member(etcd: &Path) -> LocalCluster {
 
 /// Whether the member's metrics listener exports the defrag gauge.
 async fn has_defrag_gauge(addr: std::net::SocketAddr) -> bool {
-    match tokio::time::timeout(Duration::from_secs(5), http_get(addr, "/metrics", None)).await {
-        Ok(Ok((200, _, body))) => body
+    match http_client::get_at(addr, "/metrics", None, Duration::from_secs(5)).await {
+        Ok(a) if a.status == 200 => a
+            .body
             .lines()
             .any(|l| l.starts_with("etcd_disk_defrag_inflight ")),
         other => panic!("GET /metrics of etcd: {other:?}"),
@@ -155,8 +160,8 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
     let metrics_addr = addr_of(&cluster);
     // etcd's own readiness endpoint: /readyz from 3.5.11 and 3.4.29, else
     // /health (3.4.23).
-    let native_path = match http_get(metrics_addr, "/readyz", None).await {
-        Ok((404, _, _)) => "/health",
+    let native_path = match http_client::get_at(metrics_addr, "/readyz", None, PROBE_WITHIN).await {
+        Ok(a) if a.status == 404 => "/health",
         _ => "/readyz",
     };
 
@@ -217,16 +222,13 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
                 }
                 probes.spawn(async move {
                     let sent = t0.elapsed().as_secs_f64();
-                    let answer = match tokio::time::timeout(
-                        Duration::from_secs(10),
-                        http_get(metrics_addr, native_path, None),
-                    )
-                    .await
-                    {
-                        Ok(Ok((status, _, body))) => format!("{status} {}", body.trim()),
-                        Ok(Err(e)) => format!("error: {e}"),
-                        Err(_) => "no answer within 10s".to_string(),
-                    };
+                    let answer =
+                        match http_client::get_at(metrics_addr, native_path, None, PROBE_WITHIN)
+                            .await
+                        {
+                            Ok(a) => format!("{} {}", a.status.as_u16(), a.body.trim()),
+                            Err(e) => format!("error: {e}"),
+                        };
                     NativeProbe {
                         sent,
                         took: t0.elapsed().as_secs_f64() - sent,

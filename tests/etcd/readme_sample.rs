@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::poll;
@@ -88,9 +88,10 @@ async fn the_readmes_quorum_lost_sample_is_what_the_survivor_prints() {
         Duration::from_secs(30),
         Duration::from_millis(100),
         || async move {
-            let (status, _, body) = http_get(e.addr(), "/readyz", None)
+            let answer = http_client::get_at(e.addr(), "/readyz", None, Duration::from_secs(5))
                 .await
                 .map_err(|err| err.to_string())?;
+            let (status, body) = (answer.status.as_u16(), answer.body);
             let got: Vec<String> = body.lines().map(masked).collect();
             if status == 503 && got == *want {
                 Ok(())

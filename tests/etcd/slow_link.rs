@@ -17,7 +17,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::failure::Reason;
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, post};
 use etcd_readiness_testkit::slowlink::{SlowLink, slow_cluster};
@@ -71,13 +72,15 @@ async fn every_member_of_a_cluster_over_a_slow_link_stays_ready_through_the_prob
         let t = tokio::time::Instant::now();
         for (e, s) in exporters.iter().zip(seen.iter_mut()) {
             s.probes += 1;
-            match tokio::time::timeout(PROBE_TIMEOUT, http_get(e.addr(), "/readyz", None)).await {
-                Ok(Ok((200, _, _))) => {}
-                Ok(Ok((status, _, body))) => s.not_ready.push(format!("{status}: {body}")),
-                Ok(Err(err)) => s.not_ready.push(format!("no answer: {err}")),
-                Err(_) => s
+            match http_client::get_at(e.addr(), "/readyz", None, PROBE_TIMEOUT).await {
+                Ok(a) if a.status == 200 => {}
+                Ok(a) => s
+                    .not_ready
+                    .push(format!("{}: {}", a.status.as_u16(), a.body)),
+                Err(err) if err.reason == Reason::Timeout => s
                     .not_ready
                     .push(format!("not answered within {PROBE_TIMEOUT:?}")),
+                Err(err) => s.not_ready.push(format!("no answer: {err}")),
             }
             if let Some(ms) = e.signal("qget_ms").await["value"].as_f64() {
                 s.slowest_read_ms = s.slowest_read_ms.max(ms);

@@ -5,12 +5,13 @@
 //! the man page are generated from the same flags `serve --help` lists.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::ports::free_tcp_port;
 use etcd_readiness_testkit::wait::poll_blocking;
 
@@ -140,20 +141,24 @@ fn logfmt(line: &str) -> Result<BTreeMap<String, String>, String> {
     }
 }
 
-/// GET `path` over plain HTTP/1.1 with a deadline; the body.
+/// GET `path` through the exporter's one HTTP client, within 10 s, from
+/// synchronous code (a runtime of its own); the body of a 200.
 pub(crate) fn get(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the exporter");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).expect("read the response");
-    let (head, body) = resp.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
-    body.to_string()
+    let addr: std::net::SocketAddr = addr.parse().expect("the exporter's address");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let answer = runtime
+        .block_on(http_client::get_at(
+            addr,
+            path,
+            None,
+            Duration::from_secs(10),
+        ))
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    answer.body
 }
 
 /// `--version`'s fields: version, branch, revision, build date, rustc, platform.

@@ -6,10 +6,13 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::etcd::Etcd;
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::poll;
+
+/// How long one GET may take: the exporter answers from its last verdict.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bare_ports_answer_on_ipv4_and_ipv6_and_an_ipv6_etcd_makes_it_ready() {
@@ -35,8 +38,9 @@ async fn bare_ports_answer_on_ipv4_and_ipv6_and_an_ipv6_etcd_makes_it_ready() {
         Duration::from_secs(20),
         Duration::from_millis(100),
         || async {
-            match http_get(SocketAddr::new(v6, probe), "/readyz?verbose", None).await {
-                Ok((200, _, body)) => Ok(body),
+            let addr = SocketAddr::new(v6, probe);
+            match http_client::get_at(addr, "/readyz?verbose", None, ANSWER_WITHIN).await {
+                Ok(a) if a.status == 200 => Ok(a.body),
                 other => Err(format!("{other:?}")),
             }
         },
@@ -56,9 +60,10 @@ async fn bare_ports_answer_on_ipv4_and_ipv6_and_an_ipv6_etcd_makes_it_ready() {
             (probe, "/livez", 200),
         ] {
             let addr = SocketAddr::new(ip, port);
-            let (status, _, body) = http_get(addr, path, None)
+            let answer = http_client::get_at(addr, path, None, ANSWER_WITHIN)
                 .await
                 .unwrap_or_else(|err| panic!("GET {path} on {addr}: {err}"));
+            let (status, body) = (answer.status.as_u16(), answer.body);
             assert_eq!(status, want, "GET {path} on {addr}: {body}");
             if path == "/metrics" {
                 assert!(body.contains("etcd_readiness_ready 1"), "{body}");

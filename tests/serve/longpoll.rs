@@ -10,12 +10,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::etcd::Etcd;
 use etcd_readiness_testkit::exporter::{Exporter, metric_line, post};
 use etcd_readiness_testkit::wait::poll;
 
 const READY: &str = "check leader: leader\n";
+/// How long a GET of a long poll may take: past the longest wait these
+/// tests ask for (30 s), so that the server, not the client, ends each one
+/// (whether it was answered at once shows in the exporter's counters).
+const LONG_POLL: Duration = Duration::from_secs(40);
 const NOT_READY: &str = "check not_leader: !leader\n";
 
 /// The readinessProbe the sidecar component gives etcd's container.
@@ -79,10 +83,8 @@ fn spawn_prober(
         loop {
             ticker.tick().await;
             let sent = Instant::now();
-            let status = match tokio::time::timeout(timeout, http_get(addr, &path, None)).await {
-                Ok(Ok((status, _, _))) if status != 0 => Some(status),
-                _ => None,
-            };
+            let answer = http_client::get_at(addr, &path, None, timeout).await;
+            let status = answer.ok().map(|a| a.status.as_u16());
             let answered = Instant::now();
             log.lock().unwrap().push(Probe {
                 sent,
@@ -91,6 +93,14 @@ fn spawn_prober(
             });
         }
     })
+}
+
+/// `GET path` within `within`: (status, body); panics naming the path
+/// when it is not answered (cut off, or not within `within`).
+async fn get(addr: SocketAddr, path: &str, within: Duration) -> (u16, String) {
+    let answer = http_client::get_at(addr, path, None, within).await;
+    let answer = answer.unwrap_or_else(|e| panic!("GET {path} not answered: {e}"));
+    (answer.status.as_u16(), answer.body)
 }
 
 async fn long_polls(e: &Exporter, ended: &str) -> u64 {
@@ -227,7 +237,7 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
     // same request was last answered "ready", the verdict is now "not ready".
     // (Wait for the aborted prober's held request to be let go first.)
     wait_held(&e, 0, "the aborted prober's request ended").await;
-    let (status, _, _) = http_get(probe_addr, &stanza.path, None).await.unwrap();
+    let status = get(probe_addr, &stanza.path, LONG_POLL).await.0;
     assert_eq!(status, 200);
     set_policy(&e, &file, NOT_READY, 503).await;
     let (unseen, changed, waited) = (
@@ -235,7 +245,7 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
         long_polls(&e, "changed").await,
         long_polls(&e, "waited").await,
     );
-    let (status, _, body) = http_get(probe_addr, &stanza.path, None).await.unwrap();
+    let (status, body) = get(probe_addr, &stanza.path, LONG_POLL).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(
         long_polls(&e, "unseen").await,
@@ -251,15 +261,14 @@ async fn a_sequential_prober_with_the_shipped_stanza_sees_each_change_while_held
     let long = stanza
         .path
         .replace(&format!("wait={}s", wait.as_secs()), "wait=30s");
-    let (status, _, _) = http_get(probe_addr, &long, None).await.unwrap();
-    assert_eq!(status, 503);
-    let held = tokio::spawn(async move { http_get(probe_addr, &long, None).await });
+    assert_eq!(get(probe_addr, &long, LONG_POLL).await.0, 503);
+    let held = tokio::spawn(async move { get(probe_addr, &long, LONG_POLL).await });
     wait_held(&e, 1, "a 30 s long poll is held").await;
     // Bounded by the shutdown timeout (5 s) plus slack, far below the wait.
     tokio::time::timeout(Duration::from_secs(10), e.running.shutdown())
         .await
         .expect("shutdown within its timeout");
-    let (status, _, body) = held.await.unwrap().expect("answered, not cut off");
+    let (status, body) = held.await.unwrap();
     assert_eq!(
         status, 503,
         "the held request gets the verdict at shutdown: {body}"
@@ -285,14 +294,14 @@ async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
     })
     .await;
     let path = "/readyz?wait=30s";
-    assert_eq!(http_get(probe, path, None).await.unwrap().0, 503);
+    assert_eq!(get(probe, path, LONG_POLL).await.0, 503);
     let held: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(async move { http_get(probe, path, None).await }))
+        .map(|_| tokio::spawn(async move { get(probe, path, LONG_POLL).await }))
         .collect();
     wait_held(&e, 4, "the probe listener's cap of held requests").await;
     // Over the cap: answered at once.
     let over = long_polls(&e, "over_cap").await;
-    assert_eq!(http_get(probe, path, None).await.unwrap().0, 503);
+    assert_eq!(get(probe, path, LONG_POLL).await.0, 503);
     assert_eq!(long_polls(&e, "over_cap").await, over + 1);
     // Idle connections to the rest of the cap and beyond: each new one
     // evicts the longest idle, never a held one, and a probe gets in.
@@ -300,11 +309,7 @@ async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
     for _ in 0..16 {
         idle.push(tokio::net::TcpStream::connect(probe).await.unwrap());
     }
-    let (status, _, body) =
-        tokio::time::timeout(Duration::from_secs(10), http_get(probe, "/livez", None))
-            .await
-            .expect("a probe gets in at the cap")
-            .unwrap();
+    let (status, body) = get(probe, "/livez", Duration::from_secs(10)).await;
     assert_eq!(status, 200, "{body}");
     wait_held(&e, 4, "held requests survive the evictions").await;
     drop(idle);
@@ -312,7 +317,7 @@ async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
         .await
         .expect("shutdown within its timeout");
     for h in held {
-        let (status, _, body) = h.await.unwrap().expect("answered at shutdown");
+        let (status, body) = h.await.unwrap();
         assert_eq!(status, 503, "{body}");
     }
 }

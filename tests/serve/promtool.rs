@@ -49,10 +49,9 @@ async fn scrape_passes_promtool_in_both_formats() {
 
     let text = e.get("/metrics").await;
     assert!(
-        text.head
-            .contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
+        text.content_type == "text/plain; version=0.0.4; charset=utf-8",
         "{}",
-        text.head
+        text.content_type
     );
     for family in [
         "etcd_readiness_ready 1",
@@ -79,10 +78,9 @@ async fn scrape_passes_promtool_in_both_formats() {
         )
         .await;
     assert!(
-        om.head
-            .contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        om.content_type == "application/openmetrics-text; version=1.0.0; charset=utf-8",
         "{}",
-        om.head
+        om.content_type
     );
     assert!(om.body.ends_with("# EOF\n"));
     let (code, out) = promtool(&om.body);

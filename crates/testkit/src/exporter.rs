@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
 use etcd_readiness_exporter::cmd::serve::{self, Running};
 use etcd_readiness_exporter::config::{ServeArgs, ServeConfig};
+use etcd_readiness_exporter::outside::http_client;
 
 use crate::ports::free_tcp_port;
 use crate::process::{ChildGuard, wait_http_ready};
@@ -39,7 +39,8 @@ pub struct Exporter {
 #[derive(Debug)]
 pub struct Resp {
     pub status: u16,
-    pub head: String,
+    /// Its `Content-Type` ("" when it has none).
+    pub content_type: String,
     pub body: String,
 }
 
@@ -73,13 +74,21 @@ impl Exporter {
         self.get_accept(path, None).await
     }
 
+    /// GET with `accept`, with a 5 s deadline.
     pub async fn get_accept(&self, path: &str, accept: Option<&str>) -> Resp {
-        let (status, head, body) =
-            tokio::time::timeout(Duration::from_secs(5), http_get(self.addr(), path, accept))
-                .await
-                .unwrap_or_else(|_| panic!("GET {path} did not answer within 5s"))
-                .expect("GET");
-        Resp { status, head, body }
+        let answer = http_client::get_at(self.addr(), path, accept, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let content_type = answer
+            .headers
+            .get("content-type")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
+        Resp {
+            status: answer.status.as_u16(),
+            content_type,
+            body: answer.body,
+        }
     }
 
     /// Poll `path` until it answers `status` or `deadline` passes; returns the
@@ -279,17 +288,14 @@ impl ChildExporter {
     /// `GET path` within [`CHILD_ANSWER`]: (status, body); None when it did
     /// not answer in time or the connect failed.
     pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        match tokio::time::timeout(CHILD_ANSWER, http_get(self.addr, path, None)).await {
-            Ok(Ok((status, _, body))) => Some((status, body)),
-            _ => None,
-        }
+        let answer = http_client::get_at(self.addr, path, None, CHILD_ANSWER).await;
+        answer.ok().map(|a| (a.status.as_u16(), a.body))
     }
 
     /// Wait until `/readyz` answers 200; panic with the log when the
     /// exporter exits or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let (addr, path) = (self.addr, self.log.clone());
-        let log = move || std::fs::read_to_string(&path).unwrap_or_default();
+        let (addr, log) = (self.addr, &self.log);
         wait_http_ready(&mut self.guard, addr, "/readyz", "exporter", within, log).await;
     }
 

@@ -44,16 +44,18 @@ impl Drop for ChildGuard {
 }
 
 /// Wait until the server `guard` runs answers `GET path` on `addr` with 200;
-/// panic naming `name`, with `log()`, when it exits or `within` passes
-/// first. The readiness wait of every HTTP server a test starts.
+/// panic naming `name`, with what it wrote to `log` (its log file), when it
+/// exits or `within` passes first. The readiness wait of every HTTP server a
+/// test starts.
 pub async fn wait_http_ready(
     guard: &mut ChildGuard,
     addr: std::net::SocketAddr,
     path: &str,
     name: &str,
     within: std::time::Duration,
-    log: impl Fn() -> String,
+    log: &std::path::Path,
 ) {
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
     use std::time::Duration;
     let ready = crate::wait::poll(within, Duration::from_millis(200), || {
         let exited = guard.try_wait();
@@ -61,13 +63,9 @@ pub async fn wait_http_ready(
             if let Some(st) = exited {
                 return Ok(Some(st));
             }
-            match tokio::time::timeout(
-                Duration::from_secs(2),
-                etcd_readiness_exporter::cmd::localcluster::http_get(addr, path, None),
-            )
-            .await
-            {
-                Ok(Ok((200, _, _))) => Ok(None),
+            use etcd_readiness_exporter::outside::http_client;
+            match http_client::get_at(addr, path, None, Duration::from_secs(2)).await {
+                Ok(a) if a.status == 200 => Ok(None),
                 _ => Err(()),
             }
         }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::http_get;
+use etcd_readiness_exporter::outside::http_client;
 
 use crate::heavy::{self, Slot};
 use crate::ports::free_tcp_port;
@@ -89,17 +89,10 @@ impl Prometheus {
     /// Wait until `/-/ready` answers 200; panic with its log when it exits
     /// or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let (addr, dir) = (self.addr, self.dir.clone());
-        let log = move || std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
-        crate::process::wait_http_ready(
-            &mut self.guard,
-            addr,
-            "/-/ready",
-            "prometheus",
-            within,
-            log,
-        )
-        .await;
+        let (addr, log) = (self.addr, self.dir.join("prometheus.log"));
+        let name = "prometheus";
+        crate::process::wait_http_ready(&mut self.guard, addr, "/-/ready", name, within, &log)
+            .await;
     }
 
     pub fn url(&self) -> String {
@@ -114,13 +107,11 @@ impl Prometheus {
     /// `GET path` of the HTTP API as JSON, if it answers 200 with JSON
     /// within 5 s.
     pub async fn api(&self, path: &str) -> Option<serde_json::Value> {
-        let (status, _, body) =
-            tokio::time::timeout(Duration::from_secs(5), http_get(self.addr, path, None))
-                .await
-                .ok()?
-                .ok()?;
-        (status == 200)
-            .then(|| serde_json::from_str(&body).ok())
+        let answer = http_client::get_at(self.addr, path, None, Duration::from_secs(5))
+            .await
+            .ok()?;
+        (answer.status == 200)
+            .then(|| serde_json::from_str(&answer.body).ok())
             .flatten()
     }
 

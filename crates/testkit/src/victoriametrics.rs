@@ -58,18 +58,9 @@ impl VictoriaMetrics {
     /// Wait until `/health` answers 200; panic with its log when it exits
     /// or `within` passes first.
     pub async fn wait_ready(&mut self, within: Duration) {
-        let (addr, dir) = (self.addr, self.dir.clone());
-        let log =
-            move || std::fs::read_to_string(dir.join("victoria-metrics.log")).unwrap_or_default();
-        crate::process::wait_http_ready(
-            &mut self.guard,
-            addr,
-            "/health",
-            "victoria-metrics",
-            within,
-            log,
-        )
-        .await;
+        let (addr, log) = (self.addr, self.dir.join("victoria-metrics.log"));
+        let name = "victoria-metrics";
+        crate::process::wait_http_ready(&mut self.guard, addr, "/health", name, within, &log).await;
     }
 
     pub fn url(&self) -> String {
