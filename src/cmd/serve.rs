@@ -357,6 +357,7 @@ impl Reloaders {
                 creds.clone(),
                 status.unwrap_or_default(),
                 files.tls.clone(),
+                runtime.clock.clone(),
             );
             let wake = Some(creds.recheck());
             self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);

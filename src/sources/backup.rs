@@ -170,7 +170,7 @@ impl Sampler for BackupSampler {
             .into_iter()
             .flatten()
         {
-            self.http.failed(e);
+            self.http.failed(e, clock.now());
         }
         let at = clock.now();
         let mut first_err = None;

@@ -464,7 +464,7 @@ impl Sampler for EtcdMetricsSampler {
         let http = self.http.current();
         let fetched = http_client::get_ok(&http, url, self.cfg.timeout, self.cfg.max_body_bytes)
             .await
-            .inspect_err(|e| self.http.failed(e))
+            .inspect_err(|e| self.http.failed(e, clock.now()))
             .and_then(|body| {
                 promtext::parse(&body).map_err(|e| SampleError {
                     reason: Reason::Parse,

@@ -39,6 +39,7 @@ use crate::outside::certificate::Validity;
 pub use crate::outside::http_client::MaterialError;
 use crate::outside::http_client::{SourceError, TlsFiles};
 use crate::reload::{Change, LastGood, Load, Names, ReloadStatus};
+use crate::runtime::clock::Clock;
 
 /// A TLS file that cannot be used is a refused reload like any other.
 impl crate::reload::Problem for crate::outside::http_client::MaterialError {}
@@ -324,9 +325,9 @@ pub fn problem_at(v: Validity, now: i64) -> Option<CertProblem> {
     })
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
+/// `wall` in Unix seconds (0 before the epoch).
+fn unix_secs(wall: SystemTime) -> i64 {
+    wall.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
@@ -377,12 +378,12 @@ impl Credentials {
         self.0.recheck.clone()
     }
 
-    /// A handshake with this material was refused: have the files re-read
-    /// now (at most once a second), in case they changed unseen.
-    pub fn refused(&self) {
+    /// A handshake with this material was refused at `now`: have the files
+    /// re-read now (at most once a second), in case they changed unseen.
+    pub fn refused(&self, now: Instant) {
         let mut last = self.0.last_recheck.locked();
-        if last.is_none_or(|t| t.elapsed() >= RECHECK_GAP) {
-            *last = Some(Instant::now());
+        if last.is_none_or(|t| now.saturating_duration_since(t) >= RECHECK_GAP) {
+            *last = Some(now);
             self.0.recheck.notify_one();
         }
     }
@@ -480,6 +481,8 @@ pub struct CredentialFiles {
     creds: Credentials,
     status: ReloadStatus,
     metrics: TlsMetrics,
+    /// Certificates are checked against its wall time.
+    clock: Clock,
     /// The problems last noted (with the material's hash), so each is
     /// logged and counted once.
     noted: Mutex<Vec<(String, &'static str, &'static str)>>,
@@ -495,6 +498,7 @@ impl CredentialFiles {
         creds: Credentials,
         status: ReloadStatus,
         metrics: TlsMetrics,
+        clock: Clock,
     ) -> Arc<CredentialsReloader> {
         let files = creds.files();
         let first = [&files.cert, &files.ca, &files.key]
@@ -508,10 +512,11 @@ impl CredentialFiles {
             creds: creds.clone(),
             status,
             metrics,
+            clock,
             noted: Mutex::new(Vec::new()),
         };
         loader.metrics.in_use(creds.kind(), &material);
-        loader.note(&material, unix_now());
+        loader.note(&material, unix_secs(loader.clock.wall()));
         let names = creds.kind().names();
         Arc::new(LastGood::new(
             first,
@@ -567,7 +572,7 @@ impl Load for CredentialFiles {
         // parsed (the first one too: a pair is swapped between two reads).
         match Material::read(self.creds.files()) {
             Ok(m) => {
-                self.note(&m, unix_now());
+                self.note(&m, unix_secs(self.clock.wall()));
                 Ok(m)
             }
             Err(e @ MaterialError::KeyMismatch { .. }) => {
@@ -727,12 +732,13 @@ impl HttpClient {
         self.client.clone()
     }
 
-    /// A round failed with `e`: a refused handshake has the files re-read.
-    pub fn failed(&self, e: &SampleError) {
+    /// A round failed with `e` at `now`: a refused handshake has the files
+    /// re-read.
+    pub fn failed(&self, e: &SampleError, now: Instant) {
         if e.reason == Reason::Tls
             && let Some(c) = &self.creds
         {
-            c.refused();
+            c.refused(now);
         }
     }
 }
@@ -929,8 +935,9 @@ mod tests {
         };
         let c = Credentials::load(TlsKind::Backup, &files).unwrap();
         assert_eq!(c.current().generation, 1);
-        c.refused();
-        c.refused();
+        let now = Instant::now();
+        c.refused(now);
+        c.refused(now + Duration::from_millis(10));
         let notify = c.recheck();
         // One permit only: the second refusal within the second stored none.
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -950,7 +957,8 @@ mod tests {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut p = rcgen::CertificateParams::new(vec!["client".to_string()]).unwrap();
         // A year-long certificate with a day left: in its last tenth.
-        let now = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(unix_now() as u64);
+        let now = rcgen::date_time_ymd(1970, 1, 1)
+            + Duration::from_secs(unix_secs(SystemTime::now()) as u64);
         p.not_before = now - Duration::from_secs(364 * 86_400);
         p.not_after = now + Duration::from_secs(86_400);
         let cert = p.self_signed(&key).unwrap();
@@ -964,7 +972,12 @@ mod tests {
         };
         let creds = Credentials::load(TlsKind::Backup, &files).unwrap();
         let metrics = TlsMetrics::default();
-        let r = CredentialFiles::reloader(creds, ReloadStatus::default(), metrics.clone());
+        let r = CredentialFiles::reloader(
+            creds,
+            ReloadStatus::default(),
+            metrics.clone(),
+            Clock::node(),
+        );
         assert_eq!(metrics.problems(TlsKind::Backup, "expires_soon"), 1);
         r.reload_now(crate::reload::ReloadTrigger::Resync).unwrap();
         assert_eq!(metrics.problems(TlsKind::Backup, "expires_soon"), 1, "once");

@@ -80,7 +80,7 @@ impl Shared {
             && e.reason == Reason::Tls
         {
             self.tls_refused.store(true, Ordering::Relaxed);
-            tls.refused();
+            tls.refused(self.clock.now());
         }
         if let Err(e) = &mut r
             && let Some(hint) =
