@@ -442,6 +442,11 @@ mod tests {
         read_trusted: true,
     };
 
+    const LEADER: Facts = Facts {
+        role: Role::Leader,
+        ..FOLLOWER
+    };
+
     fn none(_: u64) -> u64 {
         0
     }
@@ -629,6 +634,48 @@ mod tests {
                 },
             ),
             (
+                "a learner",
+                Member {
+                    facts: |_| Facts {
+                        learner: Some(true),
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(Learner))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // A member whose last read failed gets none (once per outage).
+                "a member whose last read failed",
+                Member {
+                    facts: |_| Facts {
+                        served: false,
+                        ..FOLLOWER
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    judged: Some((110, Some(LastReadFailed))),
+                    wakes: vec![110],
+                    ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_leader_that_steps_down_gets_none_and_a_candidate_or_a_moved_leadership_keeps_it() {
+        use Refusal::*;
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
                 // A leader that steps down for a higher term (a member that
                 // rejoins a cluster without pre-vote): it waits an election
                 // timeout before it campaigns, so its read gets no credit.
@@ -636,10 +683,7 @@ mod tests {
                 Member {
                     facts: |t| {
                         if t < 30 {
-                            Facts {
-                                role: Role::Leader,
-                                ..FOLLOWER
-                            }
+                            LEADER
                         } else {
                             Facts {
                                 has_leader: Some(false),
@@ -663,10 +707,7 @@ mod tests {
                 Member {
                     facts: |t| {
                         if t < 30 {
-                            Facts {
-                                role: Role::Leader,
-                                ..FOLLOWER
-                            }
+                            LEADER
                         } else if t < 40 {
                             Facts {
                                 has_leader: Some(false),
@@ -700,39 +741,6 @@ mod tests {
                 Trace {
                     credited: Some(90),
                     trusts: vec![(90, 1000)],
-                    ..Trace::default()
-                },
-            ),
-            (
-                "a learner",
-                Member {
-                    facts: |_| Facts {
-                        learner: Some(true),
-                        ..FOLLOWER
-                    },
-                    contended: none,
-                    answers_at: None,
-                },
-                Trace {
-                    judged: Some((110, Some(Learner))),
-                    wakes: vec![110],
-                    ..Trace::default()
-                },
-            ),
-            (
-                // A member whose last read failed gets none (once per outage).
-                "a member whose last read failed",
-                Member {
-                    facts: |_| Facts {
-                        served: false,
-                        ..FOLLOWER
-                    },
-                    contended: none,
-                    answers_at: None,
-                },
-                Trace {
-                    judged: Some((110, Some(LastReadFailed))),
-                    wakes: vec![110],
                     ..Trace::default()
                 },
             ),
