@@ -593,9 +593,20 @@ impl Prometheus {
         let Some(values) = raw.values else {
             return Ok(());
         };
+        // Points come step after step: the next one is most likely at the
+        // step after the last, which saves `index_of`'s division.
+        let mut next = 0;
         super::values::scan(values.get(), |t, v| {
-            if let Some(slot) = grid.index_of(t).and_then(|i| row.get_mut(i)) {
-                *slot = Some(v);
+            let at = if next < grid.steps && grid.at(next) == t {
+                Some(next)
+            } else {
+                grid.index_of(t)
+            };
+            if let Some(i) = at {
+                next = i + 1;
+                if let Some(slot) = row.get_mut(i) {
+                    *slot = Some(v);
+                }
             }
         })
         .map_err(Stop::Shape)

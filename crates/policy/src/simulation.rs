@@ -105,10 +105,11 @@ impl Simulation {
     ) -> Result<Step<'_>, OutOfRange> {
         let (now, wall) = self.times(i)?;
         for (id, sample) in samples {
-            match sample {
-                Sample::Value(v) => self.store.record_ok(id, v, now),
-                Sample::Failed(why) => self.store.record_err(id, why.clone(), now),
-            }
+            let sample = match sample {
+                Sample::Value(v) => Ok(v),
+                Sample::Failed(why) => Err(why.clone()),
+            };
+            self.store.record_owned(id, sample, now);
         }
         self.store
             .read_some_into(&self.used, now, &mut self.readings);

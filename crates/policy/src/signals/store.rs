@@ -28,7 +28,7 @@
 //! ([`SignalStore::set_wall_clock`], at every evaluation).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::catalogue::{Catalogue, SignalId};
@@ -296,27 +296,30 @@ impl SignalStore {
             return;
         }
         let stalled_now = self.cpu_stalled();
-        let mut slots = self.lock_slots();
-        let slot = &mut slots[id.index()];
-        // The counter when the call started, if it was recorded as pending.
-        let stalled_at = slot
-            .pending
-            .filter(|p| p.since <= at)
-            .map_or(stalled_now, |p| p.stalled_at_start);
-        slot.last_good = Some(Good {
-            value,
-            at,
-            stalled_at,
-        });
-        slot.failure = None;
-        slot.pending = None;
+        self.lock_slots()[id.index()].good(value, at, stalled_now);
     }
 
     pub fn record_err(&self, id: SignalId, error: Arc<str>, at: Instant) {
-        let mut slots = self.lock_slots();
-        let slot = &mut slots[id.index()];
-        slot.failure = Some((error, at));
-        slot.pending = None;
+        self.lock_slots()[id.index()].failed(error, at);
+    }
+
+    /// [`record_ok`](Self::record_ok) and [`record_err`](Self::record_err)
+    /// through exclusive access, without taking a lock: what a simulation
+    /// that owns its store records at every step of a long history. A
+    /// number that is not finite is a failure, as in `record_ok`.
+    pub fn record_owned(&mut self, id: SignalId, sample: Result<Value, Arc<str>>, at: Instant) {
+        if let Ok(Value::Num(n)) = sample
+            && !n.is_finite()
+        {
+            return self.record_ok(id, Value::Num(n), at);
+        }
+        let stalled_now = self.cpu_stalled();
+        if let Some(slot) = self.slots_mut().get_mut(id.index()) {
+            match sample {
+                Ok(value) => slot.good(value, at, stalled_now),
+                Err(error) => slot.failed(error, at),
+            }
+        }
     }
 
     /// A new measurement of `id` was started at `since` and has not answered
@@ -405,16 +408,18 @@ impl SignalStore {
     /// Like [`read_into`](Self::read_into), for the signals `ids` only
     /// (`out` has one entry per signal; the others are left as they are):
     /// what a simulation reads at every step of a long history.
-    pub fn read_some_into(&self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
+    /// Through exclusive access, so without a lock; each reading is
+    /// rewritten in place.
+    pub fn read_some_into(&mut self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
         let stalled = self.cpu_stalled();
-        let slots = self.lock_slots();
-        let staleness = self.staleness.locked();
+        let staleness = (self.staleness.get_mut()).unwrap_or_else(PoisonError::into_inner);
+        let slots = self.slots.get_mut().unwrap_or_else(PoisonError::into_inner);
         for id in ids {
             let i = id.index();
             if let (Some(slot), Some(bound), Some(r)) =
                 (slots.get(i), staleness.get(i), out.get_mut(i))
             {
-                *r = reading_of(slot, *bound, now, stalled);
+                fill_reading(r, slot, *bound, now, stalled);
             }
         }
     }
@@ -458,10 +463,51 @@ impl SignalStore {
         // so a poisoned lock is still consistent.
         self.slots.locked()
     }
+
+    /// The slots through exclusive access (no lock), poisoned or not, as
+    /// [`lock_slots`](Self::lock_slots) takes them.
+    fn slots_mut(&mut self) -> &mut Vec<Slot> {
+        self.slots.get_mut().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Slot {
+    /// A good sample of `value` whose call started at `at`;
+    /// `stalled_now` is the contended-time counter now.
+    fn good(&mut self, value: Value, at: Instant, stalled_now: Duration) {
+        // The counter when the call started, if it was recorded as pending.
+        let stalled_at = self
+            .pending
+            .filter(|p| p.since <= at)
+            .map_or(stalled_now, |p| p.stalled_at_start);
+        self.last_good = Some(Good {
+            value,
+            at,
+            stalled_at,
+        });
+        self.failure = None;
+        self.pending = None;
+    }
+
+    /// The attempt started at `at` failed with `error`.
+    fn failed(&mut self, error: Arc<str>, at: Instant) {
+        self.failure = Some((error, at));
+        self.pending = None;
+    }
 }
 
 fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Reading {
-    let mut r = reading_without_pending(slot, bound, now, stalled);
+    let mut r = Reading::NEVER;
+    fill_reading(&mut r, slot, bound, now, stalled);
+    r
+}
+
+/// Set `r` to `slot`'s reading at `now`, field by field: a reading is
+/// large (the reasons it may be unknown), and a simulation rewrites one per
+/// signal at every step, mostly with a known value and nothing pending.
+fn fill_reading(r: &mut Reading, slot: &Slot, bound: Trust, now: Instant, stalled: Duration) {
+    fill_without_pending(r, slot, bound, now, stalled);
+    r.pending = None;
     if let Some(p) = slot.pending {
         let waited = now.saturating_duration_since(p.since);
         let at_least = p
@@ -488,23 +534,25 @@ fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Rea
             contended: counted,
         });
     }
-    r
 }
 
-fn reading_without_pending(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Reading {
-    let last_good_age = slot.last_good.map(|g| now.saturating_duration_since(g.at));
+fn fill_without_pending(
+    r: &mut Reading,
+    slot: &Slot,
+    bound: Trust,
+    now: Instant,
+    stalled: Duration,
+) {
+    r.last_good_age = slot.last_good.map(|g| now.saturating_duration_since(g.at));
     if let Some((error, at)) = &slot.failure {
-        return Reading {
-            value: Err(Unknown::Failed {
-                error: error.clone(),
-                ago: now.saturating_duration_since(*at),
-            }),
-            last_good_age,
-            pending: None,
-        };
+        r.value = Err(Unknown::Failed {
+            error: error.clone(),
+            ago: now.saturating_duration_since(*at),
+        });
+        return;
     }
-    match slot.last_good {
-        None => Reading::NEVER,
+    r.value = match slot.last_good {
+        None => Err(Unknown::NeverSampled),
         Some(Good {
             value,
             at,
@@ -517,20 +565,12 @@ fn reading_without_pending(slot: &Slot, bound: Trust, now: Instant, stalled: Dur
             let contended = stalled.saturating_sub(stalled_at).min(age);
             let (bound, _) = bound.with_contention(contended);
             if age > bound {
-                Reading {
-                    value: Err(Unknown::Stale { age, bound }),
-                    last_good_age,
-                    pending: None,
-                }
+                Err(Unknown::Stale { age, bound })
             } else {
-                Reading {
-                    value: Ok(value),
-                    last_good_age,
-                    pending: None,
-                }
+                Ok(value)
             }
         }
-    }
+    };
 }
 
 #[cfg(test)]
@@ -855,7 +895,7 @@ mod tests {
 
     #[test]
     fn read_into_reuses_the_buffer() {
-        let (c, s) = store();
+        let (c, mut s) = store();
         let mut buf = Vec::new();
         s.read_into(Instant::now(), &mut buf);
         assert_eq!(buf.len(), c.len());
@@ -872,5 +912,54 @@ mod tests {
         let mut some = vec![Reading::NEVER; c.len()];
         s.read_some_into(&[leader, qget], t0, &mut some);
         assert_eq!(some, all);
+    }
+
+    #[test]
+    fn recording_through_exclusive_access_is_recording_through_the_lock() {
+        let (c, locked) = store();
+        let (_, mut owned) = store();
+        let (leader, qget) = (c.id("leader"), c.id("qget_ms"));
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let why: Arc<str> = Arc::from("timed out");
+        let trust = Duration::from_millis(300);
+        for s in [&locked, &owned] {
+            s.set_staleness(qget, Duration::from_secs(2));
+            s.set_cpu_stalled(Duration::from_millis(40));
+            s.record_pending(qget, at(0), Some(1000.0), trust, "read");
+        }
+        let steps: [(SignalId, Result<Value, Arc<str>>, u64); 6] = [
+            (qget, Ok(Value::Num(12.0)), 100),
+            (leader, Ok(Value::Bool(true)), 100),
+            (qget, Err(why.clone()), 1100),
+            (qget, Ok(Value::Num(f64::NAN)), 1200),
+            (qget, Ok(Value::Num(7.0)), 1300),
+            (leader, Err(why), 4000),
+        ];
+        let ids = [leader, qget];
+        let (mut a, mut b) = (Vec::new(), vec![Reading::NEVER; c.len()]);
+        for (id, sample, ms) in steps {
+            match sample.clone() {
+                Ok(v) => locked.record_ok(id, v, at(ms)),
+                Err(e) => locked.record_err(id, e, at(ms)),
+            }
+            owned.record_owned(id, sample, at(ms));
+            for later in [0, 500, 2500] {
+                locked.read_into(at(ms + later), &mut a);
+                owned.read_some_into(&ids, at(ms + later), &mut b);
+                for id in ids {
+                    assert_eq!(a[id.index()], b[id.index()], "{ms} + {later} ms");
+                }
+            }
+        }
+        // Pending and stale readings too, rewritten in place over known ones.
+        for s in [&locked, &owned] {
+            s.record_pending(qget, at(5000), Some(1000.0), trust, "read");
+        }
+        locked.read_into(at(5400), &mut a);
+        owned.read_some_into(&ids, at(5400), &mut b);
+        assert!(a[qget.index()].pending.is_some(), "{:?}", a[qget.index()]);
+        assert_eq!(a[qget.index()], b[qget.index()]);
+        assert_eq!(a[leader.index()], b[leader.index()]);
     }
 }
