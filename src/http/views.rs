@@ -18,7 +18,7 @@ pub struct Seconds(pub Duration);
 
 impl Seconds {
     pub fn as_f64(self) -> f64 {
-        (self.0.as_secs_f64() * 1000.0).round() / 1000.0
+        etcd_readiness_policy::verdict::seconds(self.0)
     }
 }
 

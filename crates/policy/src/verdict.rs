@@ -129,7 +129,7 @@ impl Verdict {
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+    s.serialize_f64(seconds(*d))
 }
 
 fn ser_opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -151,5 +151,15 @@ pub fn unix_seconds(t: SystemTime) -> f64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
+    to_millisecond(secs)
+}
+
+/// `d` in seconds with millisecond precision, as every JSON body shows a
+/// duration: the one place durations become numbers.
+pub fn seconds(d: Duration) -> f64 {
+    to_millisecond(d.as_secs_f64())
+}
+
+fn to_millisecond(secs: f64) -> f64 {
     (secs * 1000.0).round() / 1000.0
 }
