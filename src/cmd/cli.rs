@@ -231,7 +231,7 @@ pub fn check_files(files: &[PathBuf], catalogue: &Catalogue) -> ExitCode {
     let mut failed = false;
     for path in files {
         let shown = path.display().to_string();
-        match std::fs::read_to_string(path) {
+        match read_text(path, MAX_POLICY_READ) {
             Err(e) => {
                 failed = true;
                 eprintln!("error: cannot read {shown}: {e}");
@@ -311,23 +311,26 @@ fn run_test_file(
     etcd_readiness_policy::policytest::TestFileError,
 > {
     use etcd_readiness_policy::policytest::{MAX_TEST_FILE_BYTES, TestFileError};
-    let read = |p: &Path, max: u64| -> std::io::Result<String> {
-        let bytes =
-            crate::outside::bounded_read::read_bounded(p, max).map_err(std::io::Error::other)?;
-        String::from_utf8(bytes)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
-    };
-    let text = read(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
+    let text = read_text(path, MAX_TEST_FILE_BYTES).map_err(|source| TestFileError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    // One byte over the policy limit is enough for the compiler to report it.
-    let max_policy = etcd_readiness_policy::policy::limits::MAX_POLICY_BYTES as u64 + 1;
     // The virtual clock may start at any instant; this one is as good as any.
     let origin = std::time::Instant::now();
     etcd_readiness_policy::policytest::run_text(path, &text, catalogue, origin, |p| {
-        read(p, max_policy)
+        read_text(p, MAX_POLICY_READ)
     })
+}
+
+/// One byte over the policy limit is enough for the compiler to report it.
+const MAX_POLICY_READ: u64 = etcd_readiness_policy::policy::limits::MAX_POLICY_BYTES as u64 + 1;
+
+/// A text file through the one bounded reader, at most `max` bytes.
+fn read_text(p: &Path, max: u64) -> std::io::Result<String> {
+    let bytes =
+        crate::outside::bounded_read::read_bounded(p, max).map_err(std::io::Error::other)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
 }
 
 /// `test FILE...`: like `promtool test rules`.
