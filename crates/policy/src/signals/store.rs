@@ -278,47 +278,22 @@ impl SignalStore {
     /// failure instead (unknown, with the reason): no comparison on it means
     /// anything, and JSON cannot carry it.
     pub fn record_ok(&self, id: SignalId, value: Value, at: Instant) {
-        if let Value::Num(n) = value
-            && !n.is_finite()
-        {
-            let what = if n.is_nan() {
-                "NaN"
-            } else if n > 0.0 {
-                "+Inf"
-            } else {
-                "-Inf"
-            };
-            self.record_err(
-                id,
-                Arc::from(format!("the source reported {what}, not a usable number")),
-                at,
-            );
-            return;
-        }
         let stalled_now = self.cpu_stalled();
-        self.lock_slots()[id.index()].good(value, at, stalled_now);
+        self.lock_slots()[id.index()].record(Ok(value), at, stalled_now);
     }
 
     pub fn record_err(&self, id: SignalId, error: Arc<str>, at: Instant) {
-        self.lock_slots()[id.index()].failed(error, at);
+        let stalled_now = self.cpu_stalled();
+        self.lock_slots()[id.index()].record(Err(error), at, stalled_now);
     }
 
     /// [`record_ok`](Self::record_ok) and [`record_err`](Self::record_err)
     /// through exclusive access, without taking a lock: what a simulation
-    /// that owns its store records at every step of a long history. A
-    /// number that is not finite is a failure, as in `record_ok`.
+    /// that owns its store records at every step of a long history.
     pub fn record_owned(&mut self, id: SignalId, sample: Result<Value, Arc<str>>, at: Instant) {
-        if let Ok(Value::Num(n)) = sample
-            && !n.is_finite()
-        {
-            return self.record_ok(id, Value::Num(n), at);
-        }
         let stalled_now = self.cpu_stalled();
         if let Some(slot) = self.slots_mut().get_mut(id.index()) {
-            match sample {
-                Ok(value) => slot.good(value, at, stalled_now),
-                Err(error) => slot.failed(error, at),
-            }
+            slot.record(sample, at, stalled_now);
         }
     }
 
@@ -412,7 +387,10 @@ impl SignalStore {
     /// rewritten in place.
     pub fn read_some_into(&mut self, ids: &[SignalId], now: Instant, out: &mut [Reading]) {
         let stalled = self.cpu_stalled();
-        let staleness = (self.staleness.get_mut()).unwrap_or_else(PoisonError::into_inner);
+        let staleness = self
+            .staleness
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         let slots = self.slots.get_mut().unwrap_or_else(PoisonError::into_inner);
         for id in ids {
             let i = id.index();
@@ -472,6 +450,26 @@ impl SignalStore {
 }
 
 impl Slot {
+    /// A sample of the call started at `at`: a number that is not finite
+    /// is a failure, not a value.
+    fn record(&mut self, sample: Result<Value, Arc<str>>, at: Instant, stalled_now: Duration) {
+        match sample {
+            Ok(Value::Num(n)) if !n.is_finite() => {
+                let what = if n.is_nan() {
+                    "NaN"
+                } else if n > 0.0 {
+                    "+Inf"
+                } else {
+                    "-Inf"
+                };
+                let why = format!("the source reported {what}, not a usable number");
+                self.failed(Arc::from(why), at);
+            }
+            Ok(value) => self.good(value, at, stalled_now),
+            Err(error) => self.failed(error, at),
+        }
+    }
+
     /// A good sample of `value` whose call started at `at`;
     /// `stalled_now` is the contended-time counter now.
     fn good(&mut self, value: Value, at: Instant, stalled_now: Duration) {
