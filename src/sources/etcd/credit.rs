@@ -23,8 +23,15 @@
 //! count is missing, [`PEERS_READ_WAIT`] more trust); [`Phase::Credited`]
 //! while the member still earns it, re-asking for the peer count every
 //! [`PEERS_ASK_GAP`] (a quorum lost during an election ends it), until
-//! [`ELECTION_TRUST`]; [`Phase::Judged`] once refused or withdrawn: the
-//! normal trust again, the engine woken.
+//! [`ELECTION_TRUST`]; then, once ([`ELECTION_RENEWALS`]) and only where a
+//! peer count read since the read started shows a peer, the read is sent
+//! again ([`Effects::resend`]) and credited for another [`ELECTION_TRUST`]:
+//! etcd draws each election timeout between one and two times its setting
+//! (1 s by default), so an election that started late ends within the second
+//! second, while a read that has waited 1 s proves `qget_ms < 1000` false by
+//! its lower bound however soon it is answered — a fresh read's bound starts
+//! at 0, as the truth asks of a read sent now; [`Phase::Judged`] once
+//! refused or withdrawn: the normal trust again, the engine woken.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +39,10 @@ use etcd_readiness_policy::signals::Trust;
 
 /// How long a credited read is trusted, and how long it is given.
 pub(super) const ELECTION_TRUST: Duration = Duration::from_secs(1);
+/// How many times a credited read still waiting at [`ELECTION_TRUST`] is
+/// sent again with the credit: once, so that the credit of one outage lasts
+/// at most two election timeouts at etcd's default (a draw between 1 and 2 s).
+pub(super) const ELECTION_RENEWALS: u8 = 1;
 /// How much longer a pending linearizable read is trusted while the peer
 /// count that decides its credit is being read (one GET of etcd's
 /// `/metrics` on loopback; a few ms, more on a busy node): the price a lost
@@ -144,6 +155,19 @@ pub(super) fn earns(f: &Facts, kept: bool, sent_as: Role) -> Result<(), Refusal>
     }
 }
 
+/// A peer count read since the read started shows a peer: without it a
+/// lost quorum's survivor looks like an election, and a renewal would double
+/// its time in service without one.
+fn shows_a_peer(f: &Facts) -> bool {
+    matches!(
+        f.peers,
+        Peers::Counted {
+            peers,
+            read_after_start: true,
+        } if peers >= 1.0
+    )
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
     Waiting,
@@ -164,6 +188,10 @@ pub(super) struct Effects {
     pub wake: bool,
     /// The credit was refused or withdrawn, and why (a debug log line).
     pub refused: Option<Refusal>,
+    /// Send the read again now and record it as pending from now, with
+    /// `trust` (the credited one): the credit is renewed
+    /// ([`ELECTION_RENEWALS`]).
+    pub resend: bool,
 }
 
 /// The outcome of a step: effects, and when to step again (`None`: only
@@ -189,6 +217,8 @@ pub(super) struct Credit {
     peers_wait_on: bool,
     /// The engine was woken at the trust's end (or the read was judged after it).
     expiry_woken: bool,
+    /// How often the read was sent again with the credit.
+    renewed: u8,
 }
 
 impl Credit {
@@ -204,6 +234,7 @@ impl Credit {
             peers_wait_given: false,
             peers_wait_on: false,
             expiry_woken: false,
+            renewed: 0,
         }
     }
 
@@ -305,10 +336,20 @@ impl Credit {
     }
 
     fn credited(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
-        let why = if now.saturating_duration_since(self.started) > ELECTION_TRUST {
+        let kept = earns(f, true, self.sent_as);
+        let over = now.saturating_duration_since(self.started) >= ELECTION_TRUST;
+        if over && kept.is_ok() && self.renewed < ELECTION_RENEWALS && shows_a_peer(f) {
+            // Sent again: a read from now, credited as the first was.
+            self.renewed += 1;
+            self.started = now;
+            fx.resend = true;
+            fx.trust = Some(self.credited_trust());
+            return Some(now + CREDIT_CHECK);
+        }
+        let why = if over {
             Err(Refusal::ElectionOver)
         } else {
-            earns(f, true, self.sent_as)
+            kept
         };
         if let Err(why) = why {
             fx.trust = Some(self.trust);
@@ -321,7 +362,9 @@ impl Credit {
         if f.peers != Peers::NotRead && due {
             self.ask(now, fx);
         }
-        Some(now + CREDIT_CHECK)
+        // Stepped at the credit's end exactly: the read's deadline is often
+        // that instant, and the renewal must be decided before it.
+        Some((now + CREDIT_CHECK).min(self.started + ELECTION_TRUST))
     }
 
     fn judge(&mut self, now: Instant, why: Option<Refusal>, fx: &mut Effects) {
@@ -372,6 +415,8 @@ mod tests {
         /// (when, the trust's base from then on)
         trusts: Vec<(u64, u64)>,
         wakes: Vec<u64>,
+        /// When the read was sent again with the credit.
+        resends: Vec<u64>,
     }
 
     /// The read's deadline (`--sample.timeout 2s`: past the credit, so that
@@ -391,10 +436,12 @@ mod tests {
         let mut trust = base;
         let mut trace = Trace::default();
         let mut t = 0u64;
+        // When the read in flight was sent (a resend starts it again).
+        let mut sent = 0u64;
         for _ in 0..10_000 {
             let mut f = (m.facts)(t);
             let (ok, _) = trust.with_contention(ms((m.contended)(t)));
-            f.read_trusted = ms(t) <= ok;
+            f.read_trusted = ms(t - sent) <= ok;
             let step = credit.step(t0 + ms(t), &f);
             let fx = step.effects;
             if let Some(tr) = fx.trust {
@@ -407,17 +454,22 @@ mod tests {
             if fx.wake {
                 trace.wakes.push(t);
             }
+            if fx.resend {
+                trace.resends.push(t);
+                sent = t;
+            }
             if credit.phase() == Phase::Credited && trace.credited.is_none() {
                 trace.credited = Some(t);
             }
             if credit.phase() == Phase::Judged && trace.judged.is_none() {
                 trace.judged = Some((t, fx.refused));
             }
+            let deadline = sent + DEADLINE;
             let next = step
                 .next
-                .map_or(DEADLINE, |n| (n - t0).as_millis() as u64)
-                .min(DEADLINE);
-            let end = m.answers_at.unwrap_or(DEADLINE);
+                .map_or(deadline, |n| (n - t0).as_millis() as u64)
+                .min(deadline);
+            let end = m.answers_at.unwrap_or(deadline);
             if next >= end {
                 return trace;
             }
@@ -600,10 +652,89 @@ mod tests {
                 },
                 Trace {
                     credited: Some(90),
-                    trusts: vec![(90, 1000), (1010, 100)],
-                    judged: Some((1010, Some(ElectionOver))),
-                    wakes: vec![1010],
+                    trusts: vec![(90, 1000), (1000, 100)],
+                    judged: Some((1000, Some(ElectionOver))),
+                    wakes: vec![1000],
                     ..Trace::default()
+                },
+            ),
+        ];
+        check(table);
+    }
+
+    #[test]
+    fn a_long_election_is_credited_once_more_with_a_fresh_read_where_a_peer_is_counted() {
+        use Refusal::*;
+        // A count read after the start that shows one peer, from 60 ms on.
+        fn one_peer(t: u64) -> Facts {
+            with_peers(if t < 60 {
+                counted(2.0, false)
+            } else {
+                counted(1.0, true)
+            })
+        }
+        // Asked half-way, then every PEERS_ASK_GAP from the credit on (90 ms).
+        fn asks_until(end: u64) -> Vec<u64> {
+            std::iter::once(50).chain((190..end).step_by(100)).collect()
+        }
+        // (what, the member, expected trace), on virtual time
+        let table: Vec<(&str, Member, Trace)> = vec![
+            (
+                // etcd drew a long election timeout: the read still waits at
+                // 1 s, is sent again then, credited, answered at 1500 ms.
+                "an election that ends in the second second",
+                Member {
+                    facts: one_peer,
+                    contended: none,
+                    answers_at: Some(1500),
+                },
+                Trace {
+                    credited: Some(90),
+                    asks: asks_until(1500),
+                    trusts: vec![(90, 1000), (1000, 1000)],
+                    resends: vec![1000],
+                    ..Trace::default()
+                },
+            ),
+            (
+                // Only once: the fresh read still waits a second later, the
+                // credit ends (two election timeouts at etcd's default).
+                "an election longer than two seconds",
+                Member {
+                    facts: one_peer,
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    credited: Some(90),
+                    asks: asks_until(2000),
+                    trusts: vec![(90, 1000), (1000, 1000), (2000, 100)],
+                    judged: Some((2000, Some(ElectionOver))),
+                    wakes: vec![2000],
+                    resends: vec![1000],
+                },
+            ),
+            (
+                // The last peer goes while the fresh read waits: withdrawn.
+                "a quorum lost during the renewed credit",
+                Member {
+                    facts: |t| {
+                        if t < 1300 {
+                            one_peer(t)
+                        } else {
+                            with_peers(counted(0.0, true))
+                        }
+                    },
+                    contended: none,
+                    answers_at: None,
+                },
+                Trace {
+                    credited: Some(90),
+                    asks: asks_until(1300),
+                    trusts: vec![(90, 1000), (1000, 1000), (1300, 100)],
+                    judged: Some((1300, Some(NoActivePeer))),
+                    wakes: vec![1300],
+                    resends: vec![1000],
                 },
             ),
         ];

@@ -175,17 +175,17 @@ impl Shared {
         // serializable read answered locally in 1 ms must not wait for a
         // linearizable one stuck without quorum (it was outdated then, and
         // the serializable_read check flapped with every round).
-        let record = |id: SignalId, r: &Result<f64, SampleError>| {
+        let record = |id: SignalId, r: &Result<f64, SampleError>, sent: Instant| {
             self.record_in(epoch, |store| match r {
-                Ok(ms) => store.record_ok(id, Value::Num(*ms), started),
-                Err(e) => store.record_err(id, Arc::from(e.message.as_str()), started),
+                Ok(ms) => store.record_ok(id, Value::Num(*ms), sent),
+                Err(e) => store.record_err(id, Arc::from(e.message.as_str()), sent),
             })
         };
         let served = reads.served_in == Some(epoch);
         let (q, s) = tokio::join!(
             async {
-                let q = self.linearizable(&start, qtrust, served).await;
-                (record(ids.qget_ms, &q), q)
+                let (sent, q) = self.linearizable(epoch, &start, qtrust, served).await;
+                (record(ids.qget_ms, &q, sent), q)
             },
             async {
                 if with_sget {
@@ -197,7 +197,7 @@ impl Shared {
                     );
                     let s = wake_at_expiry(&self.notifier, strust.base, read).await;
                     self.notifier.wake();
-                    Some((record(ids.sget_ms, &s), s))
+                    Some((record(ids.sget_ms, &s, started), s))
                 } else {
                     None
                 }
@@ -272,27 +272,45 @@ impl Shared {
 
     /// The linearizable read of the round started at `start`, pending in
     /// the store with `trust`, within its deadline, its election credit
-    /// decided by [`Credit`] from the store's facts at each step.
+    /// decided by [`Credit`] from the store's facts at each step; when the
+    /// credit is renewed, the read is sent again and pending from then. The
+    /// result, and when the read that gave it was sent.
     async fn linearizable(
         &self,
+        epoch: u64,
         start: &NodeTime,
         trust: Trust,
         served: bool,
-    ) -> Result<f64, SampleError> {
+    ) -> (Instant, Result<f64, SampleError>) {
         let sent_as = self.role(start.now);
         let mut credit = Credit::new(start.now, sent_as, trust);
         let mut deadline = Deadline::new(start, self.config.read_timeout());
+        let mut sent = start.now;
         let mut call = std::pin::pin!(self.range(false));
         loop {
             let now = self.clock.read();
-            if deadline.expired(&now) {
-                return Err(deadline.timed_out("linearizable read"));
-            }
+            // The peer count is judged against the round's start: a count
+            // read since then still shows the member's peers after a resend.
             let step = credit.step(now.now, &self.credit_facts(now.now, start.now, served));
+            if step.effects.resend {
+                // The read that waited is given up (etcd answers the new one
+                // with it), the new one is pending from now, credited.
+                call.set(self.range(false));
+                sent = now.now;
+                deadline = Deadline::new(&now, self.config.read_timeout());
+                let trust = step.effects.trust.unwrap_or(trust);
+                self.record_in(epoch, |store| {
+                    note_contention(store, &now);
+                    store.record_pending(self.ids.qget_ms, sent, Some(1000.0), trust, "read");
+                });
+            }
             self.apply(step.effects);
+            if deadline.expired(&now) {
+                return (sent, Err(deadline.timed_out("linearizable read")));
+            }
             let next = step.next.map_or(deadline.at(), |n| n.min(deadline.at()));
             tokio::select! {
-                r = &mut call => return r,
+                r = &mut call => return (sent, r),
                 _ = tokio::time::sleep_until(next.into()) => {}
             }
         }
