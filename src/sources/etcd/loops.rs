@@ -166,9 +166,9 @@ impl Shared {
         let ids = self.ids;
         self.record_in(epoch, |store| {
             note_contention(store, &start);
-            store.record_pending(ids.qget_ms, started, Some(1000.0), qtrust, "read");
+            read_pending(store, ids.qget_ms, started, qtrust);
             if with_sget {
-                store.record_pending(ids.sget_ms, started, Some(1000.0), strust, "read");
+                read_pending(store, ids.sget_ms, started, strust);
             }
         });
         // Each read's answer is recorded the moment it arrives: a
@@ -292,19 +292,20 @@ impl Shared {
             // The peer count is judged against the round's start: a count
             // read since then still shows the member's peers after a resend.
             let step = credit.step(now.now, &self.credit_facts(now.now, start.now, served));
-            if step.effects.resend {
+            let mut fx = step.effects;
+            if fx.resend {
                 // The read that waited is given up (etcd answers the new one
                 // with it), the new one is pending from now, credited.
                 call.set(self.range(false));
                 sent = now.now;
                 deadline = Deadline::new(&now, self.config.read_timeout());
-                let trust = step.effects.trust.unwrap_or(trust);
+                let trust = fx.trust.take().unwrap_or(trust);
                 self.record_in(epoch, |store| {
                     note_contention(store, &now);
-                    store.record_pending(self.ids.qget_ms, sent, Some(1000.0), trust, "read");
+                    read_pending(store, self.ids.qget_ms, sent, trust);
                 });
             }
-            self.apply(step.effects);
+            self.apply(fx);
             if deadline.expired(&now) {
                 return (sent, Err(deadline.timed_out("linearizable read")));
             }
@@ -376,6 +377,12 @@ impl Shared {
             self.notifier.wake();
         }
     }
+}
+
+/// A read of `id` sent at `at` is in flight, its last answer trusted by
+/// `trust`: its latency, in ms, is at least the time it has waited.
+fn read_pending(store: &SignalStore, id: SignalId, at: Instant, trust: Trust) {
+    store.record_pending(id, at, Some(1000.0), trust, "read");
 }
 
 /// Tell the store how long the node's CPU has been contended, so that a call
