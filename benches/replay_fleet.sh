@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # replay of a synthetic fleet (etcd_readiness_testkit::fleet: members in
-# clusters of three, leader and qget_ms, one day at 15 s) from each store,
+# clusters of three, leader and qget_ms, values and knownness as the
+# exporter exports them, one day at 15 s) from each store,
 # written through its own ingestion path: Prometheus 3.5 (promtool blocks,
 # one 2 h file at a time) and VictoriaMetrics 1.145 (/api/v1/import/prometheus).
 # For each fleet size and store prints replay's wall time, user + system CPU,

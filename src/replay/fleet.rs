@@ -307,7 +307,14 @@ impl Reader {
             let q = selector_query("etcd_readiness_signal_value", &self.selector, &with_signal);
             let (values, c) = self.prom.query_range(&q, &self.grid, &keep).await?;
             charged += c;
-            let q = selector_query("etcd_readiness_signal_known", &self.selector, &with_signal);
+            // Only where it is 0: a signal with a value is known, so the 1s
+            // (most of the points, the store's and ours to encode and read)
+            // say nothing `values` does not ([`unknown_query`]).
+            let q = unknown_query(&selector_query(
+                "etcd_readiness_signal_known",
+                &self.selector,
+                &with_signal,
+            ));
             let (known, c) = self.prom.query_range(&q, &self.grid, &keep).await?;
             charged += c;
             Ok(assemble(&self.grid, ready, values, known))
@@ -332,6 +339,15 @@ impl Reader {
             }
         }
     }
+}
+
+/// The steps at which `known` (a selector of `etcd_readiness_signal_known`)
+/// is 0. The exporter exports a signal's value exactly while it is known
+/// (`etcd_readiness_signal_known` 1), so at a step with a 1 the value is
+/// there and says it; a 0 is what adds something (the reason "unknown to
+/// the exporter", and a signal that was never known still has a series).
+pub fn unknown_query(known: &str) -> String {
+    format!("{known} == 0")
 }
 
 /// Whether asking for fewer members at a time may meet what refused `e`.
@@ -397,6 +413,15 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn only_the_steps_at_which_a_signal_was_unknown_are_asked_for() {
+        let q = selector_query("etcd_readiness_signal_known", "{job=\"e\"}", &[]);
+        assert_eq!(
+            unknown_query(&q),
+            "etcd_readiness_signal_known{job=\"e\"} == 0"
+        );
     }
 
     #[test]

@@ -100,7 +100,9 @@ impl Grid {
 pub struct SignalHistory {
     /// `etcd_readiness_signal_value` as Prometheus returns it at the step.
     pub value: Vec<Option<f64>>,
-    /// `etcd_readiness_signal_known` at the step (non-zero: known).
+    /// `etcd_readiness_signal_known` at the step (non-zero: known); a fleet
+    /// read asks only for its 0s ([`super::fleet::unknown_query`]), as a 1
+    /// says nothing the value does not.
     pub known: Vec<Option<bool>>,
 }
 

@@ -2,14 +2,18 @@
 //! members in clusters of three (`namespace="shoot--fleet--NNNNN"`,
 //! `pod="etcd-main-K"`, `job="etcd-readiness"`), sampled every `step`
 //! seconds for `steps + 1` samples, each written 5 s before its step so
-//! that a replay at that step sees it. Every member exports `leader` and
-//! `qget_ms` (values only) and its recorded verdict under [`REFERENCE`];
-//! its `etcd_readiness_member_info` carries `cluster_id`.
+//! that a replay at that step sees it. Every member exports what the
+//! exporter does for `leader` and `qget_ms`: `etcd_readiness_signal_known`
+//! (1, or 0 while unknown) and the value while known; and its recorded
+//! verdict under [`REFERENCE`]; its `etcd_readiness_member_info` carries
+//! `cluster_id`.
 //!
 //! What happens in it, by member index `i`:
 //! - `i % 37 == 0`: no leader for 4 steps (not ready under both policies);
 //! - `i % 111 == 5` ([`changed`]): `qget_ms` at 400 for 10 + i % 20 steps:
 //!   ready under the reference (`< 500`), not under [`CANDIDATE`] (`< 300`);
+//! - `i % 53 == 7` ([`unknown`]): `qget_ms` unknown for 3 steps (not ready
+//!   under both);
 //! - everyone else: `qget_ms` between 10 and 29.
 //!
 //! Written as OpenMetrics (seconds, `# EOF`: what `promtool tsdb
@@ -49,6 +53,11 @@ pub fn changed(i: usize) -> bool {
     i % 111 == 5
 }
 
+/// Whether member `i` has steps at which `qget_ms` is unknown.
+pub fn unknown(i: usize) -> bool {
+    i % 53 == 7
+}
+
 /// Member `i`'s labels as the replay reports them.
 pub fn member_labels(i: usize) -> [(&'static str, String); 3] {
     [
@@ -81,6 +90,12 @@ impl Fleet {
             10.0 + ((i as i64 * 7 + s) % 20) as f64
         };
         (if leaderless { 0.0 } else { 1.0 }, q)
+    }
+
+    /// Whether member `i`'s `qget_ms` is known at sample `s`.
+    pub fn qget_known(&self, i: usize, s: i64) -> bool {
+        let at = (i as i64 * 17) % self.steps.max(1);
+        !(unknown(i) && (at..at + 3).contains(&s))
     }
 
     /// Write the whole history in `format`.
@@ -122,7 +137,7 @@ impl Fleet {
             let l = labels(i);
             for s in samples.clone() {
                 let (leader, q) = self.sample(i, s);
-                let ready = u8::from(leader == 1.0 && q < 500.0);
+                let ready = u8::from(leader == 1.0 && q < 500.0 && self.qget_known(i, s));
                 writeln!(out, "etcd_readiness_ready{{{l}}} {ready} {}", ts(s))?;
             }
         }
@@ -131,11 +146,28 @@ impl Fleet {
             let l = labels(i);
             for (signal, pick) in [("leader", 0), ("qget_ms", 1)] {
                 for s in samples.clone() {
+                    if pick == 1 && !self.qget_known(i, s) {
+                        continue;
+                    }
                     let v = self.sample(i, s);
                     let v = if pick == 0 { v.0 } else { v.1 };
                     writeln!(
                         out,
                         "etcd_readiness_signal_value{{{l},signal=\"{signal}\",source=\"etcd\"}} {v} {}",
+                        ts(s)
+                    )?;
+                }
+            }
+        }
+        family(out, "etcd_readiness_signal_known")?;
+        for i in 0..self.members {
+            let l = labels(i);
+            for signal in ["leader", "qget_ms"] {
+                for s in samples.clone() {
+                    let known = u8::from(signal == "leader" || self.qget_known(i, s));
+                    writeln!(
+                        out,
+                        "etcd_readiness_signal_known{{{l},signal=\"{signal}\",source=\"etcd\"}} {known} {}",
                         ts(s)
                     )?;
                 }
