@@ -140,6 +140,24 @@ impl LatencyWindow {
     }
 }
 
+/// When the serializable read is asked again, after one sent at `sent`
+/// that answered in `took` (`None`: it failed): a full `interval` later
+/// only when it was quick by every measure, quicker than a fast period and
+/// than [`MIN_TRUST`] (a healthy member answers it locally in a few ms);
+/// otherwise a `fast` period later. A slow answer is what a policy rejects
+/// (`sget_ms < 1000`), and it must be replaced within a fast period, not
+/// an interval: with a 60 s interval a 1045 ms answer is quicker than the
+/// 6 s fast period, and kept a minute it held a thawed member not ready.
+pub(super) fn next_serializable(
+    sent: Instant,
+    took: Option<Duration>,
+    fast: Duration,
+    interval: Duration,
+) -> Instant {
+    let quick = took.is_some_and(|t| t < fast.min(MIN_TRUST));
+    sent + if quick { interval } else { fast }
+}
+
 /// The deadline of one call: `timeout` from its start, extended by the
 /// node's contended CPU time while it ran (at most [`CONTENDED_TRUST_MAX`]).
 /// Pure: every instant and contention counter is the caller's.
@@ -286,6 +304,23 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_serializable_read_is_asked_again_a_fast_period_later_unless_it_was_quick() {
+        let t0 = Instant::now();
+        let (fast, interval) = (ms(6000), ms(60_000));
+        let next = |took: Option<u64>| next_serializable(t0, took.map(ms), fast, interval) - t0;
+        assert_eq!(next(Some(3)), interval);
+        // Slower than MIN_TRUST but well within the fast period: what a
+        // policy may reject is replaced soon (the thawed member's 1045 ms).
+        assert_eq!(next(Some(1045)), fast);
+        assert_eq!(next(Some(100)), fast);
+        assert_eq!(next(None), fast);
+        // A fast period below MIN_TRUST is the bound then.
+        let next = |took: u64| next_serializable(t0, Some(ms(took)), ms(10), ms(100)) - t0;
+        assert_eq!(next(9), ms(100));
+        assert_eq!(next(10), ms(10));
     }
 
     fn at(t0: Instant, after: u64, stalled: Option<u64>) -> NodeTime {

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use etcd_client::GetOptions;
 
 use super::credit::{Credit, Effects, Facts, Peers, Role};
-use super::deadlines::{CONTENDED_TRUST_MAX, Deadline, LatencyWindow, wake_at_expiry, within};
+use super::deadlines::{
+    CONTENDED_TRUST_MAX, Deadline, LatencyWindow, next_serializable, wake_at_expiry, within,
+};
 use super::errors::{classify, explain, leader_changed};
 use super::status::{LeaderChanges, record_answer, record_status_err};
 use super::without_root::StatusChoice;
@@ -219,13 +221,14 @@ impl Shared {
             reads.qget.record(Duration::from_secs_f64(ms / 1000.0));
         }
         if let Some(s) = &s {
-            if let Ok(ms) = s {
-                reads.sget.record(Duration::from_secs_f64(ms / 1000.0));
+            let took = s
+                .as_ref()
+                .ok()
+                .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+            if let Some(took) = took {
+                reads.sget.record(took);
             }
-            // The serializable read again in a full interval when it was
-            // good and quick; at the fast pace while it fails or is slow.
-            let good = s.as_ref().is_ok_and(|ms| *ms < fast.as_secs_f64() * 1000.0);
-            reads.next_sget = started + if good { cfg.interval } else { fast };
+            reads.next_sget = next_serializable(started, took, fast, cfg.interval);
         }
     }
 

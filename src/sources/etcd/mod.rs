@@ -19,7 +19,7 @@
 //!   `fast/2 + trust`, not after the call's timeout. **reads**: a
 //!   linearizable single-key, keys-only Range every `fast`, and a
 //!   serializable one every `--sample.interval` (every `fast` while it fails
-//!   or is slow), each given at least the policy's latency bound
+//!   or takes 100 ms or more, `deadlines::next_serializable`), each given at least the policy's latency bound
 //!   ([`EtcdConfig::read_timeout`]). While a read is in flight the store
 //!   carries it as pending ([`SignalStore::record_pending`]): the last answer
 //!   counts for its trust, then the reading is unknown, and a read pending
