@@ -501,6 +501,12 @@ mod tests {
             let (a, c) = (a.clone(), c.clone());
             tokio::spawn(async move { a.check(&c, &basic("alice", "s3cret"), LOCAL).await })
         };
+        // It has its place before the rest of the queue is filled (else the
+        // fill may take every place first and it is refused as busy).
+        while a.pending() < MAX_PENDING_PER_CLIENT + 1 {
+            assert!(Instant::now() < deadline, "pending {}", a.pending());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         // Fill the rest of the queue from many addresses.
         let mut fill = Vec::new();
         for i in 0..MAX_PENDING {
