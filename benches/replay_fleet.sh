@@ -5,8 +5,11 @@
 # written through its own ingestion path: Prometheus 3.5 (promtool blocks,
 # one 2 h file at a time) and VictoriaMetrics 1.145 (/api/v1/import/prometheus).
 # For each fleet size and store prints replay's wall time, user + system CPU,
-# peak RSS (GNU time) and the share of the wall time it did not compute,
-# i.e. waited on the store: 1 - CPU / wall (replay runs on one thread).
+# peak RSS (GNU time), the share of the wall time it did not compute,
+# i.e. waited on the store: 1 - CPU / wall (replay runs on one thread), and
+# the store's own CPU time meanwhile (/proc/PID/stat): on one machine the
+# two share its cores, so replay's CPU next to the store's says which of
+# them the run waited for.
 #
 # Usage: benches/replay_fleet.sh [MEMBERS...]   (default: 100 1000 5000)
 # STORES: which (default "prometheus victoria-metrics").
@@ -37,8 +40,10 @@ end=$(( $(date +%s) / 3600 * 3600 - 3600 ))
 start=$(( end - step * steps ))
 printf 'check leader: leader\ncheck fast: qget_ms < 300\n' >"$dir/candidate.policy"
 echo "nproc=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg) start=$start end=$end step=${step}s"
-echo "| members | store | wall | CPU (user + sys) | peak RSS | waiting on the store |"
-echo "|---|---|---|---|---|---|"
+echo "| members | store | wall | CPU (user + sys) | peak RSS | waiting on the store | the store's CPU |"
+echo "|---|---|---|---|---|---|---|"
+tick=$(getconf CLK_TCK)
+store_cpu() { awk -v t="$tick" '{printf "%.2f", ($14 + $15) / t}' "/proc/$pid/stat"; }
 for n in "${sizes[@]}"; do
   for store in $stores; do
     rm -rf "$dir/data"; mkdir -p "$dir/data"
@@ -65,18 +70,21 @@ for n in "${sizes[@]}"; do
         curl -sf -X POST -T - "http://127.0.0.1:$p/api/v1/import/prometheus"
       curl -sf "http://127.0.0.1:$p/internal/force_flush"
     fi
+    before=$(store_cpu)
     /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$bin" replay --prometheus.url "http://127.0.0.1:$p" \
       --policy "$dir/candidate.policy" --start "$start" --end "$end" --step "${step}s" \
       --cluster-label namespace --format jsonl --output "$dir/out.jsonl" 2>"$dir/err" ||
       { echo "replay failed: $(cat "$dir/err")" >&2; exit 1; }
+    after=$(store_cpu)
     read -r wall user sys kib <"$dir/time"
     lines=$(wc -l <"$dir/out.jsonl")
     [ "$lines" = $((n + 1)) ] || { echo "$lines lines for $n members" >&2; exit 1; }
-    python3 - "$n" "$store" "$wall" "$user" "$sys" "$kib" <<'PY'
+    python3 - "$n" "$store" "$wall" "$user" "$sys" "$kib" "$before" "$after" <<'PY'
 import sys
-n, store, wall, user, sys_, kib = sys.argv[1:]
+n, store, wall, user, sys_, kib, before, after = sys.argv[1:]
 wall, cpu = float(wall), float(user) + float(sys_)
-print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.1f} s ({user} + {sys_}) | {int(kib) / 1024:.1f} MiB | {1 - cpu / wall:.0%} |")
+store_cpu = float(after) - float(before)
+print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.1f} s ({user} + {sys_}) | {int(kib) / 1024:.1f} MiB | {1 - cpu / wall:.0%} | {store_cpu:.1f} s |")
 PY
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
   done

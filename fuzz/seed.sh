@@ -64,4 +64,15 @@ kill "$pid"; wait "$pid" 2>/dev/null || true
 head -c 65536 "$dir/metrics" > $C/promtext/seed-etcd-metrics
 rm -rf "$dir"
 printf '# HELP x A.\n# TYPE x gauge\nx{kind="Full",a="\\\\\\"\\n"} 42 1700000000000\ny NaN\nz +Inf\nw -Inf\n# EOF\n' > $C/promtext/seed-escapes
+# query_range answers as Prometheus 3.5 and VictoriaMetrics 1.145 send them
+# (VictoriaMetrics adds `stats`), an empty one, a refusal, odd values.
+mkdir -p $C/replay_matrix
+cat > $C/replay_matrix/seed-prometheus <<'JSON'
+{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"etcd_readiness_signal_value","job":"etcd-readiness","namespace":"shoot--fleet--00000","pod":"etcd-main-0","signal":"leader","source":"etcd"},"values":[[1796317200,"0"],[1796317215,"0"],[1796317230,"0"],[1796317245,"0"]]},{"metric":{"__name__":"etcd_readiness_signal_value","job":"etcd-readiness","namespace":"shoot--fleet--00001","pod":"etcd-main-0","signal":"qget_ms","source":"etcd"},"values":[[1796317200,"1.697429"],[1796317215.5,"NaN"],[1796317230.125,"+Inf"],[1796317245,"-0.5"]]}]}}
+JSON
+cat > $C/replay_matrix/seed-victoria-metrics <<'JSON'
+{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"etcd_readiness_ready","namespace":"a\"b\u00e9"},"values":[[1796317200,"1"],[1796317215,"1"]]}]},"stats":{"seriesFetched": "2","executionTimeMsec":3}}
+JSON
+printf '{"status":"success","data":{"resultType":"matrix","result":[]},"warnings":["w"],"infos":[]}' > $C/replay_matrix/seed-empty
+printf '{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution","data":null}' > $C/replay_matrix/seed-refusal
 ls $C/* | head -100

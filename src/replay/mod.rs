@@ -12,6 +12,7 @@
 //! verdict anywhere.
 
 pub mod fleet;
+pub mod matrix;
 pub mod prometheus;
 pub mod render;
 pub mod summary;

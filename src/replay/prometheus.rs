@@ -14,7 +14,7 @@
 //! (a fresh one per answer left the allocator a trail of freed buffers,
 //! RSS growing with the fleet), and every series is charged, as it is
 //! parsed, what it will cost in memory (its labels and the per-step row its
-//! points are scanned into, [`super::values`], see [`series_cost`]) against one
+//! points are scanned into, [`super::matrix`], see [`series_cost`]) against one
 //! budget of `--prometheus.max-bytes`; the members found are charged for
 //! the whole run, a batch's series and reports ([`MEMBER_COST`]) until the
 //! batch is written ([`Prometheus::release`]). The first series over it
@@ -25,7 +25,7 @@
 //! made printable ([`super::render::printable`]) before it reaches an
 //! error message.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::value::RawValue;
 
+use super::matrix::{self, Failure};
 use super::render::printable;
 use super::timeline::Grid;
 use crate::outside::http_client::{self, TlsFiles};
@@ -337,27 +337,16 @@ pub struct Prometheus {
     buffers: Mutex<Vec<Vec<u8>>>,
 }
 
-/// A `query_range` answer's `data` (its series went to the seed's `each`).
-struct Data {
-    result_type: String,
-}
-
-/// One series of a `query_range` answer: its labels, and its `values` as
-/// the answer's text, scanned by [`super::values::scan`].
-#[derive(Deserialize)]
-struct RawSeries<'a> {
-    metric: BTreeMap<String, String>,
-    #[serde(default, borrow)]
-    values: Option<&'a RawValue>,
-}
-
-/// Why handing a series on stopped the parse.
-enum Stop {
+/// Why an answer was not parsed.
+enum Unparsed {
     /// Over the memory budget.
     Over,
-    /// Its `values` are not a list of pairs.
-    Shape(super::values::ShapeError),
+    /// Not such an answer: why.
+    Bad(String),
 }
+
+/// Over the memory budget (a series did not fit).
+struct Over;
 
 /// Seconds with milliseconds, as the API takes times.
 fn api_secs(ms: i64) -> String {
@@ -438,7 +427,7 @@ impl Prometheus {
             take: &take,
             over: &over,
         });
-        self.api("series", &params, &what, grid.steps, (seed, &over))
+        self.api("series", &params, &what, grid.steps, by_seed(seed, &over))
             .await?;
         Ok(())
     }
@@ -470,7 +459,7 @@ impl Prometheus {
         });
         let endpoint = format!("label/{label}/values");
         let data = self
-            .api(&endpoint, &params, &what, grid.steps, (seed, &over))
+            .api(&endpoint, &params, &what, grid.steps, by_seed(seed, &over))
             .await?;
         Ok(data.unwrap_or_default())
     }
@@ -513,7 +502,6 @@ impl Prometheus {
     ) -> Result<(Vec<Series>, u64), PromError> {
         let rows: RefCell<BTreeMap<Labels, Vec<Option<f64>>>> = RefCell::new(BTreeMap::new());
         let charged = AtomicU64::new(0);
-        let each = |raw: RawSeries<'_>| self.take_series(raw, grid, keep, &rows, &charged);
         let mut first = 0;
         let result = loop {
             if first >= grid.steps {
@@ -526,13 +514,23 @@ impl Prometheus {
                 ("end", api_secs(grid.at(last))),
                 ("step", api_secs(grid.step_ms)),
             ];
-            let over = Cell::new(false);
-            let seed = MatrixSeed {
-                each: &each,
-                over: &over,
+            let read = |text: &str| {
+                let series = |metric| self.take_series(metric, grid, keep, &rows, &charged);
+                match matrix::read(text, series, place(grid)) {
+                    Ok(a) => Ok(Envelope {
+                        status: a
+                            .status
+                            .ok_or(Unparsed::Bad("missing field `status`".into()))?,
+                        data: a.data.then_some(a.result_type),
+                        error_type: a.error_type,
+                        error: a.error,
+                    }),
+                    Err(Failure::Refused(Over)) => Err(Unparsed::Over),
+                    Err(Failure::Syntax(e)) => Err(Unparsed::Bad(e.to_string())),
+                }
             };
-            let data = match self
-                .api("query_range", &params, query, grid.steps, (seed, &over))
+            let result_type = match self
+                .api("query_range", &params, query, grid.steps, read)
                 .await
             {
                 Ok(d) => d,
@@ -542,14 +540,15 @@ impl Prometheus {
                 query: query.to_string(),
                 why,
             };
-            let Some(data) = data else {
-                break Err(parse("no `data`".to_string()));
-            };
-            if data.result_type != "matrix" {
-                break Err(parse(format!(
-                    "resultType is `{}`, not `matrix`",
-                    printable(&data.result_type)
-                )));
+            match result_type.as_deref() {
+                Some("matrix") => {}
+                None => break Err(parse("`data` has no `resultType`".to_string())),
+                Some(other) => {
+                    break Err(parse(format!(
+                        "resultType is `{}`, not `matrix`",
+                        printable(other)
+                    )));
+                }
             }
             first = last + 1;
         };
@@ -564,67 +563,45 @@ impl Prometheus {
         Ok((series, charged))
     }
 
-    /// One series of a `query_range` answer, if `keep` wants it: charged
-    /// when first seen (its row is made then, for the whole grid), its
-    /// points in this and later chunks scanned into the row.
-    fn take_series(
+    /// The row of the series labelled `metric`, if `keep` wants it:
+    /// charged when first seen (its row is made then, for the whole grid);
+    /// its points in this and later chunks go into the row.
+    fn take_series<'r>(
         &self,
-        raw: RawSeries<'_>,
+        metric: Labels,
         grid: &Grid,
         keep: &(dyn Fn(&Labels) -> bool + Sync),
-        rows: &RefCell<BTreeMap<Labels, Vec<Option<f64>>>>,
+        rows: &'r RefCell<BTreeMap<Labels, Vec<Option<f64>>>>,
         charged: &AtomicU64,
-    ) -> Result<(), Stop> {
-        if !keep(&raw.metric) {
-            return Ok(());
+    ) -> Result<Option<RefMut<'r, Vec<Option<f64>>>>, Over> {
+        if !keep(&metric) {
+            return Ok(None);
         }
-        let mut rows = rows.borrow_mut();
-        if !rows.contains_key(&raw.metric) {
-            let cost = series_cost(&raw.metric, grid.steps);
+        let rows = rows.borrow_mut();
+        if !rows.contains_key(&metric) {
+            let cost = series_cost(&metric, grid.steps);
             self.series.fetch_add(1, Ordering::Relaxed);
             charged.fetch_add(cost, Ordering::Relaxed);
             if !self.charge(cost) {
-                return Err(Stop::Over);
+                return Err(Over);
             }
         }
-        let row = rows
-            .entry(raw.metric)
-            .or_insert_with(|| vec![None; grid.steps]);
-        let Some(values) = raw.values else {
-            return Ok(());
-        };
-        // Points come step after step: the next one is most likely at the
-        // step after the last, which saves `index_of`'s division.
-        let mut next = 0;
-        super::values::scan(values.get(), |t, v| {
-            let at = if next < grid.steps && grid.at(next) == t {
-                Some(next)
-            } else {
-                grid.index_of(t)
-            };
-            if let Some(i) = at {
-                next = i + 1;
-                if let Some(slot) = row.get_mut(i) {
-                    *slot = Some(v);
-                }
-            }
-        })
-        .map_err(Stop::Shape)
+        Ok(Some(RefMut::map(rows, |rows| {
+            rows.entry(metric).or_insert_with(|| vec![None; grid.steps])
+        })))
     }
 
-    /// GET `/api/v1/{endpoint}?{params}` and parse the answer's envelope
-    /// with `seed` for its `data`; `what` names the request in errors.
-    async fn api<S, T>(
+    /// GET `/api/v1/{endpoint}?{params}` and parse the answer with `parse`
+    /// (its envelope, and its `data` as the request needs:
+    /// [`by_seed`], [`matrix::read`]); `what` names the request in errors.
+    async fn api<T>(
         &self,
         endpoint: &str,
         params: &[(&str, String)],
         what: &str,
         steps: usize,
-        (seed, over): (S, &Cell<bool>),
-    ) -> Result<T, PromError>
-    where
-        S: for<'de> DeserializeSeed<'de, Value = T>,
-    {
+        parse: impl FnOnce(&str) -> Result<Envelope<T>, Unparsed>,
+    ) -> Result<T, PromError> {
         let mut query = form_urlencoded::Serializer::new(String::new());
         for (k, v) in params {
             query.append_pair(k, v);
@@ -633,9 +610,7 @@ impl Prometheus {
             .base
             .join(&format!("/api/v1/{endpoint}?{}", query.finish()));
         let mut body = self.take_buffer();
-        let answer = self
-            .answer(&url, &mut body, what, steps, (seed, over))
-            .await;
+        let answer = self.answer(&url, &mut body, what, steps, parse).await;
         self.keep_buffer(body);
         answer
     }
@@ -654,17 +629,14 @@ impl Prometheus {
     }
 
     /// GET `url` into `body` and parse it as [`Self::api`] says.
-    async fn answer<S, T>(
+    async fn answer<T>(
         &self,
         url: &RedactedUrl,
         body: &mut Vec<u8>,
         what: &str,
         steps: usize,
-        (seed, over): (S, &Cell<bool>),
-    ) -> Result<T, PromError>
-    where
-        S: for<'de> DeserializeSeed<'de, Value = T>,
-    {
+        parse_answer: impl FnOnce(&str) -> Result<Envelope<T>, Unparsed>,
+    ) -> Result<T, PromError> {
         let unreachable = |e: SampleError| match e.reason {
             Reason::TooLarge => PromError::TooLarge {
                 query: what.to_string(),
@@ -693,14 +665,10 @@ impl Prometheus {
             limit: limit_of(&text),
             error: printable(&text).into_owned(),
         };
-        let mut de = serde_json::Deserializer::from_str(text);
-        let parsed = EnvelopeSeed { data: seed }
-            .deserialize(&mut de)
-            .and_then(|env| de.end().map(|()| env));
-        let env = match parsed {
+        let env = match parse_answer(text) {
             Ok(env) => env,
-            Err(_) if over.get() => return Err(self.over_budget(what, steps)),
-            Err(e) if ok => return Err(parse(e.to_string())),
+            Err(Unparsed::Over) => return Err(self.over_budget(what, steps)),
+            Err(Unparsed::Bad(e)) if ok => return Err(parse(e)),
             Err(_) => {
                 let mut body: String = text.chars().take(300).collect();
                 if body.is_empty() {
@@ -717,6 +685,50 @@ impl Prometheus {
             )));
         }
         env.data.ok_or_else(|| parse("no `data`".to_string()))
+    }
+}
+
+/// An answer parsed by serde, `data` by `seed` (which sets `over` when it
+/// stops for the memory budget).
+fn by_seed<'o, S, T>(
+    seed: S,
+    over: &'o Cell<bool>,
+) -> impl FnOnce(&str) -> Result<Envelope<T>, Unparsed> + 'o
+where
+    S: for<'de> DeserializeSeed<'de, Value = T> + 'o,
+{
+    move |text| {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = EnvelopeSeed { data: seed }
+            .deserialize(&mut de)
+            .and_then(|env| de.end().map(|()| env));
+        parsed.map_err(|e| {
+            if over.get() {
+                Unparsed::Over
+            } else {
+                Unparsed::Bad(e.to_string())
+            }
+        })
+    }
+}
+
+/// Put a point into its series' row at its step of `grid`; a point at no
+/// step is dropped. Points come step after step: the next one is most
+/// likely at the step after the last (`next`), which saves
+/// [`Grid::index_of`]'s division.
+fn place(grid: &Grid) -> impl FnMut(&mut RefMut<'_, Vec<Option<f64>>>, i64, f64, &mut usize) + '_ {
+    move |row, t, v, next| {
+        let at = if *next < grid.steps && grid.at(*next) == t {
+            Some(*next)
+        } else {
+            grid.index_of(t)
+        };
+        if let Some(i) = at {
+            *next = i + 1;
+            if let Some(slot) = row.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
     }
 }
 
@@ -833,90 +845,6 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ListSeed<'_, T> {
             }
         }
         Ok(out)
-    }
-}
-
-/// `query_range`'s `data`: `resultType` and the `result` series, each
-/// handed to `each` as parsed.
-struct MatrixSeed<'a> {
-    each: &'a dyn Fn(RawSeries<'_>) -> Result<(), Stop>,
-    over: &'a Cell<bool>,
-}
-
-impl<'de> DeserializeSeed<'de> for MatrixSeed<'_> {
-    type Value = Option<Data>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for MatrixSeed<'_> {
-    type Value = Option<Data>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("`data` with `resultType` and `result`")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Option<Data>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<Data>, E> {
-        Ok(None)
-    }
-    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
-        d.deserialize_map(self)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Data>, A::Error> {
-        let (mut result_type, mut result) = (None, None);
-        while let Some(k) = map.next_key::<String>()? {
-            match k.as_str() {
-                "resultType" => result_type = Some(map.next_value::<String>()?),
-                "result" => {
-                    result = Some(map.next_value_seed(SeriesSeed {
-                        each: self.each,
-                        over: self.over,
-                    })?)
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        result.ok_or_else(|| de::Error::missing_field("result"))?;
-        Ok(Some(Data {
-            result_type: result_type.ok_or_else(|| de::Error::missing_field("resultType"))?,
-        }))
-    }
-}
-
-/// `result`: each series handed to `each` as it is parsed, none kept here.
-struct SeriesSeed<'a> {
-    each: &'a dyn Fn(RawSeries<'_>) -> Result<(), Stop>,
-    over: &'a Cell<bool>,
-}
-
-impl<'de> DeserializeSeed<'de> for SeriesSeed<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for SeriesSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of series")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(series) = seq.next_element::<RawSeries<'de>>()? {
-            match (self.each)(series) {
-                Ok(()) => {}
-                Err(Stop::Over) => {
-                    self.over.set(true);
-                    return Err(de::Error::custom("over the memory budget"));
-                }
-                Err(Stop::Shape(e)) => return Err(de::Error::custom(e)),
-            }
-        }
-        Ok(())
     }
 }
 

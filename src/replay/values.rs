@@ -1,9 +1,9 @@
 //! The `values` of one `query_range` series, `[[1796126400,"1"],[1796126415.5,"NaN"],…]`,
 //! scanned from the answer's text straight into the caller's grid row: no
 //! list of pairs and no string per value is built (parsing the pairs through
-//! serde was half of a fleet replay's instructions). The text is one JSON
-//! value serde_json has already checked (a
-//! [`serde_json::value::RawValue`]); the scan checks its shape, a list of
+//! serde was half of a fleet replay's instructions). [`super::matrix`]
+//! reads the rest of the answer and hands the scan the text where a
+//! `values` starts ([`scan_at`]); the scan checks its shape, a list of
 //! `[time, value]` pairs, and reads the numbers as serde_json and Rust's
 //! `f64` parser read them: the common forms (a Unix time with at most three
 //! decimals, a value of at most 15 significant digits) are computed
@@ -20,8 +20,24 @@ pub struct ShapeError {
 }
 
 /// Hand every pair of `text` to `point` as `(Unix ms, value)`, in order.
-pub fn scan(text: &str, mut point: impl FnMut(i64, f64)) -> Result<(), ShapeError> {
-    let mut c = Cursor { text, at: 0 };
+pub fn scan(text: &str, point: impl FnMut(i64, f64)) -> Result<(), ShapeError> {
+    let end = scan_at(text, 0, point)?;
+    let mut c = Cursor { text, at: end };
+    c.skip_ws();
+    if c.at != text.len() {
+        return Err(c.error("text after the list"));
+    }
+    Ok(())
+}
+
+/// [`scan`] of the list that starts at byte `at` of `text` (after white
+/// space); where it ends.
+pub fn scan_at(
+    text: &str,
+    at: usize,
+    mut point: impl FnMut(i64, f64),
+) -> Result<usize, ShapeError> {
+    let mut c = Cursor { text, at };
     c.expect(b'[', "expected `[`")?;
     if !c.eat(b']') {
         loop {
@@ -37,11 +53,7 @@ pub fn scan(text: &str, mut point: impl FnMut(i64, f64)) -> Result<(), ShapeErro
             c.expect(b',', "expected `,` or `]` after a pair")?;
         }
     }
-    c.skip_ws();
-    if c.at != text.len() {
-        return Err(c.error("text after the list"));
-    }
-    Ok(())
+    Ok(c.at)
 }
 
 /// Largest integer part of a time in seconds computed here: 10 digits
@@ -186,6 +198,10 @@ fn inline_time(b: &[u8], mut at: usize) -> Option<(i64, usize)> {
         at += FAST_TIME_DIGITS;
     }
     while let Some(&c) = b.get(at).filter(|c| c.is_ascii_digit()) {
+        if at - from == FAST_TIME_DIGITS {
+            // Too long for this path (and for `whole`): the parsers decide.
+            return None;
+        }
         whole = whole * 10 + i64::from(c - b'0');
         at += 1;
     }
@@ -270,7 +286,14 @@ fn inline_value(b: &[u8], mut at: usize) -> Option<(f64, usize)> {
         None if digits == 0 => return None,
         None => 0,
     };
-    let v = m as f64 / POW10[decimals];
+    // `m` < 10^15 converts exactly, and in one instruction as an `i64`;
+    // an integer (every bool, most counts) needs no division.
+    let m = m as i64 as f64;
+    let v = if decimals == 0 {
+        m
+    } else {
+        m / POW10[decimals]
+    };
     Some((if negative { -v } else { v }, at + 1))
 }
 
@@ -455,6 +478,16 @@ mod tests {
             let msg = e.unwrap_err().to_string();
             assert!(msg.starts_with("`values` is not a list"), "{msg}");
         }
+    }
+
+    #[test]
+    fn a_time_of_hundreds_of_digits_is_read_by_the_parsers_not_overflowed() {
+        // The fuzzer's find (replay_matrix): a 20-digit time overflowed
+        // the fast path's accumulator (a panic where overflow is checked).
+        let text = format!("[[{},\"1\"],[{}.5,\"1\"]]", "9".repeat(20), "1".repeat(300));
+        let got = points(&text).unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|p| p.0 == i64::MAX), "{got:?}");
     }
 
     #[test]
