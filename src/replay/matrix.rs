@@ -81,14 +81,16 @@ pub fn read<R, E>(
 }
 
 /// One `{"metric": {…}, "values": […]}`. Stores send `metric` first; where
-/// `values` comes first its points wait in a list until the labels are read.
+/// `values` comes first it is checked and stepped over, and scanned again
+/// from where it starts once the labels are read (nothing is held for it
+/// but that offset).
 fn one_series<R, E>(
     c: &mut Json<'_>,
     series: &mut impl FnMut(BTreeMap<String, String>) -> Result<Option<R>, E>,
     point: &mut impl FnMut(&mut R, i64, f64, &mut usize),
 ) -> Result<(), Failure<E>> {
     let mut row: Option<Option<R>> = None;
-    let mut early: Vec<(i64, f64)> = Vec::new();
+    let mut early: Vec<usize> = Vec::new();
     let mut next = 0;
     c.object(|c, key| {
         match key {
@@ -107,7 +109,10 @@ fn one_series<R, E>(
                 let end = match &mut row {
                     Some(Some(r)) => values::scan_at(c.text, at, |t, v| point(r, t, v, &mut next)),
                     Some(None) => values::scan_at(c.text, at, |_, _| {}),
-                    None => values::scan_at(c.text, at, |t, v| early.push((t, v))),
+                    None => {
+                        early.push(at);
+                        values::scan_at(c.text, at, |_, _| {})
+                    }
                 };
                 c.at = end.map_err(Failure::Syntax)?;
             }
@@ -116,9 +121,13 @@ fn one_series<R, E>(
         Ok(())
     })?;
     match row {
-        Some(Some(mut r)) => early
-            .into_iter()
-            .for_each(|(t, v)| point(&mut r, t, v, &mut next)),
+        Some(Some(mut r)) => {
+            for at in early {
+                // Checked when it was stepped over: it scans again alike.
+                values::scan_at(c.text, at, |t, v| point(&mut r, t, v, &mut next))
+                    .map_err(Failure::Syntax)?;
+            }
+        }
         Some(None) => {}
         None => return Err(Failure::Syntax(c.error("a series without `metric`"))),
     }
