@@ -370,6 +370,9 @@ async fn the_status_page_in_headless_chromium_healthy_and_after_a_fault() {
         &["starting", "ready", "not_ready"],
         &["starting", "not_ready", "ready", "not_ready"],
         &["not_ready", "ready", "not_ready"],
+        // The first etcd round landed before the first evaluation (CI saw
+        // the member ready 53 ms after the exporter started).
+        &["ready", "not_ready"],
     ];
     assert!(allowed.contains(&states.as_slice()), "{states:?} in {h}");
     e.running.shutdown().await;
