@@ -9,13 +9,14 @@
 //! The scan reads JSON as serde_json does for what the API sends (objects,
 //! arrays, strings with every escape, numbers, literals), steps over any
 //! member it does not know (`warnings`, `infos`, `stats`, a native
-//! histogram's `histograms`) and nests at most [`MAX_DEPTH`] deep. A text
-//! it cannot read is a [`Failure::Syntax`] naming what and where; the
-//! caller parses it again with serde for the store's own words.
+//! histogram's `histograms`) and nests at most [`MAX_DEPTH`] deep, on the
+//! one [`Cursor`] that also scans the values. A text it cannot read is a
+//! [`Failure::Syntax`] naming what and where; the caller reports that, or
+//! the body itself where the store answered with an error status.
 
 use std::collections::BTreeMap;
 
-use super::values::{self, ShapeError};
+use super::values::{self, Cursor, ShapeError};
 
 /// Deepest nesting stepped over (serde_json's own recursion limit).
 const MAX_DEPTH: usize = 128;
@@ -50,7 +51,7 @@ pub fn read<R, E>(
     mut series: impl FnMut(BTreeMap<String, String>) -> Result<Option<R>, E>,
     mut point: impl FnMut(&mut R, i64, f64, &mut usize),
 ) -> Result<Answer, Failure<E>> {
-    let mut c = Json { text, at: 0 };
+    let mut c = Cursor { text, at: 0 };
     let mut answer = Answer::default();
     c.object(|c, key| {
         match key {
@@ -85,7 +86,7 @@ pub fn read<R, E>(
 /// from where it starts once the labels are read (nothing is held for it
 /// but that offset).
 fn one_series<R, E>(
-    c: &mut Json<'_>,
+    c: &mut Cursor<'_>,
     series: &mut impl FnMut(BTreeMap<String, String>) -> Result<Option<R>, E>,
     point: &mut impl FnMut(&mut R, i64, f64, &mut usize),
 ) -> Result<(), Failure<E>> {
@@ -134,42 +135,17 @@ fn one_series<R, E>(
     Ok(())
 }
 
-/// A cursor over JSON text.
-struct Json<'a> {
-    text: &'a str,
-    at: usize,
+/// A failure to read the text, where it happened.
+impl<E> From<ShapeError> for Failure<E> {
+    fn from(e: ShapeError) -> Self {
+        Failure::Syntax(e)
+    }
 }
 
-impl<'a> Json<'a> {
-    fn error(&self, what: &'static str) -> ShapeError {
-        ShapeError { what, at: self.at }
-    }
-
+/// What reads the rest of an answer, on the cursor that scans its values.
+impl<'a> Cursor<'a> {
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
-    }
-
-    fn skip_ws(&mut self) {
-        let b = self.bytes();
-        while self.at < b.len() && matches!(b[self.at], b' ' | b'\t' | b'\n' | b'\r') {
-            self.at += 1;
-        }
-    }
-
-    /// The next byte after white space, taken if it is `byte`.
-    fn eat(&mut self, byte: u8) -> bool {
-        self.skip_ws();
-        let hit = self.bytes().get(self.at) == Some(&byte);
-        self.at += usize::from(hit);
-        hit
-    }
-
-    fn expect<E>(&mut self, byte: u8, what: &'static str) -> Result<(), Failure<E>> {
-        if self.eat(byte) {
-            Ok(())
-        } else {
-            Err(Failure::Syntax(self.error(what)))
-        }
     }
 
     /// `{ "key": value, … }`, `member` reading each value after its key.

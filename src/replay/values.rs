@@ -72,17 +72,19 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-struct Cursor<'a> {
-    text: &'a str,
-    at: usize,
+/// A cursor over JSON text: the pairs' scan here, the rest of an answer in
+/// [`super::matrix`].
+pub(super) struct Cursor<'a> {
+    pub(super) text: &'a str,
+    pub(super) at: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn error(&self, what: &'static str) -> ShapeError {
+    pub(super) fn error(&self, what: &'static str) -> ShapeError {
         ShapeError { what, at: self.at }
     }
 
-    fn skip_ws(&mut self) {
+    pub(super) fn skip_ws(&mut self) {
         let b = self.text.as_bytes();
         while self.at < b.len() && matches!(b[self.at], b' ' | b'\t' | b'\n' | b'\r') {
             self.at += 1;
@@ -90,14 +92,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte after white space, taken if it is `byte`.
-    fn eat(&mut self, byte: u8) -> bool {
+    pub(super) fn eat(&mut self, byte: u8) -> bool {
         self.skip_ws();
         let hit = self.text.as_bytes().get(self.at) == Some(&byte);
         self.at += usize::from(hit);
         hit
     }
 
-    fn expect(&mut self, byte: u8, what: &'static str) -> Result<(), ShapeError> {
+    pub(super) fn expect(&mut self, byte: u8, what: &'static str) -> Result<(), ShapeError> {
         if self.eat(byte) {
             Ok(())
         } else {
