@@ -504,6 +504,15 @@ fn reading_of(slot: &Slot, bound: Trust, now: Instant, stalled: Duration) -> Rea
 /// large (the reasons it may be unknown), and a simulation rewrites one per
 /// signal at every step, mostly with a known value and nothing pending.
 fn fill_reading(r: &mut Reading, slot: &Slot, bound: Trust, now: Instant, stalled: Duration) {
+    // A good sample read at its own instant, nothing failed or pending since
+    // (every reading of a replayed step): known, of age zero — what the
+    // general path below computes, without its clock arithmetic.
+    if let (Some(good), None, None) = (&slot.last_good, &slot.failure, &slot.pending)
+        && good.at == now
+    {
+        *r = Reading::known(good.value);
+        return;
+    }
     fill_without_pending(r, slot, bound, now, stalled);
     r.pending = None;
     if let Some(p) = slot.pending {
@@ -586,6 +595,34 @@ mod tests {
         let (c, s) = store();
         let r = s.reading(c.id("leader"), Instant::now());
         assert_eq!(r, Reading::NEVER);
+    }
+
+    #[test]
+    fn a_good_sample_read_at_its_own_instant_is_what_the_general_path_reads() {
+        // fill_reading's shortcut for a fresh sample (every replayed step)
+        // against fill_without_pending, whatever the bound, the contention
+        // and what the slot held before.
+        let (c, mut s) = store();
+        let ms = Duration::from_millis;
+        let id = c.id("qget_ms");
+        let t0 = Instant::now();
+        for (k, bound) in [ms(0), ms(1), ms(10_000)].into_iter().enumerate() {
+            s.set_staleness(id, bound);
+            s.set_cpu_stalled(ms(1_000 * k as u64));
+            let at = t0 + ms(10 * k as u64);
+            s.record_err(id, Arc::from("before"), at);
+            s.record_ok(id, Value::Num(k as f64), at);
+            let mut out = vec![Reading::NEVER; c.len()];
+            s.read_some_into(&[id], at, &mut out);
+            let fast = out[id.index()].clone();
+            let slots = s.lock_slots();
+            let mut general = Reading::NEVER;
+            let stalled = s.cpu_stalled();
+            fill_without_pending(&mut general, &slots[id.index()], bound.into(), at, stalled);
+            drop(slots);
+            assert_eq!(fast, general, "bound {bound:?}");
+            assert_eq!(fast, Reading::known(Value::Num(k as f64)));
+        }
     }
 
     #[test]
