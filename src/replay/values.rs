@@ -438,37 +438,37 @@ mod tests {
         assert_eq!(got[12].1, 12.0);
     }
 
-    #[test]
-    fn decimals_are_rounded_as_rusts_parser_rounds_them() {
-        let mut text = String::from("[");
+    /// A list of 5,000 pairs, each written by `pair` from its index and a
+    /// pseudo-random number.
+    fn pairs_text(pair: impl Fn(u64, u64) -> String) -> String {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut pairs = Vec::new();
         for i in 0..5000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
+            pairs.push(pair(i, x));
+        }
+        format!("[{}]", pairs.join(","))
+    }
+
+    #[test]
+    fn decimals_are_rounded_as_rusts_parser_rounds_them() {
+        let text = pairs_text(|i, x| {
             let digits = (x % 1_000_000_000_000_000) as f64;
             let v = format!("{}", digits / POW10[(x >> 60) as usize % 16]);
             let t = format!("{}.{:03}", 1_796_126_400 + i, x % 1000);
-            if i > 0 {
-                text.push(',');
-            }
-            text.push_str(&format!("[{t},\"{v}\"]"));
-        }
-        text.push(']');
+            format!("[{t},\"{v}\"]")
+        });
         assert!(same(&points(&text).unwrap(), &by_serde(&text)));
     }
 
     #[test]
     fn compact_pairs_read_as_the_cursor_reads_them() {
         // The form stores write, taken by compact_pair, beside its near
-        // misses (eleven digits, a fraction, white space,
-        // values it leaves to the parsers), all against serde.
-        let mut text = String::from("[");
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for i in 0..5000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+        // misses (nine or eleven digits, a fraction, white space, values it leaves
+        // to the parsers), all against serde.
+        let text = pairs_text(|i, x| {
             let digits = (x % 1_000_000_000_000_000_000) as f64;
             let v = match x % 7 {
                 0 => "NaN".to_string(),
@@ -477,7 +477,7 @@ mod tests {
                 _ => format!("{}", digits / POW10[(x >> 58) as usize % 23]),
             };
             let t = match (x >> 40) % 9 {
-                0 => format!("1{}", 796_126_400 + i),
+                0 => format!("{}", 796_126_400 + i),
                 1 => format!("1{}", 1_796_126_400 + i),
                 2 => format!("{}.5", 1_796_126_400 + i),
                 _ => format!("{}", 1_796_126_400 + i),
@@ -487,12 +487,8 @@ mod tests {
             } else {
                 ""
             };
-            if i > 0 {
-                text.push(',');
-            }
-            text.push_str(&format!("[{t},{sep}\"{v}\"]"));
-        }
-        text.push(']');
+            format!("[{t},{sep}\"{v}\"]")
+        });
         assert!(same(&points(&text).unwrap(), &by_serde(&text)));
         assert_eq!(
             compact_pair(b"[1796126400,\"-12.5\"]", 0),
