@@ -120,11 +120,12 @@ async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     // `since` is each evaluation's wall time less the monotonic time in the
     // state: two clocks read one after the other, milliseconds apart on a
     // loaded machine. A reset would have moved it to the reload, two
-    // debounces (200 ms) and more after `before`.
+    // debounces (200 ms) and more after `before`, and past its loaded_at.
     let (was, is) = (since(&before, "leader"), since(&after, "leader"));
+    let reloaded = p["loaded_at"].as_f64().unwrap();
     assert!(
-        (is - was).abs() <= 0.05,
-        "unchanged check kept its state: since {was} then {is}"
+        (is - was).abs() <= 0.05 && is < reloaded,
+        "unchanged check kept its state: since {was} then {is}, policy loaded at {reloaded}"
     );
     let post = exporter::post(e.addr(), "/-/reload").await;
     assert_eq!(
