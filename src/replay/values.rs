@@ -79,7 +79,10 @@ pub fn scan_at(
 /// `[dddddddddd,"v"]`: a time of ten digits (every time from 2001 to 2286)
 /// and a value [`inline_value`] reads, nothing between them. Its time in
 /// ms, its value, and where it ends; `None` sends the pair to the cursor,
-/// which reads it the same way (or says what is wrong with it).
+/// which reads it the same way (or says what is wrong with it). The ten
+/// digits are read at fixed offsets rather than by [`inline_time`], whose
+/// general lengths and fraction cost 5-8 % of a fleet replay's CPU (A/B,
+/// 2026-12-05).
 #[inline]
 fn compact_pair(b: &[u8], at: usize) -> Option<(i64, f64, usize)> {
     let head = b.get(at..at + 13)?;
@@ -496,6 +499,7 @@ mod tests {
         );
         for miss in [
             &b"[0796126400,\"1\"]"[..],
+            b"[17961264001,\"1\"]",
             b"[1796126400 ,\"1\"]",
             b"[1796126400,\"1\" ]",
             b"[1796126400,\"1e3\"]",
