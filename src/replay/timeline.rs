@@ -457,25 +457,30 @@ impl Tally {
         let differs = matches!((verdict, recorded), (Some(a), Some(b)) if a != b);
         self.differs.push(t, differs, || (verdict, failing_at()));
 
-        match step {
-            Some(s) => {
-                let ev = s.evaluator();
-                let phases = ev.states().zip(ev.held()).zip(ev.recovering());
-                for (p, (((_, _, state), held), recovering)) in self.phases.iter_mut().zip(phases) {
-                    *p = Some(Phase {
-                        state,
-                        held,
-                        recovering,
-                    });
+        // A step stepped over leaves every check's phase as it was.
+        if !step.is_some_and(Step::unchanged) {
+            match step {
+                Some(s) => {
+                    let ev = s.evaluator();
+                    let phases = ev.states().zip(ev.held()).zip(ev.recovering());
+                    for (p, (((_, _, state), held), recovering)) in
+                        self.phases.iter_mut().zip(phases)
+                    {
+                        *p = Some(Phase {
+                            state,
+                            held,
+                            recovering,
+                        });
+                    }
                 }
+                None => self.phases.iter_mut().for_each(|p| *p = None),
             }
-            None => self.phases.iter_mut().for_each(|p| *p = None),
-        }
-        for (j, (runs, phase)) in self.checks.iter_mut().zip(&self.phases).enumerate() {
-            runs.push(t, *phase, || match (step, phase) {
-                (Some(s), Some(p)) if p.reported() => s.reports()[j].explanation.clone(),
-                _ => String::new(),
-            });
+            for (j, (runs, phase)) in self.checks.iter_mut().zip(&self.phases).enumerate() {
+                runs.push(t, *phase, || match (step, phase) {
+                    (Some(s), Some(p)) if p.reported() => s.reports()[j].explanation.clone(),
+                    _ => String::new(),
+                });
+            }
         }
 
         let weight = grid.until(i) - t;

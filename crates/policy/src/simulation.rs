@@ -14,12 +14,26 @@
 //! a fresh evaluator, as a restarted exporter does — recovery holds
 //! included. The first evaluator starts as [`Start`] says.
 //!
+//! A step at which nothing can change is stepped over: when the evaluator
+//! is [settled](Evaluator::settled) and every signal the policy reads was
+//! sampled at this step and the one before with the same [`Class`] (the
+//! policy sees the same values: [`crate::policy::settle`]), the evaluator
+//! is not run and the store neither written nor read. Of a run of such
+//! steps only the last is recorded, before the store is next read: each
+//! signal's class, failed or not, is the same all along the run, so the
+//! store ends as if every step had been. Such a [`Step`] says it is
+//! [`unchanged`](Step::unchanged); its reports, when asked for, record its
+//! samples and read the store as any step does.
+//! [`Simulation::evaluating_every_step`] turns this off: the reference the
+//! property test `stepping_over_settled_steps_changes_nothing` holds it to.
+//!
 //! Pure: the caller passes both clocks' origins in.
 
 use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::policy::settle::{Class, Sense};
 use crate::policy::{Evaluator, Policy};
 use crate::signals::{Catalogue, Reading, SignalId, SignalStore, Value};
 use crate::verdict::CheckReport;
@@ -69,19 +83,47 @@ pub struct Simulation {
     evaluator: Option<Evaluator>,
     clock: Clock,
     start: Start,
+    /// How the policy reads each signal; `None`: every step is evaluated.
+    sense: Option<Sense>,
+    /// By signal index: the class of its last sample (kept for the signals
+    /// the policy reads).
+    classes: Vec<Option<Class>>,
+    /// By signal index: the step of its last sample (as `classes`).
+    sampled_at: Vec<u64>,
+    /// This step's samples.
+    samples: Vec<(SignalId, Recorded)>,
+    /// The samples of the last step stepped over and its instant, not yet
+    /// recorded: only the last of a run of such steps needs to be (each
+    /// signal's class, and so whether it failed, is the same all along), and
+    /// only before the store is read again.
+    held_back: (Vec<(SignalId, Recorded)>, Option<Instant>),
 }
+
+/// A sample as the store records it.
+type Recorded = Result<Value, Arc<str>>;
 
 impl Simulation {
     pub fn new(policy: Arc<Policy>, catalogue: &Catalogue, clock: Clock, start: Start) -> Self {
         Simulation {
             used: policy.signals_used(),
+            sense: Some(policy.sense()),
             policy,
             store: SignalStore::new(catalogue),
             readings: vec![Reading::NEVER; catalogue.len()],
             evaluator: None,
             clock,
             start,
+            classes: vec![None; catalogue.len()],
+            sampled_at: vec![u64::MAX; catalogue.len()],
+            samples: Vec::new(),
+            held_back: (Vec::new(), None),
         }
+    }
+
+    /// This simulation, evaluating at every step: nothing is stepped over.
+    pub fn evaluating_every_step(mut self) -> Self {
+        self.sense = None;
+        self
     }
 
     /// The instant and wall time of step `i`.
@@ -96,42 +138,95 @@ impl Simulation {
     }
 
     /// Step `i` with data: record `samples` at its instant, read the
-    /// signals the policy reads, evaluate. Signals without a sample keep
-    /// what they had.
+    /// signals the policy reads, evaluate — or step over it (see the
+    /// module's doc). Signals without a sample keep what they had.
     pub fn step<'s>(
         &mut self,
         i: u64,
         samples: impl IntoIterator<Item = (SignalId, Sample<'s>)>,
     ) -> Result<Step<'_>, OutOfRange> {
         let (now, wall) = self.times(i)?;
+        // Whether every sample has the class the signal's sample had at the
+        // step before (so there was one: a step with data).
+        let mut same = self.sense.is_some();
+        self.samples.clear();
         for (id, sample) in samples {
             let sample = match sample {
                 Sample::Value(v) => Ok(v),
                 Sample::Failed(why) => Err(why.clone()),
             };
-            self.store.record_owned(id, sample, now);
+            let k = id.index();
+            if let (Some(sense), Some(class), Some(at)) = (
+                &self.sense,
+                self.classes.get_mut(k),
+                self.sampled_at.get_mut(k),
+            ) && sense.reads(id)
+            {
+                let now_class = sense.class(id, sample.as_ref().ok().copied());
+                same &= now_class.is_some() && *class == now_class && *at == i.wrapping_sub(1);
+                *class = now_class;
+                *at = i;
+            }
+            self.samples.push((id, sample));
         }
-        self.store
-            .read_some_into(&self.used, now, &mut self.readings);
+        let unchanged = same
+            && (self.used.iter()).all(|id| self.sampled_at.get(id.index()) == Some(&i))
+            && self.evaluator.as_ref().is_some_and(Evaluator::settled);
+        if unchanged {
+            std::mem::swap(&mut self.samples, &mut self.held_back.0);
+            self.held_back.1 = Some(now);
+        } else {
+            self.record_held_back();
+            for (id, sample) in self.samples.drain(..) {
+                self.store.record_owned(id, sample, now);
+            }
+            self.store
+                .read_some_into(&self.used, now, &mut self.readings);
+        }
         let (policy, start) = (&self.policy, self.start);
         let evaluator = self.evaluator.get_or_insert_with(|| match (i, start) {
             (0, Start::Resumed) => Evaluator::resumed(policy.clone(), now),
             _ => Evaluator::new(policy.clone(), now),
         });
-        evaluator.evaluate(&self.readings, now);
+        if !unchanged {
+            evaluator.evaluate(&self.readings, now);
+        }
         Ok(Step {
             now,
             wall,
             evaluator,
             readings: &self.readings,
+            unchanged: unchanged.then_some(SteppedOver {
+                store: &self.store,
+                used: &self.used,
+                samples: &self.held_back.0,
+            }),
+            fresh: OnceCell::new(),
             reports: OnceCell::new(),
         })
     }
 
     /// A step without data: no verdict, and the next step starts afresh.
     pub fn absent(&mut self) {
+        self.record_held_back();
         self.evaluator = None;
     }
+
+    fn record_held_back(&mut self) {
+        if let Some(at) = self.held_back.1.take() {
+            for (id, sample) in self.held_back.0.drain(..) {
+                self.store.record_owned(id, sample, at);
+            }
+        }
+    }
+}
+
+/// What a step stepped over needs to read its own readings when asked.
+struct SteppedOver<'a> {
+    store: &'a SignalStore,
+    used: &'a [SignalId],
+    /// Its samples, not yet recorded.
+    samples: &'a [(SignalId, Recorded)],
 }
 
 /// One evaluated step: the evaluator after it, and its reports, rendered
@@ -141,7 +236,12 @@ pub struct Step<'a> {
     pub now: Instant,
     pub wall: SystemTime,
     evaluator: &'a Evaluator,
+    /// The readings of the last evaluated step.
     readings: &'a [Reading],
+    /// Where the step was stepped over: how to read its readings.
+    unchanged: Option<SteppedOver<'a>>,
+    /// This step's readings, where it was stepped over and they are asked for.
+    fresh: OnceCell<Vec<Reading>>,
     reports: OnceCell<Vec<CheckReport>>,
 }
 
@@ -154,10 +254,41 @@ impl Step<'_> {
         self.evaluator.ready()
     }
 
+    /// Whether the step was stepped over: the evaluator, and so every
+    /// check's state, hold and verdict, is as after the step before.
+    pub fn unchanged(&self) -> bool {
+        self.unchanged.is_some()
+    }
+
     /// Every check's report at this step, in policy order.
     pub fn reports(&self) -> &[CheckReport] {
-        self.reports
-            .get_or_init(|| self.evaluator.report(self.readings, self.now, self.wall))
+        self.reports.get_or_init(|| {
+            let readings = match self.unchanged {
+                None => self.readings,
+                Some(SteppedOver {
+                    store,
+                    used,
+                    samples,
+                }) => self.fresh.get_or_init(|| {
+                    // Recording them here and again before the store is
+                    // next read records the same samples at the same instant.
+                    for (id, sample) in samples {
+                        match sample {
+                            Ok(v) => store.record_ok(*id, *v, self.now),
+                            Err(why) => store.record_err(*id, why.clone(), self.now),
+                        }
+                    }
+                    let mut fresh = self.readings.to_vec();
+                    for id in used {
+                        if let Some(r) = fresh.get_mut(id.index()) {
+                            *r = store.reading(*id, self.now);
+                        }
+                    }
+                    fresh
+                }),
+            };
+            self.evaluator.report(readings, self.now, self.wall)
+        })
     }
 }
 
@@ -205,6 +336,162 @@ mod tests {
         assert!(!s.step(0, up).unwrap().ready(), "fresh: recovering");
         let (mut s, _) = sim(src, Start::Resumed);
         assert!(!s.step(1, up).unwrap().ready(), "first data after step 0");
+    }
+
+    /// What a history holds for one signal at one step.
+    #[derive(Clone, Copy, Debug)]
+    enum Held {
+        Value(Value),
+        Failed(usize),
+        NotSampled,
+    }
+
+    const NUMBERS: [Held; 12] = [
+        Held::Value(Value::Num(10.0)),
+        Held::Value(Value::Num(250.0)),
+        Held::Value(Value::Num(299.9)),
+        Held::Value(Value::Num(300.0)),
+        Held::Value(Value::Num(301.0)),
+        Held::Value(Value::Num(5.0)),
+        Held::Value(Value::Num(4.0)),
+        Held::Value(Value::Num(-1.0)),
+        Held::Value(Value::Num(f64::NAN)),
+        Held::Failed(0),
+        Held::Failed(1),
+        Held::NotSampled,
+    ];
+    const BOOLS: [Held; 4] = [
+        Held::Value(Value::Bool(true)),
+        Held::Value(Value::Bool(false)),
+        Held::Failed(0),
+        Held::NotSampled,
+    ];
+
+    /// Policies that read their signals every way the language can: bools,
+    /// thresholds either side, arithmetic, `min`/`max`, `??`, lets,
+    /// `known()`, `age()`, hold-downs, recovery holds, warnings.
+    const POLICIES: [&str; 7] = [
+        "check l: leader\ncheck q: qget_ms < 300",
+        "check l: leader for 3s\ncheck q: qget_ms < 300 recover 4s",
+        "check a: age(qget_ms) < 2s\nwarn w: apply_lag * 2 > 10",
+        "let slow = qget_ms >= 300\ncheck s: !slow && known(apply_lag)\ncheck m: max(qget_ms, sget_ms) < 500",
+        "check c: (qget_ms ?? 1000) < 300 || leader recover 2s",
+        "qget_ms < 300 && leader && apply_lag != 5",
+        "check n: -qget_ms > -300 && 5 < apply_lag for 2s\ncheck s: sget_ms < qget_ms",
+    ];
+
+    proptest::proptest! {
+        /// A simulation that steps over settled steps gives, at every step,
+        /// the verdict, states, holds and reports of one that evaluates
+        /// every step.
+        #[test]
+        fn stepping_over_settled_steps_changes_nothing(
+            policy in 0..POLICIES.len(),
+            fresh: bool,
+            steps in proptest::collection::vec(
+                (0u8..20, proptest::collection::vec(0u8..255, 4), 0u8..4), 1..120),
+        ) {
+            let c = Catalogue::builtin();
+            let p = Arc::new(Policy::compile("p", POLICIES[policy], &c).unwrap());
+            let clock = Clock {
+                origin: Instant::now(),
+                wall: SystemTime::UNIX_EPOCH,
+                step: Duration::from_secs(1),
+            };
+            let start = if fresh { Start::Fresh } else { Start::Resumed };
+            let mut skipping = Simulation::new(p.clone(), &c, clock, start);
+            let mut every = Simulation::new(p, &c, clock, start).evaluating_every_step();
+            let ids = ["leader", "qget_ms", "sget_ms", "apply_lag"].map(|n| c.id(n));
+            let why: [Arc<str>; 2] = [Arc::from("refused"), Arc::from("timed out")];
+            let mut held = [Held::NotSampled; 4];
+            let mut stepped_over = 0;
+            for (i, (absent, picks, ask)) in steps.iter().enumerate() {
+                for (k, pick) in picks.iter().enumerate() {
+                    // Mostly what the step before held, as in a real history.
+                    if *pick >= 200 {
+                        let choices: &[Held] = if k == 0 { &BOOLS } else { &NUMBERS };
+                        held[k] = choices[usize::from(*pick) % choices.len()];
+                    }
+                }
+                if *absent == 0 {
+                    skipping.absent();
+                    every.absent();
+                    continue;
+                }
+                let samples = || {
+                    ids.iter().zip(held).filter_map(|(id, h)| match h {
+                        Held::Value(v) => Some((*id, Sample::Value(v))),
+                        Held::Failed(r) => Some((*id, Sample::Failed(&why[r]))),
+                        Held::NotSampled => None,
+                    })
+                };
+                let a = skipping.step(i as u64, samples()).unwrap();
+                let b = every.step(i as u64, samples()).unwrap();
+                stepped_over += usize::from(a.unchanged());
+                proptest::prop_assert!(!b.unchanged());
+                let (ea, eb) = (a.evaluator(), b.evaluator());
+                proptest::prop_assert_eq!(a.ready(), b.ready(), "step {}", i);
+                proptest::prop_assert!(ea.states().eq(eb.states()), "step {}", i);
+                proptest::prop_assert!(ea.held().eq(eb.held()), "step {}", i);
+                proptest::prop_assert!(ea.recovering().eq(eb.recovering()), "step {}", i);
+                // Asked for at some steps only: asking at a step stepped
+                // over records its samples.
+                if *ask == 0 {
+                    proptest::prop_assert_eq!(a.reports(), b.reports(), "step {}", i);
+                }
+            }
+            proptest::prop_assert!(stepped_over < steps.len());
+        }
+    }
+
+    #[test]
+    fn steps_that_change_nothing_are_stepped_over_and_others_are_not() {
+        let (mut s, c) = sim("check q: qget_ms < 300 && leader for 2s", Start::Resumed);
+        let (q, l) = (c.id("qget_ms"), c.id("leader"));
+        let at = |ms: f64, leader: bool| {
+            [
+                (q, Sample::Value(Value::Num(ms))),
+                (l, Sample::Value(Value::Bool(leader))),
+            ]
+        };
+        let unchanged = |s: &mut Simulation, i, samples: &[(SignalId, Sample)]| {
+            s.step(i, samples.iter().copied()).unwrap().unchanged()
+        };
+        assert!(!unchanged(&mut s, 0, &at(10.0, true)), "the first step");
+        assert!(unchanged(&mut s, 1, &at(12.0, true)));
+        assert!(
+            unchanged(&mut s, 2, &at(299.0, true)),
+            "the same side of 300"
+        );
+        assert!(!unchanged(&mut s, 3, &at(300.0, true)), "the other side");
+        assert!(!unchanged(&mut s, 4, &at(300.0, true)), "held: time counts");
+        assert!(!unchanged(&mut s, 5, &at(300.0, true)), "the hold ends");
+        assert!(unchanged(&mut s, 6, &at(301.0, true)), "failing, settled");
+        assert!(
+            !unchanged(&mut s, 7, &[(q, Sample::Value(Value::Num(301.0)))]),
+            "leader not sampled"
+        );
+        assert!(
+            !unchanged(&mut s, 8, &at(301.0, true)),
+            "not sampled the step before"
+        );
+        assert!(unchanged(&mut s, 9, &at(301.0, true)));
+        assert!(
+            !unchanged(&mut s, 11, &at(301.0, true)),
+            "not the step before"
+        );
+        s.absent();
+        assert!(
+            !unchanged(&mut s, 12, &at(301.0, true)),
+            "a fresh evaluator"
+        );
+        let step = s.step(13, at(302.0, true)).unwrap();
+        assert!(step.unchanged());
+        assert!(
+            step.reports()[0].explanation.contains("qget_ms = 302"),
+            "{:?}",
+            step.reports()
+        );
     }
 
     #[test]

@@ -524,6 +524,12 @@ fn bin(op: BinOp, x: Val, y: impl FnOnce() -> Val) -> Val {
     bin_plain(op, x, y)
 }
 
+/// A binary operator applied to two values, as evaluation applies it (for
+/// [`super::settle`], which classes samples by comparisons).
+pub(super) fn binary(op: BinOp, x: Val, y: Val) -> Val {
+    bin(op, x, || y)
+}
+
 /// A numeric operator with at least one pending operand.
 fn bin_pending(op: BinOp, x: Val, y: Val) -> Val {
     match op {

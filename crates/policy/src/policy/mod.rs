@@ -14,6 +14,7 @@ pub mod eval;
 pub mod limits;
 pub mod parse;
 pub mod program;
+pub mod settle;
 pub mod state;
 
 use std::sync::Arc;

@@ -31,7 +31,7 @@ use crate::verdict::{CheckKind, CheckReport, CheckState, UsedSignal};
 /// explained at all rather than by a fragment.
 const MIN_EXPLANATION_BYTES: usize = 200;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct CheckRuntime {
     name: String,
     expr_text: String,
@@ -231,6 +231,16 @@ impl Evaluator {
                 .all(|(d, r)| d.kind == CheckKind::Warn || r.state == CheckState::Pass)
     }
 
+    /// Whether time alone can change nothing: it has evaluated, and no check
+    /// is held passing by its hold-down or counting towards its recovery
+    /// hold. A settled evaluator evaluated later with every check's
+    /// expression having the value it had is left exactly as it is (the
+    /// state machine of `CheckRuntime::update`, pinned by
+    /// `a_settled_evaluator_is_unchanged_by_the_same_values_later`).
+    pub fn settled(&self) -> bool {
+        self.evaluated && self.checks.iter().all(|r| !r.held && !r.counting())
+    }
+
     /// (name, kind, state) of every check, in policy order.
     pub fn states(&self) -> impl Iterator<Item = (&str, CheckKind, CheckState)> {
         self.policy
@@ -394,6 +404,32 @@ mod tests {
             hold in prop::option::of(1u64..10_000),
         ) {
             prop_assert_eq!(states(&tl, hold, Some(Duration::ZERO)), states(&tl, hold, None));
+        }
+
+        /// Wherever a check is neither held nor counting, evaluating its
+        /// expression to the same value again, however much later, leaves
+        /// it exactly as it is: what [`Evaluator::settled`] promises.
+        #[test]
+        fn a_settled_evaluator_is_unchanged_by_the_same_values_later(
+            tl in prop::collection::vec((0u64..4000, 0u8..3), 1..100),
+            hold in prop::option::of(1u64..10_000),
+            recover in prop::option::of(1u64..10_000),
+            later in 0u64..100_000,
+        ) {
+            let (hold, recover) = (hold.map(Duration::from_millis), recover.map(Duration::from_millis));
+            let t0 = Instant::now();
+            let mut rt = CheckRuntime::new("c", "leader", t0, true);
+            let mut at = t0;
+            for &(dt, v) in &tl {
+                at += Duration::from_millis(dt);
+                let raw = [Tri::True, Tri::False, Tri::Unknown][usize::from(v % 3)];
+                rt.update(raw, hold, recover, at);
+                if !rt.held && !rt.counting() {
+                    let mut again = rt.clone();
+                    again.update(raw, hold, recover, at + Duration::from_millis(later));
+                    prop_assert_eq!(&again, &rt);
+                }
+            }
         }
     }
 }

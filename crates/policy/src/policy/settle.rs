@@ -1,0 +1,323 @@
+//! What of a sample a policy can see: its [`Class`]. Two samples of a signal
+//! in the same class give every check of the policy the same value, so a
+//! simulation whose evaluator is [settled](super::Evaluator::settled) can
+//! step over a step at which every signal's class is the one it had at the
+//! step before (`replay` over a day of a fleet mostly sees such steps).
+//!
+//! A signal's [`Sense`] is read off the compiled program once:
+//! - a bool: its value, or unknown;
+//! - a number only ever compared with constants (`qget_ms < 300`,
+//!   `rev_lag >= -5`), or asked `known()`: which side of each constant it
+//!   is on, by the evaluator's own comparison ([`super::eval`]);
+//! - a number used any other way (arithmetic, `min`/`max`, `??`, a `let`'s
+//!   whole value, compared with another signal): its exact value;
+//! - a signal read by `age()`: the age of a good sample taken at the step is
+//!   zero at every step, but a failed one's grows, so a failed sample of it
+//!   has no class (never the same).
+//!
+//! Pure and allocation-free per sample; built only from the checked
+//! program, whose every node is well-typed.
+
+use super::Policy;
+use super::ast::BinOp;
+use super::program::{NodeId, Op, Tri, Val};
+use crate::signals::{SignalId, SignalType, Value};
+
+/// At most this many comparisons per signal are told apart by side; a
+/// signal compared with more is classed by its exact value.
+const MAX_THRESHOLDS: usize = 64;
+
+/// What a policy can see of one sample of one signal. Equal classes give
+/// equal values to every check (for a signal read by `age()`, given a good
+/// sample at each step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Failed, not finite, or of the wrong type for the signal: unknown.
+    Unknown,
+    Bool(bool),
+    /// Bit `k`: the sample is on the true side of the signal's `k`-th
+    /// comparison with a constant.
+    Sides(u64),
+    /// The value's bits (`-0.0` and `0.0` differ: a harmless miss).
+    Exact(u64),
+}
+
+/// One comparison of a signal with a constant: `signal op constant`, or
+/// `constant op signal` when `signal_left` is false.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Threshold {
+    op: BinOp,
+    constant: f64,
+    signal_left: bool,
+}
+
+/// How a policy reads one signal.
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Use {
+    /// Not read for its value (only by `known()` or `age()`, or not at all).
+    #[default]
+    None,
+    /// Only compared with these constants (or asked `known()`).
+    Thresholds(Vec<Threshold>),
+    /// Its exact value matters.
+    Exact,
+}
+
+/// How a policy reads each signal of the catalogue: what it takes for two
+/// samples to be the same to it ([`Sense::class`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sense {
+    /// By signal index.
+    uses: Vec<Use>,
+    /// By signal index: read at all (for its value or its `age()`).
+    read: Vec<bool>,
+    /// By signal index: read by `age()`.
+    aged: Vec<bool>,
+    types: Vec<SignalType>,
+}
+
+impl Sense {
+    /// The class of a sample of `id`: `Some(Value)` a recorded value, `None`
+    /// a failed attempt. `None` when no class can stand for it (a failed
+    /// sample of a signal read by `age()`).
+    pub fn class(&self, id: SignalId, sample: Option<Value>) -> Option<Class> {
+        let i = id.index();
+        if !self.reads(id) {
+            return Some(Class::Unknown);
+        }
+        let Some(value) = sample else {
+            return (!self.aged.get(i).copied().unwrap_or(true)).then_some(Class::Unknown);
+        };
+        let ty = self.types.get(i).copied()?;
+        Some(match (value, ty) {
+            (Value::Bool(b), SignalType::Bool) => Class::Bool(b),
+            // The wrong type reads as unknown; kept apart from every class
+            // a value of the right type has.
+            (Value::Bool(b), _) => Class::Bool(b),
+            (Value::Num(n), SignalType::Bool) => Class::Exact(n.to_bits()),
+            // The store records a number that is not finite as a failure.
+            (Value::Num(n), _) if !n.is_finite() => {
+                return self.class(id, None);
+            }
+            (Value::Num(n), _) => match self.uses.get(i) {
+                Some(Use::Thresholds(ts)) => Class::Sides(sides(ts, n)),
+                // Read by `known()` or `age()` alone, or not at all.
+                Some(Use::None) => Class::Sides(0),
+                _ => Class::Exact(n.to_bits()),
+            },
+        })
+    }
+}
+
+impl Sense {
+    /// Whether the policy reads `id` at all: every sample of a signal it
+    /// does not read is in one class.
+    pub fn reads(&self, id: SignalId) -> bool {
+        self.read.get(id.index()).copied().unwrap_or(false)
+    }
+}
+
+/// Which side of each threshold `n` is on, by the evaluator's comparison.
+fn sides(ts: &[Threshold], n: f64) -> u64 {
+    ts.iter().enumerate().fold(0, |bits, (k, t)| {
+        let (x, y) = if t.signal_left {
+            (n, t.constant)
+        } else {
+            (t.constant, n)
+        };
+        let v = super::eval::binary(t.op, Val::N(Some(x)), Val::N(Some(y)));
+        bits | (u64::from(v == Val::B(Tri::True)) << k)
+    })
+}
+
+impl Policy {
+    /// How this policy reads each signal: see [`Sense`].
+    pub fn sense(&self) -> Sense {
+        let n = self.signal_names.len();
+        let mut uses = vec![Use::None; n];
+        let mut aged = vec![false; n];
+        let mut read = vec![false; n];
+        let mut types = vec![SignalType::Number; n];
+        let signal = |id: NodeId| match self.nodes.get(id as usize).map(|n| (n.op, n.ty)) {
+            Some((Op::Signal(s), ty)) if ty != SignalType::Bool => Some(s),
+            _ => None,
+        };
+        let constant = |id: NodeId| match self.nodes.get(id as usize).map(|n| n.op) {
+            Some(Op::Const(Val::N(Some(c)))) => Some(c),
+            Some(Op::Neg(a)) => match self.nodes.get(a as usize).map(|n| n.op) {
+                Some(Op::Const(Val::N(Some(c)))) => Some(-c),
+                _ => None,
+            },
+            _ => None,
+        };
+        let exact = |uses: &mut Vec<Use>, s: SignalId| {
+            if let Some(u) = uses.get_mut(s.index()) {
+                *u = Use::Exact;
+            }
+        };
+        let compared = |uses: &mut Vec<Use>, s: SignalId, t: Threshold| {
+            let Some(u) = uses.get_mut(s.index()) else {
+                return;
+            };
+            match u {
+                Use::None => *u = Use::Thresholds(vec![t]),
+                Use::Thresholds(ts) if ts.len() < MAX_THRESHOLDS => {
+                    if !ts.contains(&t) {
+                        ts.push(t);
+                    }
+                }
+                Use::Thresholds(_) => *u = Use::Exact,
+                Use::Exact => {}
+            }
+        };
+        // Every number signal's node is somebody's operand, or a let's (or
+        // check's) whole value.
+        for l in &self.lets {
+            if let Some(s) = signal(l.root) {
+                exact(&mut uses, s);
+            }
+        }
+        for node in &self.nodes {
+            match node.op {
+                Op::Signal(s) => {
+                    if let (Some(t), Some(r)) = (types.get_mut(s.index()), read.get_mut(s.index()))
+                    {
+                        (*t, *r) = (node.ty, true);
+                    }
+                }
+                Op::Age(s) => {
+                    if let (Some(a), Some(r)) = (aged.get_mut(s.index()), read.get_mut(s.index())) {
+                        (*a, *r) = (true, true);
+                    }
+                }
+                Op::Bin(
+                    op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne),
+                    a,
+                    b,
+                ) => match (signal(a), signal(b), constant(a), constant(b)) {
+                    (Some(s), _, _, Some(c)) => compared(
+                        &mut uses,
+                        s,
+                        Threshold {
+                            op,
+                            constant: c,
+                            signal_left: true,
+                        },
+                    ),
+                    (_, Some(s), Some(c), _) => compared(
+                        &mut uses,
+                        s,
+                        Threshold {
+                            op,
+                            constant: c,
+                            signal_left: false,
+                        },
+                    ),
+                    (x, y, _, _) => x.into_iter().chain(y).for_each(|s| exact(&mut uses, s)),
+                },
+                // `known()` sees only knownness, which every class keeps.
+                Op::Known(_) => {}
+                Op::Neg(a) | Op::Not(a) => {
+                    if let Some(s) = signal(a) {
+                        exact(&mut uses, s);
+                    }
+                }
+                Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => {
+                    for s in [signal(a), signal(b)].into_iter().flatten() {
+                        exact(&mut uses, s);
+                    }
+                }
+                Op::Const(_) | Op::Let(_) => {}
+            }
+        }
+        Sense {
+            uses,
+            read,
+            aged,
+            types,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals::Catalogue;
+
+    fn sense(src: &str) -> (Sense, Catalogue) {
+        let c = Catalogue::builtin();
+        let p = Policy::compile("p", src, &c).unwrap();
+        (p.sense(), c)
+    }
+
+    fn num(n: f64) -> Option<Value> {
+        Some(Value::Num(n))
+    }
+
+    #[test]
+    fn a_number_compared_with_constants_is_classed_by_its_sides() {
+        let (s, c) = sense("check q: qget_ms < 300 && qget_ms >= -5\ncheck k: known(qget_ms)");
+        let q = c.id("qget_ms");
+        assert_eq!(s.class(q, num(12.0)), s.class(q, num(299.5)));
+        assert_ne!(s.class(q, num(12.0)), s.class(q, num(300.0)));
+        assert_ne!(s.class(q, num(-4.0)), s.class(q, num(-5.5)));
+        assert_eq!(s.class(q, None), Some(Class::Unknown));
+        assert_eq!(s.class(q, num(f64::NAN)), Some(Class::Unknown));
+        assert_eq!(s.class(q, num(f64::INFINITY)), Some(Class::Unknown));
+        let (s, c) = sense("check k: known(qget_ms)");
+        let q = c.id("qget_ms");
+        assert_eq!(s.class(q, num(1.0)), s.class(q, num(2.0)), "known() alone");
+        assert_ne!(s.class(q, num(1.0)), s.class(q, None));
+    }
+
+    #[test]
+    fn a_constant_on_the_left_and_equality_are_sides_too() {
+        let (s, c) = sense("check q: 300 > qget_ms && rev_lag != 0");
+        let (q, r) = (c.id("qget_ms"), c.id("rev_lag"));
+        assert_eq!(s.class(q, num(1.0)), s.class(q, num(2.0)));
+        assert_ne!(s.class(q, num(1.0)), s.class(q, num(301.0)));
+        assert_eq!(s.class(r, num(1.0)), s.class(r, num(7.0)));
+        assert_ne!(s.class(r, num(1.0)), s.class(r, num(0.0)));
+    }
+
+    #[test]
+    fn any_other_use_of_a_number_is_classed_by_its_value() {
+        for src in [
+            "check q: qget_ms * 2 < 300",
+            "check q: min(qget_ms, 5) < 300",
+            "check q: (qget_ms ?? 0) < 300",
+            "check q: qget_ms < rev_lag",
+            "check q: -qget_ms < 300",
+            "let q = qget_ms\ncheck q: q < 300",
+        ] {
+            let (s, c) = sense(src);
+            let q = c.id("qget_ms");
+            assert_ne!(s.class(q, num(1.0)), s.class(q, num(2.0)), "{src}");
+            assert_eq!(s.class(q, num(1.0)), s.class(q, num(1.0)), "{src}");
+        }
+    }
+
+    #[test]
+    fn a_bool_by_its_value_and_a_failed_aged_signal_by_nothing() {
+        let (s, c) = sense("check l: leader && age(qget_ms) < 5s");
+        let (l, q, r) = (c.id("leader"), c.id("qget_ms"), c.id("rev_lag"));
+        assert!(s.reads(q) && !s.reads(r));
+        assert_eq!(s.class(r, num(1.0)), s.class(r, None), "not read");
+        assert_ne!(
+            s.class(l, Some(Value::Bool(true))),
+            s.class(l, Some(Value::Bool(false)))
+        );
+        assert_ne!(s.class(l, Some(Value::Bool(true))), s.class(l, None));
+        assert_eq!(s.class(q, None), None, "its age grows while it fails");
+        assert_eq!(s.class(q, num(1.0)), s.class(q, num(1.0)));
+        assert_eq!(s.class(q, num(f64::NAN)), None);
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_kept_apart() {
+        let (s, c) = sense("check l: leader && qget_ms < 300");
+        let (l, q) = (c.id("leader"), c.id("qget_ms"));
+        assert_ne!(s.class(q, Some(Value::Bool(true))), s.class(q, num(1.0)));
+        assert_ne!(s.class(l, num(1.0)), s.class(l, Some(Value::Bool(true))));
+    }
+}
