@@ -370,14 +370,15 @@ mod tests {
     /// Policies that read their signals every way the language can: bools,
     /// thresholds either side, arithmetic, `min`/`max`, `??`, lets,
     /// `known()`, `age()`, hold-downs, recovery holds, warnings.
-    const POLICIES: [&str; 7] = [
+    const POLICIES: [&str; 8] = [
         "check l: leader\ncheck q: qget_ms < 300",
         "check l: leader for 3s\ncheck q: qget_ms < 300 recover 4s",
         "check a: age(qget_ms) < 2s\nwarn w: apply_lag * 2 > 10",
         "let slow = qget_ms >= 300\ncheck s: !slow && known(apply_lag)\ncheck m: max(qget_ms, sget_ms) < 500",
         "check c: (qget_ms ?? 1000) < 300 || leader recover 2s",
         "qget_ms < 300 && leader && apply_lag != 5",
-        "check n: -qget_ms > -300 && 5 < apply_lag for 2s\ncheck s: sget_ms < qget_ms",
+        "check n: -qget_ms > -300 && 5 < apply_lag for 2s\ncheck s: sget_ms < apply_lag",
+        "let q = qget_ms\ncheck l: leader\ncheck q: q < 300",
     ];
 
     proptest::proptest! {

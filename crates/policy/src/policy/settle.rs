@@ -130,63 +130,48 @@ fn sides(ts: &[Threshold], n: f64) -> u64 {
     })
 }
 
+impl Use {
+    /// The signal is also compared with a constant this way.
+    fn compared(&mut self, t: Threshold) {
+        match self {
+            Use::None => *self = Use::Thresholds(vec![t]),
+            Use::Thresholds(ts) if ts.contains(&t) => {}
+            Use::Thresholds(ts) if ts.len() < MAX_THRESHOLDS => ts.push(t),
+            Use::Thresholds(_) => *self = Use::Exact,
+            Use::Exact => {}
+        }
+    }
+}
+
 impl Policy {
     /// How this policy reads each signal: see [`Sense`].
     pub fn sense(&self) -> Sense {
         let n = self.signal_names.len();
-        let mut uses = vec![Use::None; n];
-        let mut aged = vec![false; n];
-        let mut read = vec![false; n];
-        let mut types = vec![SignalType::Number; n];
-        let signal = |id: NodeId| match self.nodes.get(id as usize).map(|n| (n.op, n.ty)) {
-            Some((Op::Signal(s), ty)) if ty != SignalType::Bool => Some(s),
-            _ => None,
-        };
-        let constant = |id: NodeId| match self.nodes.get(id as usize).map(|n| n.op) {
-            Some(Op::Const(Val::N(Some(c)))) => Some(c),
-            Some(Op::Neg(a)) => match self.nodes.get(a as usize).map(|n| n.op) {
-                Some(Op::Const(Val::N(Some(c)))) => Some(-c),
-                _ => None,
-            },
-            _ => None,
-        };
-        let exact = |uses: &mut Vec<Use>, s: SignalId| {
-            if let Some(u) = uses.get_mut(s.index()) {
-                *u = Use::Exact;
-            }
-        };
-        let compared = |uses: &mut Vec<Use>, s: SignalId, t: Threshold| {
-            let Some(u) = uses.get_mut(s.index()) else {
-                return;
-            };
-            match u {
-                Use::None => *u = Use::Thresholds(vec![t]),
-                Use::Thresholds(ts) if ts.len() < MAX_THRESHOLDS => {
-                    if !ts.contains(&t) {
-                        ts.push(t);
-                    }
-                }
-                Use::Thresholds(_) => *u = Use::Exact,
-                Use::Exact => {}
-            }
+        let mut sense = Sense {
+            uses: vec![Use::None; n],
+            read: vec![false; n],
+            aged: vec![false; n],
+            types: vec![SignalType::Number; n],
         };
         // Every number signal's node is somebody's operand, or a let's (or
         // check's) whole value.
-        for l in &self.lets {
-            if let Some(s) = signal(l.root) {
-                exact(&mut uses, s);
-            }
+        let lets = self.lets.iter().filter_map(|l| self.number_signal(l.root));
+        for s in lets {
+            sense.exact(s);
         }
         for node in &self.nodes {
+            let i = |s: SignalId| s.index();
             match node.op {
                 Op::Signal(s) => {
-                    if let (Some(t), Some(r)) = (types.get_mut(s.index()), read.get_mut(s.index()))
+                    if let (Some(t), Some(r)) =
+                        (sense.types.get_mut(i(s)), sense.read.get_mut(i(s)))
                     {
                         (*t, *r) = (node.ty, true);
                     }
                 }
                 Op::Age(s) => {
-                    if let (Some(a), Some(r)) = (aged.get_mut(s.index()), read.get_mut(s.index())) {
+                    if let (Some(a), Some(r)) = (sense.aged.get_mut(i(s)), sense.read.get_mut(i(s)))
+                    {
                         (*a, *r) = (true, true);
                     }
                 }
@@ -194,47 +179,69 @@ impl Policy {
                     op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne),
                     a,
                     b,
-                ) => match (signal(a), signal(b), constant(a), constant(b)) {
-                    (Some(s), _, _, Some(c)) => compared(
-                        &mut uses,
-                        s,
-                        Threshold {
-                            op,
-                            constant: c,
-                            signal_left: true,
-                        },
-                    ),
-                    (_, Some(s), Some(c), _) => compared(
-                        &mut uses,
-                        s,
-                        Threshold {
-                            op,
-                            constant: c,
-                            signal_left: false,
-                        },
-                    ),
-                    (x, y, _, _) => x.into_iter().chain(y).for_each(|s| exact(&mut uses, s)),
-                },
+                ) => self.comparison(op, a, b, &mut sense),
                 // `known()` sees only knownness, which every class keeps.
-                Op::Known(_) => {}
-                Op::Neg(a) | Op::Not(a) => {
-                    if let Some(s) = signal(a) {
-                        exact(&mut uses, s);
-                    }
-                }
-                Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => {
-                    for s in [signal(a), signal(b)].into_iter().flatten() {
-                        exact(&mut uses, s);
-                    }
-                }
-                Op::Const(_) | Op::Let(_) => {}
+                Op::Known(_) | Op::Const(_) | Op::Let(_) => {}
+                Op::Neg(a) | Op::Not(a) => self.exact(&[a], &mut sense),
+                Op::Bin(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => self.exact(&[a, b], &mut sense),
             }
         }
-        Sense {
-            uses,
-            read,
-            aged,
-            types,
+        sense
+    }
+
+    /// `a op b`: a threshold where one side is a number signal and the
+    /// other a constant; otherwise the signals' exact values matter.
+    fn comparison(&self, op: BinOp, a: NodeId, b: NodeId, sense: &mut Sense) {
+        let (x, y) = (self.number_signal(a), self.number_signal(b));
+        let threshold = |constant, signal_left| Threshold {
+            op,
+            constant,
+            signal_left,
+        };
+        match (x, y, self.constant(a), self.constant(b)) {
+            (Some(s), _, _, Some(c)) => sense.compared(s, threshold(c, true)),
+            (_, Some(s), Some(c), _) => sense.compared(s, threshold(c, false)),
+            _ => self.exact(&[a, b], sense),
+        }
+    }
+
+    /// Of `operands`, the number signals' exact values matter.
+    fn exact(&self, operands: &[NodeId], sense: &mut Sense) {
+        for s in operands.iter().filter_map(|&o| self.number_signal(o)) {
+            sense.exact(s);
+        }
+    }
+
+    /// The number (or duration) signal node `id` reads, if it is one.
+    fn number_signal(&self, id: NodeId) -> Option<SignalId> {
+        match self.nodes.get(id as usize).map(|n| (n.op, n.ty)) {
+            Some((Op::Signal(s), ty)) if ty != SignalType::Bool => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The constant number node `id` is (a literal, or a negated one).
+    fn constant(&self, id: NodeId) -> Option<f64> {
+        match self.nodes.get(id as usize).map(|n| n.op) {
+            Some(Op::Const(Val::N(Some(c)))) => Some(c),
+            Some(Op::Neg(a)) => self.constant(a).map(|c| -c),
+            _ => None,
+        }
+    }
+}
+
+impl Sense {
+    /// `s` is compared with a constant as `t` says.
+    fn compared(&mut self, s: SignalId, t: Threshold) {
+        if let Some(u) = self.uses.get_mut(s.index()) {
+            u.compared(t);
+        }
+    }
+
+    /// `s`'s exact value matters.
+    fn exact(&mut self, s: SignalId) {
+        if let Some(u) = self.uses.get_mut(s.index()) {
+            *u = Use::Exact;
         }
     }
 }
