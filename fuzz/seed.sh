@@ -30,6 +30,14 @@ grep -l '^error:\|unknown: ' $C/policy/seed-doc-* | xargs -r rm -f
 } > $C/policy/seed-doubling-chain-40
 printf 'check a: leader for 168h\ncheck b: db_size_bytes < 2GiB && age(leader) < 1e3s ?? true\ncheck c: leader for 10s recover 1h\n' > $C/policy/seed-limits
 
+# Stepping over settled steps: the policies above, and some that read their
+# signals every way the language can (thresholds either side, arithmetic,
+# lets, `??`, `known()`, `age()`, holds).
+mkdir -p $C/stepping_over
+cp $C/policy/seed-* $C/stepping_over/
+printf 'check q: qget_ms < 300 for 30s\ncheck l: leader recover 45s\nwarn w: -rev_lag > -5000\n' > $C/stepping_over/seed-thresholds
+printf 'let slow = qget_ms >= 1000\nlet q = sget_ms\ncheck a: !slow && known(apply_lag) && q * 2 < 50\ncheck b: (qget_ms ?? 0) < max(sget_ms, 5) || age(leader) < 10s\n' > $C/stepping_over/seed-every-use
+
 # `test` YAML: the shipped test files and the doc's example.
 for f in policies/*.test.yaml; do cp "$f" "$C/policy_test_yaml/seed-$(basename "$f")"; done
 blocks docs/policy-language.md yaml $C/policy_test_yaml doc
