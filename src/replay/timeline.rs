@@ -338,6 +338,33 @@ pub fn replay(
     members: &[MemberHistory],
     origin: Instant,
 ) -> Result<Vec<MemberReport>, OutOfRange> {
+    replay_stepping(
+        policy,
+        catalogue,
+        grid,
+        members,
+        origin,
+        Stepping::OverSettled,
+    )
+}
+
+/// Whether the simulation steps over settled steps (what `replay` does) or
+/// evaluates every one (the reference the tests hold it to).
+#[derive(Clone, Copy, PartialEq)]
+enum Stepping {
+    OverSettled,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Every,
+}
+
+fn replay_stepping(
+    policy: &Arc<Policy>,
+    catalogue: &Catalogue,
+    grid: &Grid,
+    members: &[MemberHistory],
+    origin: Instant,
+    stepping: Stepping,
+) -> Result<Vec<MemberReport>, OutOfRange> {
     let clock = Clock {
         origin,
         // Grid times are never negative (`time::parse_time`).
@@ -347,7 +374,7 @@ pub fn replay(
     let why = Reasons::new();
     members
         .iter()
-        .map(|m| replay_member(policy, catalogue, grid, m, clock, &why))
+        .map(|m| replay_member(policy, catalogue, grid, m, (clock, stepping), &why))
         .collect()
 }
 
@@ -356,7 +383,7 @@ fn replay_member(
     catalogue: &Catalogue,
     grid: &Grid,
     member: &MemberHistory,
-    clock: Clock,
+    (clock, stepping): (Clock, Stepping),
     why: &Reasons,
 ) -> Result<MemberReport, OutOfRange> {
     let inputs: Vec<Input> = policy
@@ -369,6 +396,9 @@ fn replay_member(
         })
         .collect();
     let mut sim = Simulation::new(policy.clone(), catalogue, clock, Start::Resumed);
+    if stepping == Stepping::Every {
+        sim = sim.evaluating_every_step();
+    }
     let mut tally = Tally::new(policy.checks().len());
     for i in 0..grid.steps {
         let step = if member.present(i) {
@@ -561,6 +591,88 @@ mod tests {
     use super::*;
 
     const S: i64 = 1_796_025_600_000;
+
+    /// Replay's every output — seconds, flips, intervals with failing checks
+    /// and explanations, check spans, differences — is the same whether the
+    /// simulation steps over settled steps or evaluates every one, on
+    /// random sticky histories (gaps, unknowns, NaN, recorded verdicts that
+    /// change on their own) under policies with holds, warnings and `age()`.
+    #[test]
+    fn stepping_over_settled_steps_changes_no_report() {
+        let policies = [
+            "check leader: leader\ncheck fast: qget_ms < 300",
+            "check leader: leader for 30s\ncheck fast: qget_ms < 300 recover 45s\nwarn lag: apply_lag < 5",
+            "check fresh: age(qget_ms) < 40s && leader\ncheck lag: apply_lag * 2 <= 10",
+        ];
+        let values = [
+            Some(1.0),
+            Some(0.0),
+            Some(12.0),
+            Some(299.0),
+            Some(300.0),
+            Some(f64::NAN),
+            None,
+        ];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let steps = 80;
+        let grid = Grid::new(S, S + (steps as i64 - 1) * 15_000, 15_000).unwrap();
+        let origin = Instant::now();
+        for round in 0..300 {
+            let (policy, c) = compile(policies[round % policies.len()]);
+            let mut signals = Vec::new();
+            for name in ["leader", "qget_ms", "apply_lag"] {
+                let mut v = values[next(values.len() as u64) as usize];
+                let row: Vec<Option<f64>> = (0..steps)
+                    .map(|_| {
+                        if next(6) == 0 {
+                            v = values[next(values.len() as u64) as usize];
+                        }
+                        v
+                    })
+                    .collect();
+                signals.push((name, row));
+            }
+            let mut ready = Some(true);
+            let recorded = (0..steps)
+                .map(|_| {
+                    if next(10) == 0 {
+                        ready = [Some(true), Some(false), None][next(3) as usize];
+                    }
+                    ready
+                })
+                .collect();
+            let mut m = member(steps, &signals, recorded);
+            for h in m.signals.values_mut() {
+                for (k, v) in h.known.iter_mut().zip(&h.value) {
+                    if v.is_some() && next(12) == 0 {
+                        *k = Some(false);
+                    }
+                }
+            }
+            let run = |stepping| {
+                replay_stepping(
+                    &policy,
+                    &c,
+                    &grid,
+                    std::slice::from_ref(&m),
+                    origin,
+                    stepping,
+                )
+                .unwrap()
+            };
+            assert_eq!(
+                run(Stepping::OverSettled),
+                run(Stepping::Every),
+                "round {round}"
+            );
+        }
+    }
 
     /// A member whose signals have `value` at every step (known where Some).
     fn member(
