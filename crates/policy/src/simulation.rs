@@ -85,11 +85,9 @@ pub struct Simulation {
     start: Start,
     /// How the policy reads each signal; `None`: every step is evaluated.
     sense: Option<Sense>,
-    /// By signal index: the class of its last sample (kept for the signals
-    /// the policy reads).
-    classes: Vec<Option<Class>>,
-    /// By signal index: the step of its last sample (as `classes`).
-    sampled_at: Vec<u64>,
+    /// By signal index: the class of its last sample and the step of it
+    /// (kept for the signals the policy reads).
+    last: Vec<(Option<Class>, u64)>,
     /// This step's samples.
     samples: Vec<(SignalId, Recorded)>,
     /// The samples of the last step stepped over and its instant, not yet
@@ -113,8 +111,7 @@ impl Simulation {
             evaluator: None,
             clock,
             start,
-            classes: vec![None; catalogue.len()],
-            sampled_at: vec![u64::MAX; catalogue.len()],
+            last: vec![(None, u64::MAX); catalogue.len()],
             samples: Vec::new(),
             held_back: (Vec::new(), None),
         }
@@ -155,22 +152,17 @@ impl Simulation {
                 Sample::Value(v) => Ok(v),
                 Sample::Failed(why) => Err(why.clone()),
             };
-            let k = id.index();
-            if let (Some(sense), Some(class), Some(at)) = (
-                &self.sense,
-                self.classes.get_mut(k),
-                self.sampled_at.get_mut(k),
-            ) && sense.reads(id)
+            if let (Some(sense), Some(last)) = (&self.sense, self.last.get_mut(id.index()))
+                && sense.reads(id)
             {
-                let now_class = sense.class(id, sample.as_ref().ok().copied());
-                same &= now_class.is_some() && *class == now_class && *at == i.wrapping_sub(1);
-                *class = now_class;
-                *at = i;
+                let class = sense.class(id, sample.as_ref().ok().copied());
+                same &= class.is_some() && *last == (class, i.wrapping_sub(1));
+                *last = (class, i);
             }
             self.samples.push((id, sample));
         }
         let unchanged = same
-            && (self.used.iter()).all(|id| self.sampled_at.get(id.index()) == Some(&i))
+            && (self.used.iter()).all(|id| self.last.get(id.index()).is_some_and(|l| l.1 == i))
             && self.evaluator.as_ref().is_some_and(Evaluator::settled);
         if unchanged {
             std::mem::swap(&mut self.samples, &mut self.held_back.0);
@@ -360,11 +352,15 @@ mod tests {
         Held::Failed(1),
         Held::NotSampled,
     ];
-    const BOOLS: [Held; 4] = [
+    /// A bool signal's, with numbers of the wrong type (a NaN is recorded
+    /// as a failure, a 1 as a good sample that reads as unknown).
+    const BOOLS: [Held; 6] = [
         Held::Value(Value::Bool(true)),
         Held::Value(Value::Bool(false)),
         Held::Failed(0),
         Held::NotSampled,
+        Held::Value(Value::Num(f64::NAN)),
+        Held::Value(Value::Num(1.0)),
     ];
 
     /// Policies that read their signals every way the language can: bools,
@@ -373,7 +369,7 @@ mod tests {
     const POLICIES: [&str; 8] = [
         "check l: leader\ncheck q: qget_ms < 300",
         "check l: leader for 3s\ncheck q: qget_ms < 300 recover 4s",
-        "check a: age(qget_ms) < 2s\nwarn w: apply_lag * 2 > 10",
+        "check a: age(qget_ms) < 2s && age(leader) < 3s\nwarn w: apply_lag * 2 > 10",
         "let slow = qget_ms >= 300\ncheck s: !slow && known(apply_lag)\ncheck m: max(qget_ms, sget_ms) < 500",
         "check c: (qget_ms ?? 1000) < 300 || leader recover 2s",
         "qget_ms < 300 && leader && apply_lag != 5",

@@ -51,10 +51,10 @@ struct Threshold {
     signal_left: bool,
 }
 
-/// How a policy reads one signal.
+/// How a policy reads one signal's value.
 #[derive(Clone, Debug, Default, PartialEq)]
 enum Use {
-    /// Not read for its value (only by `known()` or `age()`, or not at all).
+    /// Not for its value (only by `known()` or `age()`, or not at all).
     #[default]
     None,
     /// Only compared with these constants (or asked `known()`).
@@ -63,57 +63,54 @@ enum Use {
     Exact,
 }
 
+/// How a policy reads one signal.
+#[derive(Clone, Debug, PartialEq)]
+struct Reads {
+    value: Use,
+    /// Read at all (for its value or its `age()`).
+    read: bool,
+    /// Read by `age()`.
+    aged: bool,
+    ty: SignalType,
+}
+
 /// How a policy reads each signal of the catalogue: what it takes for two
 /// samples to be the same to it ([`Sense::class`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sense {
     /// By signal index.
-    uses: Vec<Use>,
-    /// By signal index: read at all (for its value or its `age()`).
-    read: Vec<bool>,
-    /// By signal index: read by `age()`.
-    aged: Vec<bool>,
-    types: Vec<SignalType>,
+    signals: Vec<Reads>,
 }
 
 impl Sense {
-    /// The class of a sample of `id`: `Some(Value)` a recorded value, `None`
-    /// a failed attempt. `None` when no class can stand for it (a failed
-    /// sample of a signal read by `age()`).
+    /// Whether the policy reads `id` at all.
+    pub fn reads(&self, id: SignalId) -> bool {
+        self.signals.get(id.index()).is_some_and(|r| r.read)
+    }
+
+    /// The class of a sample of `id`, a signal the policy reads:
+    /// `Some(Value)` a recorded value, `None` a failed attempt. `None` when
+    /// no class can stand for it (a failed sample of a signal read by
+    /// `age()`).
     pub fn class(&self, id: SignalId, sample: Option<Value>) -> Option<Class> {
-        let i = id.index();
-        if !self.reads(id) {
-            return Some(Class::Unknown);
-        }
-        let Some(value) = sample else {
-            return (!self.aged.get(i).copied().unwrap_or(true)).then_some(Class::Unknown);
+        let r = self.signals.get(id.index())?;
+        // The store records a number that is not finite as a failure.
+        let Some(value) = sample.filter(|v| !matches!(v, Value::Num(n) if !n.is_finite())) else {
+            return (!r.aged).then_some(Class::Unknown);
         };
-        let ty = self.types.get(i).copied()?;
-        Some(match (value, ty) {
-            (Value::Bool(b), SignalType::Bool) => Class::Bool(b),
-            // The wrong type reads as unknown; kept apart from every class
-            // a value of the right type has.
-            (Value::Bool(b), _) => Class::Bool(b),
-            (Value::Num(n), SignalType::Bool) => Class::Exact(n.to_bits()),
-            // The store records a number that is not finite as a failure.
-            (Value::Num(n), _) if !n.is_finite() => {
-                return self.class(id, None);
-            }
-            (Value::Num(n), _) => match self.uses.get(i) {
-                Some(Use::Thresholds(ts)) => Class::Sides(sides(ts, n)),
-                // Read by `known()` or `age()` alone, or not at all.
-                Some(Use::None) => Class::Sides(0),
-                _ => Class::Exact(n.to_bits()),
-            },
+        Some(match (value, r.ty, &r.value) {
+            (Value::Bool(b), SignalType::Bool, _) => Class::Bool(b),
+            // A value of the wrong type reads as unknown, as a failure does
+            // (but is a good sample: of age zero).
+            (Value::Bool(_), ..) | (Value::Num(_), SignalType::Bool, _) => Class::Unknown,
+            (Value::Num(n), _, Use::Thresholds(ts)) => Class::Sides(sides(ts, n)),
+            (Value::Num(_), _, Use::None) => Class::Sides(0),
+            (Value::Num(n), _, Use::Exact) => Class::Exact(n.to_bits()),
         })
     }
-}
 
-impl Sense {
-    /// Whether the policy reads `id` at all: every sample of a signal it
-    /// does not read is in one class.
-    pub fn reads(&self, id: SignalId) -> bool {
-        self.read.get(id.index()).copied().unwrap_or(false)
+    fn get(&mut self, s: SignalId) -> Option<&mut Reads> {
+        self.signals.get_mut(s.index())
     }
 }
 
@@ -146,33 +143,30 @@ impl Use {
 impl Policy {
     /// How this policy reads each signal: see [`Sense`].
     pub fn sense(&self) -> Sense {
-        let n = self.signal_names.len();
+        let unread = Reads {
+            value: Use::None,
+            read: false,
+            aged: false,
+            ty: SignalType::Number,
+        };
         let mut sense = Sense {
-            uses: vec![Use::None; n],
-            read: vec![false; n],
-            aged: vec![false; n],
-            types: vec![SignalType::Number; n],
+            signals: vec![unread; self.signal_names.len()],
         };
         // Every number signal's node is somebody's operand, or a let's (or
         // check's) whole value.
-        let lets = self.lets.iter().filter_map(|l| self.number_signal(l.root));
-        for s in lets {
+        for s in self.lets.iter().filter_map(|l| self.number_signal(l.root)) {
             sense.exact(s);
         }
         for node in &self.nodes {
-            let i = |s: SignalId| s.index();
             match node.op {
                 Op::Signal(s) => {
-                    if let (Some(t), Some(r)) =
-                        (sense.types.get_mut(i(s)), sense.read.get_mut(i(s)))
-                    {
-                        (*t, *r) = (node.ty, true);
+                    if let Some(r) = sense.get(s) {
+                        (r.ty, r.read) = (node.ty, true);
                     }
                 }
                 Op::Age(s) => {
-                    if let (Some(a), Some(r)) = (sense.aged.get_mut(i(s)), sense.read.get_mut(i(s)))
-                    {
-                        (*a, *r) = (true, true);
+                    if let Some(r) = sense.get(s) {
+                        (r.aged, r.read) = (true, true);
                     }
                 }
                 Op::Bin(
@@ -233,15 +227,15 @@ impl Policy {
 impl Sense {
     /// `s` is compared with a constant as `t` says.
     fn compared(&mut self, s: SignalId, t: Threshold) {
-        if let Some(u) = self.uses.get_mut(s.index()) {
-            u.compared(t);
+        if let Some(r) = self.get(s) {
+            r.value.compared(t);
         }
     }
 
     /// `s`'s exact value matters.
     fn exact(&mut self, s: SignalId) {
-        if let Some(u) = self.uses.get_mut(s.index()) {
-            *u = Use::Exact;
+        if let Some(r) = self.get(s) {
+            r.value = Use::Exact;
         }
     }
 }
@@ -309,7 +303,6 @@ mod tests {
         let (s, c) = sense("check l: leader && age(qget_ms) < 5s");
         let (l, q, r) = (c.id("leader"), c.id("qget_ms"), c.id("rev_lag"));
         assert!(s.reads(q) && !s.reads(r));
-        assert_eq!(s.class(r, num(1.0)), s.class(r, None), "not read");
         assert_ne!(
             s.class(l, Some(Value::Bool(true))),
             s.class(l, Some(Value::Bool(false)))
@@ -318,13 +311,20 @@ mod tests {
         assert_eq!(s.class(q, None), None, "its age grows while it fails");
         assert_eq!(s.class(q, num(1.0)), s.class(q, num(1.0)));
         assert_eq!(s.class(q, num(f64::NAN)), None);
+        let (s, _) = sense("check l: age(leader) < 5s");
+        assert_eq!(s.class(l, num(f64::NAN)), None, "recorded as a failure");
+        assert_eq!(
+            s.class(l, num(1.0)),
+            Some(Class::Unknown),
+            "the wrong type, of age 0"
+        );
     }
 
     #[test]
-    fn a_value_of_the_wrong_type_is_kept_apart() {
+    fn a_value_of_the_wrong_type_is_unknown() {
         let (s, c) = sense("check l: leader && qget_ms < 300");
         let (l, q) = (c.id("leader"), c.id("qget_ms"));
-        assert_ne!(s.class(q, Some(Value::Bool(true))), s.class(q, num(1.0)));
-        assert_ne!(s.class(l, num(1.0)), s.class(l, Some(Value::Bool(true))));
+        assert_eq!(s.class(q, Some(Value::Bool(true))), Some(Class::Unknown));
+        assert_eq!(s.class(l, num(1.0)), Some(Class::Unknown));
     }
 }
