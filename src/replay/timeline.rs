@@ -338,32 +338,18 @@ pub fn replay(
     members: &[MemberHistory],
     origin: Instant,
 ) -> Result<Vec<MemberReport>, OutOfRange> {
-    replay_stepping(
-        policy,
-        catalogue,
-        grid,
-        members,
-        origin,
-        Stepping::OverSettled,
-    )
+    replay_stepping(policy, catalogue, grid, members, origin, false)
 }
 
-/// Whether the simulation steps over settled steps (what `replay` does) or
-/// evaluates every one (the reference the tests hold it to).
-#[derive(Clone, Copy, PartialEq)]
-enum Stepping {
-    OverSettled,
-    #[cfg_attr(not(test), allow(dead_code))]
-    Every,
-}
-
+/// [`replay`], or with a simulation that evaluates every step (the
+/// reference the tests hold `replay` to) where `every_step`.
 fn replay_stepping(
     policy: &Arc<Policy>,
     catalogue: &Catalogue,
     grid: &Grid,
     members: &[MemberHistory],
     origin: Instant,
-    stepping: Stepping,
+    every_step: bool,
 ) -> Result<Vec<MemberReport>, OutOfRange> {
     let clock = Clock {
         origin,
@@ -374,7 +360,15 @@ fn replay_stepping(
     let why = Reasons::new();
     members
         .iter()
-        .map(|m| replay_member(policy, catalogue, grid, m, (clock, stepping), &why))
+        .map(|m| {
+            let sim = Simulation::new(policy.clone(), catalogue, clock, Start::Resumed);
+            let sim = if every_step {
+                sim.evaluating_every_step()
+            } else {
+                sim
+            };
+            replay_member(policy, catalogue, grid, m, sim, &why)
+        })
         .collect()
 }
 
@@ -383,7 +377,7 @@ fn replay_member(
     catalogue: &Catalogue,
     grid: &Grid,
     member: &MemberHistory,
-    (clock, stepping): (Clock, Stepping),
+    mut sim: Simulation,
     why: &Reasons,
 ) -> Result<MemberReport, OutOfRange> {
     let inputs: Vec<Input> = policy
@@ -395,10 +389,6 @@ fn replay_member(
             history: member.signals.get(policy.signal_name(id)),
         })
         .collect();
-    let mut sim = Simulation::new(policy.clone(), catalogue, clock, Start::Resumed);
-    if stepping == Stepping::Every {
-        sim = sim.evaluating_every_step();
-    }
     let mut tally = Tally::new(policy.checks().len());
     for i in 0..grid.steps {
         let step = if member.present(i) {
@@ -489,28 +479,7 @@ impl Tally {
 
         // A step stepped over leaves every check's phase as it was.
         if !step.is_some_and(Step::unchanged) {
-            match step {
-                Some(s) => {
-                    let ev = s.evaluator();
-                    let phases = ev.states().zip(ev.held()).zip(ev.recovering());
-                    for (p, (((_, _, state), held), recovering)) in
-                        self.phases.iter_mut().zip(phases)
-                    {
-                        *p = Some(Phase {
-                            state,
-                            held,
-                            recovering,
-                        });
-                    }
-                }
-                None => self.phases.iter_mut().for_each(|p| *p = None),
-            }
-            for (j, (runs, phase)) in self.checks.iter_mut().zip(&self.phases).enumerate() {
-                runs.push(t, *phase, || match (step, phase) {
-                    (Some(s), Some(p)) if p.reported() => s.reports()[j].explanation.clone(),
-                    _ => String::new(),
-                });
-            }
+            self.observe_phases(t, step);
         }
 
         let weight = grid.until(i) - t;
@@ -526,6 +495,30 @@ impl Tally {
                 u64::from(matches!((prev_recorded, recorded), (Some(a), Some(b)) if a != b));
         }
         self.previous = Some((verdict, recorded));
+    }
+
+    /// Every check's phase at the step at `t`, and the stretches it starts.
+    fn observe_phases(&mut self, t: i64, step: Option<&Step>) {
+        match step {
+            Some(s) => {
+                let ev = s.evaluator();
+                let phases = ev.states().zip(ev.held()).zip(ev.recovering());
+                for (p, (((_, _, state), held), recovering)) in self.phases.iter_mut().zip(phases) {
+                    *p = Some(Phase {
+                        state,
+                        held,
+                        recovering,
+                    });
+                }
+            }
+            None => self.phases.iter_mut().for_each(|p| *p = None),
+        }
+        for (j, (runs, phase)) in self.checks.iter_mut().zip(&self.phases).enumerate() {
+            runs.push(t, *phase, || match (step, phase) {
+                (Some(s), Some(p)) if p.reported() => s.reports()[j].explanation.clone(),
+                _ => String::new(),
+            });
+        }
     }
 
     fn finish(
@@ -655,22 +648,11 @@ mod tests {
                     }
                 }
             }
-            let run = |stepping| {
-                replay_stepping(
-                    &policy,
-                    &c,
-                    &grid,
-                    std::slice::from_ref(&m),
-                    origin,
-                    stepping,
-                )
-                .unwrap()
+            let run = |every_step| {
+                let members = std::slice::from_ref(&m);
+                replay_stepping(&policy, &c, &grid, members, origin, every_step).unwrap()
             };
-            assert_eq!(
-                run(Stepping::OverSettled),
-                run(Stepping::Every),
-                "round {round}"
-            );
+            assert_eq!(run(false), run(true), "round {round}");
         }
     }
 
