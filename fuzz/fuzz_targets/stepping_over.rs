@@ -4,8 +4,9 @@
 //! text; when it compiles, both simulations run over a history derived from
 //! the input's bytes — each signal the policy reads mostly keeping its
 //! sample from step to step, as real ones do, sometimes moving to another
-//! value (NaN, ±Inf, ±0, values either side of common constants), failing,
-//! or not being sampled, and some steps without data. At every step the
+//! value (NaN, ±Inf, ±0, values either side of common constants, a value
+//! of the wrong type), failing, or not being sampled, and some steps
+//! without data. At every step the
 //! verdict, every check's state, hold and recovery must agree, and at some
 //! steps the full reports (explanations included).
 #![no_main]
@@ -88,6 +89,14 @@ fuzz_target!(|data: &[u8]| {
             *h = match (r >> 3) % 10 {
                 0 => Held::Failed(((r >> 8) % 2) as usize),
                 1 => Held::NotSampled,
+                // Now and then a value of the wrong type, as a careless
+                // caller might pass.
+                2 => Held::Value(match catalogue.get(*id).ty {
+                    SignalType::Bool => {
+                        Value::Num(NUMBERS[((r >> 8) % NUMBERS.len() as u64) as usize])
+                    }
+                    _ => Value::Bool((r >> 8) % 2 == 0),
+                }),
                 _ => Held::Value(match catalogue.get(*id).ty {
                     SignalType::Bool => Value::Bool((r >> 8) % 2 == 0),
                     _ => Value::Num(NUMBERS[((r >> 8) % NUMBERS.len() as u64) as usize]),
