@@ -10,18 +10,24 @@
 # the store's own CPU time meanwhile (/proc/PID/stat): on one machine the
 # two share its cores, so replay's CPU next to the store's says which of
 # them the run waited for.
+# Then the same requests (recorded by strace from an untimed replay run
+# first, which also warms the store as the timed one finds it) are only
+# downloaded, by curl, as many at once as replay has batches in flight, to
+# /dev/null: its wall time is what the store alone takes to answer them,
+# and its CPU what merely receiving the answers costs a client. Replay's
+# wall over that wall is what replay adds to the store's time.
 #
 # Usage: benches/replay_fleet.sh [MEMBERS...]   (default: 100 1000 5000)
 # STORES: which (default "prometheus victoria-metrics").
 # Needs: a release build (cargo build --release), the generator
 # (cargo build -p etcd-readiness-testkit --bin fleet-history), GNU time,
-# curl, bookworm's promtool, .ci/fetch-binaries prometheus-3 victoria-metrics.
+# curl, strace, bookworm's promtool, .ci/fetch-binaries prometheus-3 victoria-metrics.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 bin=${BIN:-$target/release/etcd-readiness-exporter}
 gen=${GEN:-$target/debug/fleet-history}
-for x in "$bin" "$gen" /usr/bin/time /usr/bin/promtool; do
+for x in "$bin" "$gen" /usr/bin/time /usr/bin/promtool /usr/bin/strace; do
   [ -x "$x" ] || { echo "missing $x (see Needs: above)" >&2; exit 1; }
 done
 prom=$(bash "$root/.ci/fetch-binaries" prometheus-3 | awk '{print $2}')/usr/bin/prometheus
@@ -40,8 +46,8 @@ end=$(( $(date +%s) / 3600 * 3600 - 3600 ))
 start=$(( end - step * steps ))
 printf 'check leader: leader\ncheck fast: qget_ms < 300\n' >"$dir/candidate.policy"
 echo "nproc=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg) start=$start end=$end step=${step}s"
-echo "| members | store | wall | CPU (user + sys) | peak RSS | waiting on the store | the store's CPU |"
-echo "|---|---|---|---|---|---|---|"
+echo "| members | store | wall | CPU (user + sys) | peak RSS | waiting on the store | the store's CPU | download only: wall, curl's CPU, the store's CPU | replay's wall / download's |"
+echo "|---|---|---|---|---|---|---|---|---|"
 tick=$(getconf CLK_TCK)
 store_cpu() { awk -v t="$tick" '{printf "%.2f", ($14 + $15) / t}' "/proc/$pid/stat"; }
 for n in "${sizes[@]}"; do
@@ -70,21 +76,34 @@ for n in "${sizes[@]}"; do
         curl -sf -X POST -T - "http://127.0.0.1:$p/api/v1/import/prometheus"
       curl -sf "http://127.0.0.1:$p/internal/force_flush"
     fi
-    before=$(store_cpu)
-    /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$bin" replay --prometheus.url "http://127.0.0.1:$p" \
+    replay=("$bin" replay --prometheus.url "http://127.0.0.1:$p" \
       --policy "$dir/candidate.policy" --start "$start" --end "$end" --step "${step}s" \
-      --cluster-label namespace --format jsonl --output "$dir/out.jsonl" 2>"$dir/err" ||
+      --cluster-label namespace --format jsonl --output "$dir/out.jsonl")
+    # The requests replay sends, as curl's configuration (untimed run).
+    strace -f -qq -e trace=sendto,write,writev -s 65536 -o "$dir/requests.strace" "${replay[@]}" 2>"$dir/err" ||
+      { echo "replay failed: $(cat "$dir/err")" >&2; exit 1; }
+    grep -o 'GET /api/v1/[^ ]*' "$dir/requests.strace" |
+      sed "s|^GET \(.*\)|url = \"http://127.0.0.1:$p\1\"\noutput = \"/dev/null\"|" >"$dir/curl.cfg"
+    before=$(store_cpu)
+    /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "${replay[@]}" 2>"$dir/err" ||
       { echo "replay failed: $(cat "$dir/err")" >&2; exit 1; }
     after=$(store_cpu)
     read -r wall user sys kib <"$dir/time"
+    # Replay's default --concurrency: 4 batches in flight, one request each.
+    /usr/bin/time -f '%e %U %S' -o "$dir/dtime" curl -sS --no-progress-meter --fail --parallel --parallel-max 4 -K "$dir/curl.cfg"
+    downloaded=$(store_cpu)
+    read -r dwall duser dsys <"$dir/dtime"
     lines=$(wc -l <"$dir/out.jsonl")
     [ "$lines" = $((n + 1)) ] || { echo "$lines lines for $n members" >&2; exit 1; }
-    python3 - "$n" "$store" "$wall" "$user" "$sys" "$kib" "$before" "$after" <<'PY'
+    requests=$(grep -c '^url' "$dir/curl.cfg")
+    python3 - "$n" "$store" "$wall" "$user" "$sys" "$kib" "$before" "$after" "$dwall" "$duser" "$dsys" "$downloaded" "$requests" <<'PY'
 import sys
-n, store, wall, user, sys_, kib, before, after = sys.argv[1:]
+n, store, wall, user, sys_, kib, before, after, dwall, duser, dsys, downloaded, requests = sys.argv[1:]
 wall, cpu = float(wall), float(user) + float(sys_)
 store_cpu = float(after) - float(before)
-print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.1f} s ({user} + {sys_}) | {int(kib) / 1024:.1f} MiB | {1 - cpu / wall:.0%} | {store_cpu:.1f} s |")
+dwall, dcpu, dstore = float(dwall), float(duser) + float(dsys), float(downloaded) - float(after)
+print(f"| {int(n):,} | {store} | {wall:.1f} s | {cpu:.2f} s ({user} + {sys_}) | {int(kib) / 1024:.1f} MiB | {1 - cpu / wall:.0%} | {store_cpu:.1f} s "
+      f"| {dwall:.1f} s, {dcpu:.2f} s ({dcpu / dwall:.0%}), {dstore:.1f} s ({requests} requests) | {wall / dwall:.2f} |")
 PY
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
   done
