@@ -341,6 +341,22 @@ impl SignalStore {
         }
     }
 
+    /// The measurement of `id` in flight is sent again at `at`, after a
+    /// pause that was the source's own, not the member's (the etcd source
+    /// logging in again when etcd refused its token): pending from `at`,
+    /// its last answer trusted for at least `at_least` from then; nothing
+    /// when none is in flight.
+    pub fn resend_pending(&self, id: SignalId, at: Instant, at_least: Duration) {
+        let stalled_at_start = self.cpu_stalled();
+        let mut slots = self.lock_slots();
+        if let Some(p) = &mut slots[id.index()].pending {
+            p.since = at;
+            p.stalled_at_start = stalled_at_start;
+            p.trust.base = p.trust.base.max(at_least);
+            p.trust.contended_max = p.trust.contended_max.max(p.trust.base);
+        }
+    }
+
     /// The node's CPU has been contended for `total` so far (a monotonic
     /// counter whose origin does not matter, e.g. PSI's `some total`): what
     /// pending calls are judged against. A value below the last one is
@@ -831,6 +847,29 @@ mod tests {
         s.record_ok(q, Value::Num(4.0), t0 + ms(700));
         s.set_pending_trust(q, ms(1));
         assert_eq!(s.reading(q, t0 + ms(800)).get(), Some(Value::Num(4.0)));
+    }
+
+    #[test]
+    fn a_call_sent_again_after_the_sources_own_pause_is_pending_from_then() {
+        let (c, s) = store();
+        let qget = c.id("qget_ms");
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        s.record_ok(qget, Value::Num(2.0), t0);
+        s.record_pending(qget, t0, Some(1000.0), Trust::fixed(ms(100)), "read");
+        // Sent again at 90 ms (after a login), trusted for 500 ms from then.
+        s.resend_pending(qget, t0 + ms(90), ms(500));
+        let r = s.reading(qget, t0 + ms(590));
+        assert_eq!(r.get(), Some(Value::Num(2.0)));
+        assert_eq!(r.pending.unwrap().waited, ms(500));
+        let r = s.reading(qget, t0 + ms(591));
+        assert!(matches!(r.value, Err(Unknown::Outdated { .. })), "{r:?}");
+        // A longer trust is kept; nothing in flight, nothing changes.
+        s.resend_pending(qget, t0 + ms(600), ms(10));
+        assert_eq!(s.reading(qget, t0 + ms(1_100)).get(), Some(Value::Num(2.0)));
+        s.record_ok(qget, Value::Num(3.0), t0 + ms(1_100));
+        s.resend_pending(qget, t0 + ms(1_200), ms(10));
+        assert!(s.reading(qget, t0 + ms(1_300)).pending.is_none());
     }
 
     #[test]
