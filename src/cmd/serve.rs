@@ -29,7 +29,6 @@ use crate::reload::{
 use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
 use crate::sources::backup::BackupSampler;
-use crate::sources::etcd::identity::MemberInfo;
 use crate::sources::etcd::{EtcdConfig, ReadFloor};
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::owner::OwnerSampler;
@@ -147,7 +146,7 @@ struct Metrics {
     engine: EngineMetrics,
     sources: SourceMetrics,
     http: HttpMetrics,
-    member_info: MemberInfo,
+    etcd: crate::sources::etcd::Families,
     files: FileMetrics,
 }
 
@@ -176,7 +175,7 @@ fn register_metrics(
         engine: EngineMetrics::register(r),
         sources: SourceMetrics::register(r),
         http: HttpMetrics::register(r),
-        member_info: MemberInfo::register(r),
+        etcd: crate::sources::etcd::Families::register(r),
         files: FileMetrics {
             policy: ReloadMetrics::register(r),
             candidate: config.policy_candidate.as_ref().map(|_| {
@@ -382,7 +381,7 @@ struct Built {
     sources: PreparedSources,
     registry: Arc<Registry>,
     http: HttpMetrics,
-    member_info: MemberInfo,
+    etcd: crate::sources::etcd::Families,
     files: FileMetrics,
 }
 
@@ -423,7 +422,7 @@ fn build(config: &ServeConfig, extend: impl FnOnce(&mut Registry)) -> anyhow::Re
         sources,
         registry,
         http: metrics.http,
-        member_info: metrics.member_info,
+        etcd: metrics.etcd,
         files: metrics.files,
     })
 }
@@ -442,7 +441,7 @@ pub async fn start_with(
         sources,
         registry,
         http,
-        member_info,
+        etcd,
         files,
     } = build(&config, extend)?;
     let runtime = sampling.runtime.clone();
@@ -456,7 +455,7 @@ pub async fn start_with(
         etcd_config_for_this_process(&config.etcd, &runtime.clock),
         &catalogue,
         sampling.clone(),
-        Some(member_info),
+        etcd,
     ));
     tasks.extend(sources.samplers.into_iter().map(|p| p.spawn(&sampling)));
 

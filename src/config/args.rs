@@ -47,8 +47,22 @@ pub struct ServeArgs {
     pub etcd_key: Option<PathBuf>,
     /// etcd user to authenticate as, when etcd's authentication is on
     /// (with --etcd.password-file; a role with read on --etcd.probe-key).
-    #[arg(long = "etcd.user", env = "ERE_ETCD_USER", value_name = "NAME")]
+    #[arg(
+        long = "etcd.user",
+        env = "ERE_ETCD_USER",
+        value_name = "NAME",
+        conflicts_with = "etcd_user_file"
+    )]
     pub etcd_user: Option<String>,
+    /// File holding the etcd user's name (the Secret's other key; one
+    /// trailing newline is ignored), re-read with --etcd.password-file: a
+    /// Secret switched to another user is one change (docs/connecting.md).
+    #[arg(
+        long = "etcd.user-file",
+        env = "ERE_ETCD_USER_FILE",
+        value_name = "FILE"
+    )]
+    pub etcd_user_file: Option<PathBuf>,
     /// File holding --etcd.user's password (a Secret mount; one trailing
     /// newline is ignored), re-read when it changes.
     #[arg(

@@ -296,15 +296,22 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         }
         (None, _, _) => None,
     };
-    let auth = match (&a.etcd_user, &a.etcd_password_file) {
+    use crate::sources::etcd_auth::{EtcdAuth, User};
+    let user = match (&a.etcd_user, &a.etcd_user_file) {
+        (Some(name), _) if !name.is_empty() => Some(User::Name(name.clone())),
+        (Some(_), _) => None,
+        (None, Some(file)) => Some(User::File(file.clone())),
         (None, None) => None,
-        (Some(user), Some(file)) if !user.is_empty() => Some(
-            crate::sources::etcd_auth::EtcdAuth::load(user, file)
-                .map_err(|e| ConfigError::Tls(e.to_string()))?,
-        ),
+    };
+    let auth = match (user, &a.etcd_password_file) {
+        (None, None) if a.etcd_user.is_none() => None,
+        (Some(user), Some(file)) => {
+            Some(EtcdAuth::load(user, file).map_err(|e| ConfigError::Tls(e.to_string()))?)
+        }
         _ => {
             return Err(ConfigError::Tls(
-                "--etcd.user (not empty) and --etcd.password-file must be given together"
+                "--etcd.user (not empty) or --etcd.user-file, and --etcd.password-file, must be \
+                 given together"
                     .to_string(),
             ));
         }

@@ -35,3 +35,13 @@ impl Validity {
         }
     }
 }
+
+/// The subject's common name of the first certificate in the PEM text
+/// `pem` (`None` when there is none or it does not parse): the user etcd
+/// takes a client for with `--client-cert-auth`.
+pub fn common_name(pem: &[u8]) -> Option<String> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    let (_, c) = x509_parser::parse_x509_certificate(&p.contents).ok()?;
+    let cn = c.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(etcd_readiness_policy::text::cut_at(cn, 256).to_string())
+}

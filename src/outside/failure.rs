@@ -25,11 +25,13 @@ pub enum Reason {
     Servfail,
     /// A scrape source's selector matched no series or too many.
     Mismatch,
+    /// etcd refused the exporter's login, which waits its backoff.
+    Login,
 }
 
 impl Reason {
     /// Every reason, for the zero-valued error series a source starts with.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::Timeout,
         Reason::Connect,
         Reason::Tls,
@@ -42,6 +44,7 @@ impl Reason {
         Reason::Nxdomain,
         Reason::Servfail,
         Reason::Mismatch,
+        Reason::Login,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +61,7 @@ impl Reason {
             Reason::Nxdomain => "nxdomain",
             Reason::Servfail => "servfail",
             Reason::Mismatch => "mismatch",
+            Reason::Login => "login",
         }
     }
 }

@@ -7,11 +7,12 @@
 //! authentication is on.
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use etcd_readiness_exporter::outside::http_client::get_at;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
-use etcd_readiness_testkit::exporter::{Exporter, metric_value};
+use etcd_readiness_testkit::exporter::{Exporter, expect_metric, metric_line, metric_value};
 
 const READY: Duration = Duration::from_secs(30);
 const ROOT: &str = "root:R00tPassw0rd";
@@ -160,7 +161,7 @@ async fn a_read_only_user_from_a_password_file_makes_an_authenticated_etcd_ready
         assert_eq!(r.status, 503, "{}", r.body);
         assert!(
             r.body.contains("[-]leader failed: leader unknown")
-                && r.body.contains("only to the root role")
+                && r.body.contains("only the root role may call it")
                 && r.body.contains("--etcd.metrics-url is off"),
             "{}",
             r.body
@@ -224,4 +225,277 @@ fn change_password(endpoint: &str, new: &str) {
         "etcdctl user passwd: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// etcd's own count of the Authenticate calls it refused (a wrong user or
+/// password: `InvalidArgument`), read from its `/metrics`.
+async fn refused_logins(cluster: &EtcdCluster) -> f64 {
+    let addr = format!("127.0.0.1:{}", cluster.members[0].client_port)
+        .parse()
+        .unwrap();
+    let m = get_at(addr, "/metrics", None, Duration::from_secs(5))
+        .await
+        .expect("etcd's /metrics");
+    m.body
+        .lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_handled_total{")
+                && l.contains("grpc_method=\"Authenticate\"")
+                && !l.contains("grpc_code=\"OK\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The CPU time etcd member 0 has used so far (user + system).
+fn etcd_cpu(cluster: &EtcdCluster) -> Duration {
+    let pid = cluster.members[0].pid().expect("etcd runs");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's closing parenthesis: state is field 3, utime 14.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let hz = rustix::param::clock_ticks_per_second();
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
+}
+
+/// The readiness states `/history` recorded, oldest first.
+async fn readiness_states(e: &Exporter) -> Vec<String> {
+    let h: serde_json::Value = serde_json::from_str(&e.get("/history").await.body).unwrap();
+    h["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "readiness")
+        .map(|t| t["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Assert that the exporter has not left "ready" since it had `since`
+/// readiness transitions, printing the history and etcd's log if it did.
+async fn assert_stayed_ready(e: &Exporter, cluster: &EtcdCluster, since: usize, what: &str) {
+    let states = readiness_states(e).await;
+    assert!(
+        states.len() == since && states.last().map(String::as_str) == Some("ready"),
+        "{what}: readiness changed: {states:?}\n{}\n{}",
+        e.get("/history").await.body,
+        cluster.log(0)
+    );
+}
+
+/// A typo in the Secret: the exporter logs in a few times, further and
+/// further apart, instead of at its sampling pace (etcd hashes each try
+/// with bcrypt, and a sidecar that retried at once kept a core busy); the
+/// right password is used at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_costs_etcd_a_few_logins_not_a_core() {
+    const WINDOW: Duration = Duration::from_secs(30);
+    let cluster = EtcdCluster::builder(1).start();
+    let endpoint = cluster.endpoint(0);
+    enable_auth(&endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let mut secret =
+        AtomicWriterVolume::create_keys(dir.path(), &[("password", "Wr0ngPassw0rd\n")]).unwrap();
+    let before = refused_logins(&cluster).await;
+    let cpu_before = etcd_cpu(&cluster);
+    let t0 = Instant::now();
+    let e = Exporter::start(&endpoint, |a| {
+        a.etcd_user = Some("probe".into());
+        a.etcd_password_file = Some(secret.path_of("password"));
+    })
+    .await;
+    let r = e
+        .wait_until("/readyz?verbose", READY, |r| {
+            r.body.contains("the next login in")
+        })
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.body.contains("etcd refused user \"probe\"")
+            && r.body.contains("authentication failed")
+            && r.body.contains("check user \"probe\" (--etcd.user)"),
+        "{}",
+        r.body
+    );
+    println!("a wrong password: {}", r.body);
+    tokio::time::sleep(WINDOW.saturating_sub(t0.elapsed())).await;
+    let took = t0.elapsed();
+    let refused = refused_logins(&cluster).await - before;
+    let cpu = etcd_cpu(&cluster).saturating_sub(cpu_before);
+    let counted = expect_metric(
+        &e.get("/metrics").await.body,
+        "etcd_readiness_etcd_logins_total{result=\"refused\"}",
+    );
+    println!(
+        "in {took:?}: etcd refused {refused} logins (the exporter counts {counted}), used {cpu:?} of CPU"
+    );
+    assert!((1.0..=10.0).contains(&refused), "{refused} refused logins");
+    assert_eq!(counted, refused, "the exporter counts what etcd refused");
+    assert!(
+        cpu.as_secs_f64() < 0.10 * took.as_secs_f64(),
+        "etcd used {cpu:?} of CPU in {took:?}"
+    );
+    let m = e.get("/metrics").await.body;
+    assert!(
+        expect_metric(&m, "etcd_readiness_etcd_login_refusals") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        expect_metric(
+            &m,
+            "etcd_readiness_etcd_login_next_attempt_timestamp_seconds"
+        ) > 0.0
+    );
+
+    // The right password: tried as soon as it is read, whatever the backoff.
+    secret.update_keys(&[("password", PASSWORD)]).unwrap();
+    let r = e.wait_for("/readyz", 200, Duration::from_secs(10)).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+    let m = e.get("/metrics").await.body;
+    assert_eq!(expect_metric(&m, "etcd_readiness_etcd_login_refusals"), 0.0);
+}
+
+/// Both orders of a password rotation. The Secret first: the session that
+/// works is kept, and when etcd's password changes (its tokens revoked)
+/// the exporter logs in with the new one and sends the call again — no
+/// not-ready answer at all. etcd first: nothing can log in until the file
+/// follows; then it is used at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_rotated_in_the_secret_first_costs_no_not_ready_answer() {
+    let cluster = EtcdCluster::builder(1).start();
+    let endpoint = cluster.endpoint(0);
+    enable_auth(&endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let mut secret =
+        AtomicWriterVolume::create_keys(dir.path(), &[("password", &format!("{PASSWORD}\n"))])
+            .unwrap();
+    let e = Exporter::start(&endpoint, |a| {
+        a.etcd_user = Some("probe".into());
+        a.etcd_password_file = Some(secret.path_of("password"));
+    })
+    .await;
+    let r = e.wait_for("/readyz", 200, READY).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+    let since = readiness_states(&e).await.len();
+
+    // The Secret first: read, and no login tried while the session works.
+    let second = "Sec0ndPassw0rd";
+    secret.update_keys(&[("password", second)]).unwrap();
+    e.wait_until("/metrics", READY, |r| {
+        r.body
+            .contains("etcd_readiness_etcd_password_file_reloads_total{result=\"success\"} 1")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let m = e.get("/metrics").await.body;
+    assert_eq!(
+        expect_metric(&m, "etcd_readiness_etcd_logins_total{result=\"accepted\"}"),
+        1.0,
+        "{m}"
+    );
+    assert_stayed_ready(&e, &cluster, since, "the Secret updated").await;
+
+    // Then etcd: its tokens are revoked, the new password logs in.
+    change_password(&endpoint, second);
+    e.wait_until("/metrics", READY, |r| {
+        metric_value(
+            &r.body,
+            "etcd_readiness_etcd_logins_total{result=\"accepted\"}",
+        ) == Some(2.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_stayed_ready(
+        &e,
+        &cluster,
+        since,
+        "etcd's password changed after the Secret",
+    )
+    .await;
+    let m = e.get("/metrics").await.body;
+    assert_eq!(
+        metric_value(&m, "etcd_readiness_etcd_logins_total{result=\"refused\"}").unwrap_or(0.0),
+        0.0,
+        "the newest password is tried first: {m}"
+    );
+
+    // etcd first: not ready until the Secret follows, then ready at once.
+    let third = "Th1rdPassw0rd";
+    change_password(&endpoint, third);
+    let r = e
+        .wait_until("/readyz?verbose", READY, |r| r.status == 503)
+        .await;
+    assert!(r.body.contains("authentication failed"), "{}", r.body);
+    secret.update_keys(&[("password", third)]).unwrap();
+    let r = e.wait_for("/readyz", 200, Duration::from_secs(10)).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+}
+
+/// The documented procedure (docs/connecting.md, "Rotating the probe's
+/// password"): the user name and the password in one Secret; a second user
+/// is added in etcd, the Secret switched to it, the first user deleted —
+/// and the exporter never answers not ready. Every step changes etcd's
+/// auth revision, which refuses every token issued before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_the_secret_to_a_second_user_costs_no_not_ready_answer() {
+    let cluster = EtcdCluster::builder(1).start();
+    let endpoint = cluster.endpoint(0);
+    enable_auth(&endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let mut secret = AtomicWriterVolume::create_keys(
+        dir.path(),
+        &[
+            ("username", "probe\n"),
+            ("password", &format!("{PASSWORD}\n")),
+        ],
+    )
+    .unwrap();
+    let e = Exporter::start(&endpoint, |a| {
+        a.etcd_user_file = Some(secret.path_of("username"));
+        a.etcd_password_file = Some(secret.path_of("password"));
+    })
+    .await;
+    let r = e.wait_for("/readyz", 200, READY).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+    let since = readiness_states(&e).await.len();
+
+    let root = Some(ROOT);
+    etcdctl(
+        &endpoint,
+        root,
+        &["user", "add", "probe2:S3condUs3r", "--interactive=false"],
+    );
+    etcdctl(&endpoint, root, &["user", "grant-role", "probe2", "probe"]);
+    secret
+        .update_keys(&[("username", "probe2"), ("password", "S3condUs3r")])
+        .unwrap();
+    e.wait_until("/metrics", READY, |r| {
+        r.body
+            .contains("etcd_readiness_etcd_password_file_reloads_total{result=\"success\"} 1")
+    })
+    .await;
+    etcdctl(&endpoint, root, &["user", "delete", "probe"]);
+    // Deleting the first user revokes its token: the exporter logs in as
+    // the second.
+    let m = e
+        .wait_until("/metrics", READY, |r| {
+            metric_value(
+                &r.body,
+                "etcd_readiness_etcd_logins_total{result=\"accepted\"}",
+            )
+            .is_some_and(|n| n >= 2.0)
+        })
+        .await;
+    println!(
+        "{}",
+        metric_line(&m.body, "etcd_readiness_etcd_logins_total")
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_stayed_ready(&e, &cluster, since, "the Secret switched to a second user").await;
+    let r = e.get("/readyz").await;
+    assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -110,7 +110,7 @@ async fn sample_etcd(
             metrics: SourceMetrics::register(&mut Registry::default()),
             runtime: Runtime::new(Clock::node()),
         },
-        None,
+        Default::default(),
     );
     let source = EtcdSource(task);
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -253,27 +253,55 @@ pub(in crate::sources) async fn within<T>(
     }
 }
 
+/// How a call failed: etcd's error, still to be explained, or one that is
+/// already (the session could not be had: no connection, a refused login).
+#[derive(Debug)]
+pub(super) enum Failed {
+    Etcd(etcd_client::Error),
+    Explained(SampleError),
+}
+
+impl From<etcd_client::Error> for Failed {
+    fn from(e: etcd_client::Error) -> Failed {
+        Failed::Etcd(e)
+    }
+}
+
+impl From<SampleError> for Failed {
+    fn from(e: SampleError) -> Failed {
+        Failed::Explained(e)
+    }
+}
+
 impl super::Shared {
     /// One etcd call `what` within `--sample.timeout` ([`within`]), every
     /// failure turned into a [`SampleError`] an operator can act on
     /// ([`explain`]).
-    pub(super) async fn bounded<T>(
+    pub(super) async fn bounded<T, E: Into<Failed>>(
         &self,
         what: &str,
-        call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+        call: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, SampleError> {
-        let cfg = &self.config;
         let start = self.clock.now();
         let call = async {
             match call.await {
                 Ok(v) => Ok(v),
-                Err(e) => {
-                    let left = cfg.timeout.saturating_sub(self.clock.now() - start);
-                    Err(explain(what, &e, &cfg.endpoint, cfg.client_timeout(), left).await)
-                }
+                Err(e) => Err(self.explained(what, e.into(), start).await),
             }
         };
-        within(&self.clock, cfg.timeout, what, call).await
+        within(&self.clock, self.config.timeout, what, call).await
+    }
+
+    /// `e` of the call `what` started at `start`, in words.
+    pub(super) async fn explained(&self, what: &str, e: Failed, start: Instant) -> SampleError {
+        let cfg = &self.config;
+        match e {
+            Failed::Explained(e) => e,
+            Failed::Etcd(e) => {
+                let left = cfg.timeout.saturating_sub(self.clock.now() - start);
+                explain(what, &e, &cfg.endpoint, cfg.client_timeout(), left).await
+            }
+        }
     }
 }
 

@@ -54,6 +54,31 @@ pub(super) fn leader_changed(e: &etcd_client::Error) -> bool {
         if st.code() == tonic::Code::Unavailable && st.message() == "etcdserver: leader changed")
 }
 
+/// etcd refused the token a call carried, on the errors etcd's own Go
+/// client logs in again on: the token expired or was revoked (a password
+/// changed, a user deleted: `Unauthenticated`, "invalid auth token"), or
+/// was issued before a change of users, roles or passwords ("revision of
+/// auth store is old", which no call carrying it passes again); and a call
+/// made without one after authentication was turned on ("user name is
+/// empty").
+pub(super) fn token_refused(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(st)
+        if st.code() == tonic::Code::Unauthenticated
+            || st.message() == "etcdserver: invalid auth token"
+            || st.message() == "etcdserver: revision of auth store is old"
+            || st.message() == "etcdserver: user name is empty")
+}
+
+/// A login etcd answered with a refusal (a wrong user or password, its
+/// authentication off, …), not one it did not answer: a status code only
+/// etcd's own answer carries.
+pub(super) fn login_refused(e: &etcd_client::Error) -> bool {
+    use tonic::Code as C;
+    matches!(e, etcd_client::Error::GRpcStatus(st)
+        if matches!(st.code(), C::InvalidArgument | C::FailedPrecondition | C::PermissionDenied
+            | C::NotFound | C::Unauthenticated))
+}
+
 /// Classify by the types in the error chain: the gRPC status code, io error
 /// kinds, rustls, hyper and h2 errors. `protocol` means the peer does not
 /// speak what we expect (HTTP/1, TLS vs plain text); [`explain`] then probes.

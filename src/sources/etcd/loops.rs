@@ -11,7 +11,7 @@ use etcd_client::GetOptions;
 
 use super::credit::{Credit, Effects, Facts, Peers, Role};
 use super::deadlines::{
-    CONTENDED_TRUST_MAX, Deadline, LatencyWindow, next_serializable, wake_at_expiry, within,
+    CONTENDED_TRUST_MAX, Deadline, Failed, LatencyWindow, next_serializable, wake_at_expiry, within,
 };
 use super::errors::{classify, explain, leader_changed};
 use super::status::{LeaderChanges, record_answer, record_status_err};
@@ -248,18 +248,27 @@ impl Shared {
         } else {
             "linearizable read"
         };
-        let mut c = self.after(self.client().await)?;
+        let ready = self.ready().await?;
         let key = cfg.probe_key.clone();
         self.metrics.request(LABEL, "range");
         let sent = self.clock.now();
-        let answer = match c.get(key.clone(), Some(opts.clone())).await {
-            Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
-            r => r,
-        };
+        // Boxed: the calls' futures are large, and this one is awaited in
+        // every read's.
+        let answer = Box::pin(self.in_session(ready, |mut c| {
+            let (key, opts) = (key.clone(), opts.clone());
+            async move {
+                match c.get(key.clone(), Some(opts.clone())).await {
+                    Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
+                    r => r,
+                }
+            }
+        }))
+        .await;
         let took = self.clock.now().saturating_duration_since(sent);
         match answer {
             Ok(_) => Ok(took.as_secs_f64() * 1000.0),
-            Err(e) => {
+            Err(Failed::Explained(e)) => Err(e),
+            Err(Failed::Etcd(e)) => {
                 let left = cfg.read_timeout().saturating_sub(took);
                 self.after(Err(explain(
                     what,

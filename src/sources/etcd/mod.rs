@@ -4,7 +4,11 @@
 //! from `Status.errors`, not `Maintenance.Alarm`, which goes through raft in
 //! etcd 3.4). One file per idea:
 //!
-//! - `connection.rs`: the client ([`Shared::client`]) and the Watch stream on
+//! - `session.rs`: the client and its login ([`Shared::client`],
+//!   [`Shared::with_session`]): a call whose token etcd refuses logs in
+//!   again and is sent once more; `login.rs`: when a login may be tried and
+//!   with which password, a pure state machine (a refused one backs off).
+//! - `connection.rs`: the Watch stream on
 //!   the probe key (served by the member itself, no raft), whose only job is
 //!   to break. When the member's connection drops the stream ends, and every
 //!   etcd signal becomes unknown at once ("connection to etcd lost: …"),
@@ -52,7 +56,9 @@ mod credit;
 mod deadlines;
 mod errors;
 pub mod identity;
+mod login;
 mod loops;
+mod session;
 mod status;
 mod without_root;
 
@@ -62,7 +68,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::Client;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -73,6 +78,7 @@ use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::Runtime;
 use crate::runtime::clock::Clock;
+use crate::sources::etcd_auth::LoginMetrics;
 use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Trust};
 use etcd_readiness_policy::sync::TolerantLock;
 
@@ -230,13 +236,30 @@ impl Ids {
     }
 }
 
+/// The metric families the etcd source updates besides the sources' own.
+#[derive(Clone, Debug, Default)]
+pub struct Families {
+    /// `etcd_readiness_member_info`; `None`: not exported.
+    pub member_info: Option<MemberInfo>,
+    pub logins: LoginMetrics,
+}
+
+impl Families {
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> Families {
+        Families {
+            member_info: Some(MemberInfo::register(registry)),
+            logins: LoginMetrics::register(registry),
+        }
+    }
+}
+
 /// Run the etcd source on its own supervised task (`sampler:etcd`); a panic
 /// restarts it with a fresh client. Runs until the handle is aborted.
 pub fn spawn(
     config: EtcdConfig,
     catalogue: &Catalogue,
     sampling: super::Sampling,
-    member_info: Option<MemberInfo>,
+    families: Families,
 ) -> JoinHandle<()> {
     let super::Sampling {
         store,
@@ -255,12 +278,13 @@ pub fn spawn(
             store: store.clone(),
             notifier: notifier.clone(),
             metrics: metrics.clone(),
-            client: tokio::sync::Mutex::new(None),
+            client: tokio::sync::Mutex::new(session::Slot::default()),
             tls_refused: AtomicBool::new(false),
             epoch: Mutex::new(0),
             wake_status: Notify::new(),
             wake_reads: Notify::new(),
-            member_info: member_info.clone(),
+            member_info: families.member_info.clone(),
+            login_metrics: families.logins.clone(),
             active_peers,
             clock: clock.clone(),
         });
@@ -275,9 +299,8 @@ struct Shared {
     store: Arc<SignalStore>,
     notifier: RoundNotifier,
     metrics: SourceMetrics,
-    /// The client and the generations of the TLS material and the
-    /// password it was built with.
-    client: tokio::sync::Mutex<Option<((u64, u64), Client)>>,
+    /// The client and its login (`session.rs`).
+    client: tokio::sync::Mutex<session::Slot>,
     /// A call failed in the TLS handshake: the next builds a new client.
     tls_refused: AtomicBool,
     /// Bumped by every loss of the connection; a result is recorded only if
@@ -288,6 +311,7 @@ struct Shared {
     wake_reads: Notify,
     /// `etcd_readiness_member_info`, updated from successful Status answers.
     member_info: Option<MemberInfo>,
+    login_metrics: LoginMetrics,
     /// `active_peers` when the member's metrics source is configured.
     active_peers: Option<SignalId>,
     clock: Clock,

@@ -197,7 +197,7 @@ fn record_gauges(
     let num = Value::Num;
     let text = |m: &crate::sources::etcd_metrics::Missing| {
         format!(
-            "etcd refuses Status to --etcd.user (root role only) and its stand-in in the member's metrics is missing: {}",
+            "etcd refuses Status to the exporter's user (root role only) and its stand-in in the member's metrics is missing: {}",
             m.message
         )
     };

@@ -1,6 +1,7 @@
 //! What stands in for `Maintenance.Status` where etcd refuses it to the
-//! exporter's user: etcd 3.5 answers Status only to a user with the root
-//! role (measured on 3.5.30; 3.4.23 answers any user), while a read-only
+//! exporter's user: etcd 3.4.42+, 3.5.28-3.5.31 and 3.6.0-3.6.11 answer
+//! Status only to a user with the root role (measured on 3.5.30; 3.4.23
+//! answers any user), while a read-only
 //! role is all a probe should need. When Status is refused as
 //! `PermissionDenied` (by its gRPC code), the Status loop asks, in its
 //! place and without root:
@@ -98,8 +99,8 @@ pub(super) struct StandIn {
 /// Cheap to clone: one reason explains several signals.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error(
-    "etcd refuses Status to --etcd.user (etcd 3.5 answers it only to the root role) and its \
-     stand-in is not available: {0}"
+    "etcd refuses Status to the exporter's user (only the root role may call it on etcd \
+     3.4.42+, 3.5.28-3.5.31 and 3.6.0-3.6.11) and its stand-in is not available: {0}"
 )]
 pub(super) struct NoStandIn(Arc<Unavailable>);
 
@@ -179,7 +180,7 @@ impl Shared {
                 Some(st) => {
                     if choice.retry_status_at.take().is_some() {
                         tracing::info!(
-                            "etcd answers Maintenance.Status to --etcd.user again: the Status \
+                            "etcd answers Maintenance.Status to the exporter's user again: the Status \
                              signals come from Status"
                         );
                         self.set_status_staleness(self.config.fast());
@@ -213,28 +214,30 @@ impl Shared {
                 .to_string(),
         };
         tracing::warn!(
-            "etcd refuses Maintenance.Status to --etcd.user (etcd 3.5 answers it only to the \
-             root role): the Status signals come from {from} instead; Status is asked again \
-             every {}s",
+            "etcd refuses Maintenance.Status to the exporter's user (only the root role may call \
+             it on etcd 3.4.42+, 3.5.28-3.5.31 and 3.6.0-3.6.11): the Status signals come from \
+             {from} instead; Status is asked again every {}s",
             RETRY_STATUS.as_secs()
         );
     }
 
     /// Status, `None` when etcd refuses it as `PermissionDenied`.
     async fn status_unless_refused(&self) -> Result<Option<StatusResponse>, SampleError> {
-        let mut c = self.after(self.client().await)?;
         self.metrics.request(LABEL, "status");
         let r = self
-            .bounded("Status", async move {
-                match c.status().await {
-                    Err(etcd_client::Error::GRpcStatus(st))
-                        if st.code() == tonic::Code::PermissionDenied =>
-                    {
-                        Ok(None)
+            .bounded(
+                "Status",
+                Box::pin(self.with_session(|mut c| async move {
+                    match c.status().await {
+                        Err(etcd_client::Error::GRpcStatus(st))
+                            if st.code() == tonic::Code::PermissionDenied =>
+                        {
+                            Ok(None)
+                        }
+                        r => r.map(Some),
                     }
-                    r => r.map(Some),
-                }
-            })
+                })),
+            )
             .await;
         self.after(r)
     }
@@ -299,7 +302,6 @@ impl Shared {
 
     /// The header of a serializable keys-only read of the probe key.
     async fn serializable_header(&self) -> Result<Option<ResponseHeader>, SampleError> {
-        let mut c = self.after(self.client().await)?;
         let key = self.config.probe_key.clone();
         let opts = GetOptions::new()
             .with_keys_only()
@@ -307,7 +309,13 @@ impl Shared {
             .with_serializable();
         self.metrics.request(LABEL, "range");
         let r = self
-            .bounded(WITHOUT_ROOT, async move { c.get(key, Some(opts)).await })
+            .bounded(
+                WITHOUT_ROOT,
+                Box::pin(self.with_session(|mut c| {
+                    let (key, opts) = (key.clone(), opts.clone());
+                    async move { c.get(key, Some(opts)).await }
+                })),
+            )
             .await;
         self.after(r).map(|mut r| r.take_header())
     }
