@@ -404,11 +404,15 @@ const STATUS_ROOT_ONLY: &str = "etcd answers Maintenance.Status only to the root
 /// What etcd's refusal of a call made as `who` means for the operator, by
 /// its message.
 pub fn hint(message: &str, who: &Who) -> Option<String> {
-    let lacks_read = || {
-        format!(
+    let lacks_read = || match who {
+        Who::Certificate { cn } => format!(
+            "etcd saw {who}: a user {cn:?} must exist in etcd (`etcdctl user add {cn} \
+             --no-password`) with a role reading --etcd.probe-key (docs/connecting.md)"
+        ),
+        _ => format!(
             "etcd saw {who}, whose roles lack read on --etcd.probe-key: grant a role with read \
              on it (docs/connecting.md)"
-        )
+        ),
     };
     if message.contains("etcdserver: user name is empty") {
         Some(match who {

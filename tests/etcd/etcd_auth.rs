@@ -13,6 +13,7 @@ use etcd_readiness_exporter::outside::http_client::get_at;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
 use etcd_readiness_testkit::exporter::{Exporter, expect_metric, metric_line, metric_value};
+use etcd_readiness_testkit::pki::{Pki, make_pki};
 
 const READY: Duration = Duration::from_secs(30);
 const ROOT: &str = "root:R00tPassw0rd";
@@ -498,4 +499,70 @@ async fn switching_the_secret_to_a_second_user_costs_no_not_ready_answer() {
     assert_stayed_ready(&e, &cluster, since, "the Secret switched to a second user").await;
     let r = e.get("/readyz").await;
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// etcdctl over client TLS with `pki`'s client certificate, as `user`.
+fn etcdctl_tls(endpoint: &str, pki: &Pki, user: Option<&str>, args: &[&str]) -> String {
+    let tls = [
+        format!("--cacert={}", pki.path("ca.pem").display()),
+        format!("--cert={}", pki.path("client.pem").display()),
+        format!("--key={}", pki.path("client-key.pem").display()),
+    ];
+    let mut all: Vec<&str> = tls.iter().map(String::as_str).collect();
+    all.extend_from_slice(args);
+    etcdctl(endpoint, user, &all)
+}
+
+/// etcd with `--client-cert-auth` and its authentication on takes a client
+/// certificate's CN as the user when no user logs in (docs/connecting.md):
+/// a certificate with CN=probe needs no password at all; one whose CN is
+/// no user is explained by that CN, not as a missing permission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_whose_cn_is_the_user_needs_no_password() {
+    let pki = make_pki();
+    let cluster = EtcdCluster::builder(1).tls(pki.etcd_server_tls()).start();
+    let endpoint = cluster.endpoint(0);
+    let tls = |args: &[&str]| etcdctl_tls(&endpoint, &pki, None, args);
+    tls(&["user", "add", ROOT]);
+    tls(&["role", "add", "probe"]);
+    tls(&["role", "grant-permission", "probe", "read", "health"]);
+    tls(&["user", "add", "probe", "--no-password"]);
+    tls(&["user", "grant-role", "probe", "probe"]);
+    tls(&["auth", "enable"]);
+    let (cert, key) = pki.client_cert_with_cn("probe");
+    let e = Exporter::start(&endpoint, |a| {
+        a.etcd_cacert = Some(pki.path("ca.pem"));
+        a.etcd_cert = Some(cert);
+        a.etcd_key = Some(key);
+    })
+    .await;
+    let r = e.wait_for("/readyz?verbose", 200, READY).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, cluster.log(0));
+    let m = e.get("/metrics").await.body;
+    assert_eq!(
+        metric_value(&m, "etcd_readiness_etcd_logins_total{result=\"accepted\"}"),
+        None,
+        "no login: {m}"
+    );
+
+    // A certificate whose CN is no user of etcd: named, with what to do.
+    let (cert, key) = pki.client_cert_with_cn("stranger");
+    let stranger = Exporter::start(&endpoint, |a| {
+        a.etcd_cacert = Some(pki.path("ca.pem"));
+        a.etcd_cert = Some(cert);
+        a.etcd_key = Some(key);
+    })
+    .await;
+    let r = stranger
+        .wait_until("/readyz?verbose", READY, |r| {
+            r.body.contains("\"stranger\"")
+        })
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.body.contains("the CN of the client certificate"),
+        "{}",
+        r.body
+    );
+    println!("a CN that is no user: {}", r.body);
 }

@@ -46,6 +46,29 @@ impl Pki {
     }
 }
 
+impl Pki {
+    /// Issue a client certificate whose subject's CN is `cn`, signed by
+    /// `ca` (etcd with `--client-cert-auth` takes the CN as the user);
+    /// written as `NAME.pem`/`NAME-key.pem` with NAME = `cn`, whose paths
+    /// it returns.
+    pub fn client_cert_with_cn(&self, cn: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        p.extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.ca).unwrap();
+        let (c, k) = (
+            self.path(&format!("{cn}.pem")),
+            self.path(&format!("{cn}-key.pem")),
+        );
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+}
+
 fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
