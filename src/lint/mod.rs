@@ -17,6 +17,8 @@
 mod pdb;
 mod pod_security;
 mod probe;
+mod quorum;
+mod settings;
 
 use std::fmt;
 
@@ -156,6 +158,27 @@ fn exporter(spec: &Value) -> Option<&Value> {
         .find(|c| text(&c["name"]) == EXPORTER || text(&c["image"]).contains(EXPORTER))
 }
 
+/// Whether a container is etcd (and not the exporter): named `etcd`, or
+/// run from an image or a command named `etcd`.
+pub(crate) fn is_etcd(c: &Value) -> bool {
+    let image = text(&c["image"]);
+    let repo = image.split('@').next().unwrap_or("");
+    let repo = repo
+        .rsplit_once(':')
+        .filter(|(_, tag)| !tag.contains('/'))
+        .map_or(repo, |(r, _)| r);
+    let program = list(&c["command"])
+        .first()
+        .or(list(&c["args"]).first())
+        .map(text)
+        .unwrap_or("");
+    text(&c["name"]) != EXPORTER
+        && !image.contains(EXPORTER)
+        && (text(&c["name"]) == "etcd"
+            || repo.rsplit('/').next() == Some("etcd")
+            || program.rsplit('/').next() == Some("etcd"))
+}
+
 /// Images that run as root (uid 0) unless told otherwise.
 const ROOT_IMAGES: &[&str] = &[
     "registry.k8s.io/etcd",
@@ -207,10 +230,11 @@ fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
         ));
     }
     root_images(spec, &mut |p, f| out.push(finding(Rule::RootImage, p, f)));
+    let ports = exporter.map(probe::exporter_ports).unwrap_or_default();
+    let mut push = |rule, p, f| out.push(finding(rule, p, f));
+    quorum::ordered_ready(doc, spec, &ports, &mut push);
     if let Some(exporter) = exporter {
-        probe::findings(doc, spec, exporter, &mut |rule, p, f| {
-            out.push(finding(rule, p, f))
-        });
+        probe::findings(spec, exporter, &mut push);
     }
 }
 

@@ -188,3 +188,25 @@ fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
         assert!(!check(&p).is_empty(), "not refused: {name}");
     }
 }
+
+/// The rules reported, but Pod Security's (these pods have no securityContext).
+fn rules_of(text: &str) -> Vec<Rule> {
+    let r = lint("x.yaml", text).unwrap();
+    r.findings
+        .iter()
+        .map(|f| f.rule)
+        .filter(|r| *r != Rule::PodSecurity)
+        .collect()
+}
+
+#[test]
+fn ordered_ready_is_reported_for_etcds_own_quorum_gated_probe_without_the_exporter() {
+    let sts = |probe: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: e}}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n        - name: etcd\n          image: quay.io/coreos/etcd:v3.5.30\n          readinessProbe: {{httpGet: {{path: {probe}, port: 2379}}}}\n"
+        )
+    };
+    assert_eq!(rules_of(&sts("/health")), [Rule::OrderedReady]);
+    assert_eq!(rules_of(&sts("/readyz")), [Rule::OrderedReady]);
+    assert_eq!(rules_of(&sts("/livez")), []);
+}
