@@ -51,6 +51,8 @@ pub enum Rule {
     RootImage,
     /// A PodDisruptionBudget that lets a quorum go.
     PdbQuorum,
+    /// A liveness or startup probe that needs a quorum.
+    LivenessQuorum,
 }
 
 impl Rule {
@@ -66,6 +68,7 @@ impl Rule {
             Rule::PodSecurity => "pod-security",
             Rule::RootImage => "root-image",
             Rule::PdbQuorum => "pdb-quorum",
+            Rule::LivenessQuorum => "liveness-quorum",
         }
     }
 }
@@ -232,6 +235,7 @@ fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
     root_images(spec, &mut |p, f| out.push(finding(Rule::RootImage, p, f)));
     let ports = exporter.map(probe::exporter_ports).unwrap_or_default();
     let mut push = |rule, p, f| out.push(finding(rule, p, f));
+    quorum::restarts(spec, &ports, &mut push);
     quorum::ordered_ready(doc, spec, &ports, &mut push);
     if let Some(exporter) = exporter {
         probe::findings(spec, exporter, &mut push);

@@ -1,7 +1,9 @@
-//! Probes that need a quorum: which ones are ([`gate`]), and the rule about
-//! them: a quorum-gated readinessProbe under `OrderedReady` never lets a
-//! cold start create the second member. etcd's own `/livez` needs no quorum
-//! (a serializable read; kubeadm's livenessProbe).
+//! Probes that need a quorum: which ones are ([`gate`]), and the two rules
+//! about them. A liveness or startup probe that needs a quorum restarts
+//! members while the cluster has none, prolonging the outage; a
+//! quorum-gated readinessProbe under `OrderedReady` never lets a cold start
+//! create the second member. etcd's own `/livez` needs no quorum (a
+//! serializable read; kubeadm's livenessProbe), so it is never reported.
 
 use serde_json::Value;
 
@@ -76,6 +78,40 @@ pub(super) fn gate(c: &Value, probe: &Value, exporter_ports: &[u16]) -> Option<G
         Some(Gate::BitnamiHealthcheck)
     } else {
         None
+    }
+}
+
+/// Liveness and startup probes that need a quorum, in every container.
+pub(super) fn restarts(
+    spec: &Value,
+    exporter_ports: &[u16],
+    out: &mut dyn FnMut(Rule, String, String),
+) {
+    for c in list(&spec["containers"]) {
+        for kind in ["livenessProbe", "startupProbe"] {
+            let Some(gate) = gate(c, &c[kind], exporter_ports) else {
+                continue;
+            };
+            let when = match kind {
+                "livenessProbe" => {
+                    "fails whenever the cluster has no quorum, and the kubelet restarts the member"
+                }
+                _ => {
+                    "fails while the member cannot reach a quorum, and the kubelet restarts it after failureThreshold × periodSeconds (a cold start, a slow peer)"
+                }
+            };
+            out(
+                Rule::LivenessQuorum,
+                format!(
+                    "container `{}`: {kind} asks {}: it {when}, which prolongs the outage it reacts to",
+                    text(&c["name"]),
+                    gate.describe()
+                ),
+                format!(
+                    "{kind}: httpGet /livez on etcd's client or metrics port (etcd 3.4.29+ and 3.5.11+: a serializable read that needs no quorum, as kubeadm's livenessProbe), or no {kind} at all (etcd-druid runs none); readiness is the exporter's to decide"
+                ),
+            );
+        }
     }
 }
 

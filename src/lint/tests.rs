@@ -189,6 +189,22 @@ fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
     }
 }
 
+/// A 3-member Parallel StatefulSet named `etcd` whose etcd container gets
+/// `etcd` (YAML lines under `- name: etcd`) and whose exporter gets
+/// `exporter`, and further documents after it.
+fn pod_with(etcd: &str, exporter: &str, more: &str) -> String {
+    let indent = |s: &str| {
+        s.lines()
+            .map(|l| format!("          {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: etcd}}\nspec:\n  replicas: 3\n  podManagementPolicy: Parallel\n  template:\n    metadata: {{labels: {{app: etcd}}}}\n    spec:\n      containers:\n        - name: etcd\n          image: registry.k8s.io/etcd:3.5.16-0\n{}        - name: etcd-readiness-exporter\n          image: x\n{}{more}",
+        indent(etcd),
+        indent(exporter)
+    )
+}
+
 /// The rules reported, but Pod Security's (these pods have no securityContext).
 fn rules_of(text: &str) -> Vec<Rule> {
     let r = lint("x.yaml", text).unwrap();
@@ -197,6 +213,45 @@ fn rules_of(text: &str) -> Vec<Rule> {
         .map(|f| f.rule)
         .filter(|r| *r != Rule::PodSecurity)
         .collect()
+}
+
+#[test]
+fn only_probes_that_need_a_quorum_are_liveness_findings() {
+    let probe = |p: &str| rules_of(&pod_with(&format!("livenessProbe:\n  {p}"), "", ""));
+    assert_eq!(probe("httpGet: {path: /livez, port: 2379}"), []);
+    assert_eq!(
+        probe("httpGet: {path: /health?serializable=true, port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: \"/readyz?exclude=linearizable_read\", port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: /health, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz/linearizable_read, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz/serializable_read, port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz, port: 9379}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("exec: {command: [/opt/bitnami/scripts/etcd/healthcheck.sh]}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(probe("exec: {command: [etcdctl, endpoint, status]}"), []);
 }
 
 #[test]
