@@ -14,6 +14,7 @@
 //! root under `runAsNonRoot`, and a PodDisruptionBudget that does not keep
 //! a quorum.
 
+mod access;
 mod pdb;
 mod pod_security;
 mod probe;
@@ -51,6 +52,9 @@ pub enum Rule {
     RootImage,
     /// A PodDisruptionBudget that lets a quorum go.
     PdbQuorum,
+    /// etcd serves TLS, requires client certificates or has authentication,
+    /// and the exporter is not given what that needs.
+    EtcdAccess,
     /// A liveness or startup probe that needs a quorum.
     LivenessQuorum,
 }
@@ -68,6 +72,7 @@ impl Rule {
             Rule::PodSecurity => "pod-security",
             Rule::RootImage => "root-image",
             Rule::PdbQuorum => "pdb-quorum",
+            Rule::EtcdAccess => "etcd-access",
             Rule::LivenessQuorum => "liveness-quorum",
         }
     }
@@ -239,6 +244,9 @@ fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
     quorum::ordered_ready(doc, spec, &ports, &mut push);
     if let Some(exporter) = exporter {
         probe::findings(spec, exporter, &mut push);
+        for etcd in list(&spec["containers"]).iter().filter(|c| is_etcd(c)) {
+            access::findings(etcd, exporter, &mut push);
+        }
     }
 }
 

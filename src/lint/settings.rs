@@ -21,6 +21,11 @@ pub(super) enum Setting<'a> {
 }
 
 impl<'a> Setting<'a> {
+    /// Whether it is there at all.
+    pub(super) fn is_set(self) -> bool {
+        self != Setting::Absent
+    }
+
     /// The value, when it can be read.
     pub(super) fn value(self) -> Option<&'a str> {
         match self {
@@ -66,6 +71,15 @@ impl<'a> Settings<'a> {
         })
     }
 
+    /// Whether a flag is there, with or without a value.
+    fn has_flag(&self, name: &str) -> bool {
+        self.args.iter().any(|a| {
+            let bare = a.strip_prefix("--").or(a.strip_prefix('-'));
+            bare.and_then(|b| b.strip_prefix(name))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+        })
+    }
+
     /// An environment variable.
     pub(super) fn env(&self, name: &str) -> Setting<'a> {
         match self.env.iter().find(|e| text(&e["name"]) == name) {
@@ -82,5 +96,20 @@ impl<'a> Settings<'a> {
             Some(v) => Setting::Value(v),
             None => self.env(var),
         }
+    }
+
+    /// A boolean flag (`--flag` alone is true) or its variable.
+    pub(super) fn enabled(&self, flag: &str, var: &str) -> bool {
+        match self.flag(flag) {
+            Some(v) => v == "true",
+            None if self.has_flag(flag) => true,
+            None => self.env(var).value() == Some("true"),
+        }
+    }
+
+    /// Whether the program is started with `flag` or `var` (e.g. a config
+    /// file, which makes etcd ignore its other flags).
+    pub(super) fn mentions(&self, flag: &str, var: &str) -> bool {
+        self.has_flag(flag) || self.env.iter().any(|e| text(&e["name"]) == var)
     }
 }

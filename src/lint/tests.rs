@@ -216,6 +216,52 @@ fn rules_of(text: &str) -> Vec<Rule> {
 }
 
 #[test]
+fn etcd_access_needs_tls_only_when_etcd_listens_on_https_only() {
+    let tls = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379]";
+    assert_eq!(rules_of(&pod_with(tls, "", "")), [Rule::EtcdAccess]);
+    let given = "env:\n  - {name: ERE_ETCD_ENDPOINT, value: \"https://127.0.0.1:2379\"}\n  - {name: ERE_ETCD_CACERT, value: /ca.crt}";
+    assert_eq!(rules_of(&pod_with(tls, given, "")), []);
+    // A plain listener next to the TLS one: the default endpoint reaches it.
+    let both = "command: [etcd, --listen-client-urls, \"https://0.0.0.0:2379,http://127.0.0.1:2379\", --client-cert-auth]";
+    assert_eq!(rules_of(&pod_with(both, "", "")), []);
+    // Unset: etcd listens on http://localhost:2379, whatever it advertises.
+    let unset = "command: [etcd, --advertise-client-urls=https://e:2379, --cert-file=/c]";
+    assert_eq!(rules_of(&pod_with(unset, "", "")), []);
+}
+
+#[test]
+fn a_client_certificate_whose_cn_is_the_user_is_enough_for_auth() {
+    let etcd = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379, --client-cert-auth=true, --auth-token=simple]";
+    let tls = "args: [--etcd.endpoint=https://127.0.0.1:2379, --etcd.cacert=/ca]";
+    let pair = "\n  - --etcd.cert=/c\n  - --etcd.key=/k";
+    let pair_args = tls
+        .replace(']', "")
+        .replace("args: [", "args:\n  - ")
+        .replace(", ", "\n  - ")
+        + pair;
+    assert_eq!(rules_of(&pod_with(etcd, &pair_args, "")), []);
+    // Without client certificates a pair is no identity: a user is needed.
+    let no_cca = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379, --auth-token=simple]";
+    assert_eq!(
+        rules_of(&pod_with(no_cca, &pair_args, "")),
+        [Rule::EtcdAccess]
+    );
+    let login = format!("{pair_args}\n  - --etcd.user=probe\n  - --etcd.password-file=/p");
+    assert_eq!(rules_of(&pod_with(no_cca, &login, "")), []);
+}
+
+#[test]
+fn settings_the_manifest_cannot_show_are_never_reported() {
+    let etcd = "env:\n  - {name: ETCD_LISTEN_CLIENT_URLS, value: \"https://0.0.0.0:2379\"}\n  - {name: ALLOW_NONE_AUTHENTICATION, value: \"no\"}";
+    assert_eq!(rules_of(&pod_with(etcd, "", "")), [Rule::EtcdAccess]);
+    let from_secret = "envFrom:\n  - secretRef: {name: exporter-settings}";
+    assert_eq!(rules_of(&pod_with(etcd, from_secret, "")), []);
+    // A config file makes etcd ignore its flags and variables; it is not in the input.
+    let by_file = format!("{etcd}\n  - {{name: ETCD_CONFIG_FILE, value: /etc/etcd.yaml}}");
+    assert_eq!(rules_of(&pod_with(&by_file, "", "")), []);
+}
+
+#[test]
 fn only_probes_that_need_a_quorum_are_liveness_findings() {
     let probe = |p: &str| rules_of(&pod_with(&format!("livenessProbe:\n  {p}"), "", ""));
     assert_eq!(probe("httpGet: {path: /livez, port: 2379}"), []);
