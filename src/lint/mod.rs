@@ -57,6 +57,8 @@ pub enum Rule {
     EtcdAccess,
     /// A liveness or startup probe that needs a quorum.
     LivenessQuorum,
+    /// More than one PodDisruptionBudget selecting the same pods.
+    PdbOverlap,
 }
 
 impl Rule {
@@ -74,6 +76,7 @@ impl Rule {
             Rule::PdbQuorum => "pdb-quorum",
             Rule::EtcdAccess => "etcd-access",
             Rule::LivenessQuorum => "liveness-quorum",
+            Rule::PdbOverlap => "pdb-overlap",
         }
     }
 }
@@ -132,11 +135,12 @@ pub fn lint(path: &str, text: &str) -> Result<Report, YamlError> {
         }
     }
     report.findings.extend(pdb::findings(&docs));
+    report.findings.extend(pdb::overlaps(&docs));
     Ok(report)
 }
 
 /// A workload's pod template metadata and spec.
-fn pod_template(doc: &Value) -> Option<(&Value, &Value)> {
+pub(crate) fn pod_template(doc: &Value) -> Option<(&Value, &Value)> {
     let kind = doc["kind"].as_str()?;
     if kind == "Pod" {
         return Some((&doc["metadata"], &doc["spec"]));

@@ -311,3 +311,30 @@ fn ordered_ready_is_reported_for_etcds_own_quorum_gated_probe_without_the_export
     assert_eq!(rules_of(&sts("/readyz")), [Rule::OrderedReady]);
     assert_eq!(rules_of(&sts("/livez")), []);
 }
+
+#[test]
+fn budgets_overlap_only_on_the_same_pods_in_the_same_namespace() {
+    let pdb = |name: &str, ns: &str, app: &str| {
+        format!(
+            "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  minAvailable: 51%\n  selector: {{matchLabels: {{app: {app}}}}}\n"
+        )
+    };
+    let sts = pod_with("", "", "").replace(
+        "metadata: {name: etcd}",
+        "metadata: {name: etcd, namespace: a}",
+    );
+    let two = format!(
+        "{sts}{}{}",
+        pdb("one", "a", "etcd"),
+        pdb("two", "a", "etcd")
+    );
+    assert_eq!(rules_of(&two), [Rule::PdbOverlap]);
+    let elsewhere = format!(
+        "{sts}{}{}",
+        pdb("one", "a", "etcd"),
+        pdb("two", "b", "etcd")
+    );
+    assert_eq!(rules_of(&elsewhere), []);
+    let others = format!("{sts}{}{}", pdb("one", "a", "etcd"), pdb("two", "a", "web"));
+    assert_eq!(rules_of(&others), []);
+}
