@@ -6,15 +6,19 @@
 //! What it knows is how the exporter is deployed next to etcd: a container
 //! is the exporter by its name or image; a readinessProbe is *ours* when it
 //! asks `/readyz` on the exporter's probe port, and then it is gated on a
-//! quorum (the default policy's linearizable read). The rules are those an
-//! adopter trips over: a patch keyed on a container name that is not there
-//! (an image-less container), duplicate port names, a quorum-gated probe
-//! under `OrderedReady`, a probe timeout within its `?wait=`, thresholds
-//! that hide the verdict, Pod Security "restricted", an image that runs as
-//! root under `runAsNonRoot`, and a PodDisruptionBudget that does not keep
-//! a quorum.
+//! quorum (the default policy's linearizable read); a container is etcd by
+//! its name, image or command. The rules are those an adopter trips over: a
+//! patch keyed on a container name that is not there (an image-less
+//! container), duplicate port names, an exporter not given what etcd's TLS,
+//! client certificates or authentication need, a quorum-gated liveness or
+//! startup probe, a quorum-gated readinessProbe under `OrderedReady`, a
+//! probe timeout within its `?wait=`, thresholds that hide the verdict, Pod
+//! Security "restricted", an image that runs as root under `runAsNonRoot`,
+//! a PodDisruptionBudget that does not keep a quorum, two budgets over the
+//! same pods, and a NetworkPolicy that closes a port the pod serves.
 
 mod access;
+mod network;
 mod pdb;
 mod pod_security;
 mod probe;
@@ -59,6 +63,8 @@ pub enum Rule {
     LivenessQuorum,
     /// More than one PodDisruptionBudget selecting the same pods.
     PdbOverlap,
+    /// A NetworkPolicy that closes a port a container of the pod serves.
+    NetworkPolicyPort,
 }
 
 impl Rule {
@@ -77,6 +83,7 @@ impl Rule {
             Rule::EtcdAccess => "etcd-access",
             Rule::LivenessQuorum => "liveness-quorum",
             Rule::PdbOverlap => "pdb-overlap",
+            Rule::NetworkPolicyPort => "networkpolicy-port",
         }
     }
 }
@@ -136,6 +143,7 @@ pub fn lint(path: &str, text: &str) -> Result<Report, YamlError> {
     }
     report.findings.extend(pdb::findings(&docs));
     report.findings.extend(pdb::overlaps(&docs));
+    report.findings.extend(network::findings(&docs));
     Ok(report)
 }
 

@@ -10,7 +10,7 @@ use super::pod_security::{list, text};
 use super::{Finding, Rule, exporter, object, pod_template};
 
 /// Whether `selector` (a LabelSelector) matches `labels`.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     let label = |k: &str| labels[k].as_str();
     let Some(_) = selector.as_object() else {
         return false;

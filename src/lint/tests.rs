@@ -338,3 +338,45 @@ fn budgets_overlap_only_on_the_same_pods_in_the_same_namespace() {
     let others = format!("{sts}{}{}", pdb("one", "a", "etcd"), pdb("two", "a", "web"));
     assert_eq!(rules_of(&others), []);
 }
+
+#[test]
+fn a_networkpolicy_opens_a_port_by_number_range_name_or_a_rule_without_ports() {
+    let etcd =
+        "ports:\n  - {name: client, containerPort: 2379}\n  - {name: br, containerPort: 8080}";
+    let policy = |ingress: &str| {
+        pod_with(
+            etcd,
+            "",
+            &format!(
+                "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: np}}\nspec:\n  podSelector: {{}}\n  ingress: {ingress}\n"
+            ),
+        )
+    };
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}]}]")),
+        [Rule::NetworkPolicyPort]
+    );
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}, {port: br}]}]")),
+        []
+    );
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2000, endPort: 9000}]}]")),
+        []
+    );
+    assert_eq!(rules_of(&policy("[{from: [{podSelector: {}}]}]")), []);
+    assert_eq!(
+        rules_of(&policy(
+            "[{ports: [{port: 2379}, {port: 8080, protocol: UDP}]}]"
+        )),
+        [Rule::NetworkPolicyPort]
+    );
+    // The exporter's own ports are not checked: its probe port is meant to be closed.
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}, {port: 8080}]}]").replace(
+            "          image: x\n",
+            "          image: x\n          ports: [{containerPort: 9380}]\n"
+        )),
+        []
+    );
+}
