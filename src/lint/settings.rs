@@ -1,5 +1,6 @@
 //! A container's settings as its program reads them from the manifest: its
-//! flags (in `command` and `args`, `--name=value` or `--name value`) before
+//! flags (in `command` and `args`, also inside a shell command line;
+//! `--name=value` or `--name value`) before
 //! its environment (`env`), as both etcd and the exporter take them. What
 //! the manifest cannot show (a `valueFrom`, an `envFrom`) is
 //! [`Setting::Unseen`], so a rule never reports a setting it could not see.
@@ -45,10 +46,12 @@ pub(super) struct Settings<'a> {
 impl<'a> Settings<'a> {
     pub(super) fn of(c: &'a Value) -> Self {
         Settings {
+            // Word by word: a shell-wrapped command (`sh -c "exec etcd
+            // --listen-client-urls=…"`) holds its flags in one argument.
             args: list(&c["command"])
                 .iter()
                 .chain(list(&c["args"]))
-                .map(text)
+                .flat_map(|a| text(a).split_whitespace())
                 .collect(),
             env: list(&c["env"]),
             env_from: !list(&c["envFrom"]).is_empty(),

@@ -230,6 +230,12 @@ fn etcd_access_needs_tls_only_when_etcd_listens_on_https_only() {
 }
 
 #[test]
+fn flags_inside_a_shell_command_line_are_read() {
+    let shell = "command: [/bin/sh, -ec, \"exec etcd --name $(HOSTNAME) --listen-client-urls https://0.0.0.0:2379\"]";
+    assert_eq!(rules_of(&pod_with(shell, "", "")), [Rule::EtcdAccess]);
+}
+
+#[test]
 fn a_client_certificate_whose_cn_is_the_user_is_enough_for_auth() {
     let etcd = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379, --client-cert-auth=true, --auth-token=simple]";
     let tls = "args: [--etcd.endpoint=https://127.0.0.1:2379, --etcd.cacert=/ca]";
