@@ -1,5 +1,7 @@
 //! The findings for each fixture of tests/kustomize/lint/ (one defect
-//! each, `clean.yaml` none), as `lint` prints them: snapshots.
+//! each, `clean.yaml` none), as `lint` prints them: snapshots. Then, per
+//! rule, what it reports and what it must not (a small pod built by
+//! `pod_with`, the rules found by `rules_of`).
 
 use super::*;
 
