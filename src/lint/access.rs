@@ -44,11 +44,12 @@ fn demands(etcd: &Settings) -> Option<Demands> {
     };
     let client_certs = (tls.is_some() && etcd.enabled("client-cert-auth", "ETCD_CLIENT_CERT_AUTH"))
         .then(|| "requires client certificates (--client-cert-auth)".to_string());
-    let auth = if etcd.env("ETCD_ROOT_PASSWORD").is_set() {
+    // Only what the manifest shows: an envFrom may hold anything.
+    let auth = if etcd.declares("ETCD_ROOT_PASSWORD") {
         Some("has authentication on (ETCD_ROOT_PASSWORD: the Bitnami image enables it)")
     } else if etcd.env("ALLOW_NONE_AUTHENTICATION").value() == Some("no") {
         Some("has authentication on (ALLOW_NONE_AUTHENTICATION=no)")
-    } else if etcd.get("auth-token", "ETCD_AUTH_TOKEN").is_set() {
+    } else if etcd.mentions("auth-token", "ETCD_AUTH_TOKEN") {
         Some("has authentication on (--auth-token is set)")
     } else {
         None

@@ -113,6 +113,12 @@ impl<'a> Settings<'a> {
     /// Whether the program is started with `flag` or `var` (e.g. a config
     /// file, which makes etcd ignore its other flags).
     pub(super) fn mentions(&self, flag: &str, var: &str) -> bool {
-        self.has_flag(flag) || self.env.iter().any(|e| text(&e["name"]) == var)
+        self.has_flag(flag) || self.declares(var)
+    }
+
+    /// Whether `env` names the variable (with a value or a `valueFrom`);
+    /// an `envFrom` that may hold it does not count.
+    pub(super) fn declares(&self, var: &str) -> bool {
+        self.env.iter().any(|e| text(&e["name"]) == var)
     }
 }

@@ -264,6 +264,9 @@ fn settings_the_manifest_cannot_show_are_never_reported() {
     assert_eq!(rules_of(&pod_with(etcd, "", "")), [Rule::EtcdAccess]);
     let from_secret = "envFrom:\n  - secretRef: {name: exporter-settings}";
     assert_eq!(rules_of(&pod_with(etcd, from_secret, "")), []);
+    // Nor does an etcd whose settings come from an envFrom demand anything.
+    let etcd_from = "envFrom:\n  - configMapRef: {name: etcd-settings}";
+    assert_eq!(rules_of(&pod_with(etcd_from, "", "")), []);
     // A config file makes etcd ignore its flags and variables; it is not in the input.
     let by_file = format!("{etcd}\n  - {{name: ETCD_CONFIG_FILE, value: /etc/etcd.yaml}}");
     assert_eq!(rules_of(&pod_with(&by_file, "", "")), []);
