@@ -81,13 +81,14 @@ pub(super) fn gate(c: &Value, probe: &Value, exporter_ports: &[u16]) -> Option<G
     }
 }
 
-/// Liveness and startup probes that need a quorum, in every container.
+/// Liveness and startup probes of etcd containers that need a quorum.
 pub(super) fn restarts(
     spec: &Value,
     exporter_ports: &[u16],
     out: &mut dyn FnMut(Rule, String, String),
 ) {
-    for c in list(&spec["containers"]) {
+    // Another container's restart (a backup sidecar's) leaves the member be.
+    for c in list(&spec["containers"]).iter().filter(|c| is_etcd(c)) {
         for kind in ["livenessProbe", "startupProbe"] {
             let Some(gate) = gate(c, &c[kind], exporter_ports) else {
                 continue;

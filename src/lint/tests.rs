@@ -309,6 +309,8 @@ fn only_probes_that_need_a_quorum_are_liveness_findings() {
         [Rule::LivenessQuorum]
     );
     assert_eq!(probe("exec: {command: [etcdctl, endpoint, status]}"), []);
+    let sidecar = "livenessProbe: {exec: {command: [etcdctl, endpoint, health]}}";
+    assert_eq!(rules_of(&pod_with("", sidecar, "")), []);
 }
 
 #[test]
