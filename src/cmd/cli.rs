@@ -68,9 +68,13 @@ pub enum Command {
     /// `?wait=`, probe thresholds that hide the verdict, a probe naming the
     /// exporter's port on another container, Pod Security
     /// "restricted" violations, a root-default image under runAsNonRoot,
-    /// and a PodDisruptionBudget that does not keep a quorum. Exit 0: no
-    /// finding; 1: findings; 2: an input unreadable, not YAML, or without
-    /// any object.
+    /// a PodDisruptionBudget that does not keep a quorum, two budgets over
+    /// the same pods, an exporter not given what etcd's TLS, client
+    /// certificates or authentication need, a liveness or startup probe that
+    /// needs a quorum, and a NetworkPolicy closing a port the pod serves.
+    /// An input is at most 16 MiB and 1,024 YAML documents. Exit 0: no
+    /// finding; 1: findings; 2: an input unreadable, too large, not YAML, or
+    /// without any object.
     Lint {
         #[arg(value_name = "FILE")]
         files: Vec<PathBuf>,
@@ -162,8 +166,17 @@ fn catalogue_for(config: Option<&std::path::Path>) -> Result<Catalogue, ExitCode
 }
 
 /// The largest manifest file `lint` reads (a rendered kustomization is
-/// kilobytes).
+/// kilobytes). Documented with the lint (deploy/kustomize/README.md,
+/// "Checking the rendering"), with the YAML reader's 1,024 documents.
 const LINT_MAX_BYTES: u64 = 16 << 20;
+
+/// Why an input is refused for its size, with the limit and what to do.
+fn lint_too_large() -> String {
+    format!(
+        "it is larger than lint's limit of {} MiB for one input (a rendered kustomization is kilobytes: lint each rendering on its own)",
+        LINT_MAX_BYTES >> 20
+    )
+}
 
 /// `lint [FILE...|-]`: each input's findings on stdout; exit 1 with any, 2
 /// when an input cannot be read.
@@ -180,15 +193,19 @@ pub fn lint_files(files: &[PathBuf]) -> ExitCode {
                 .read_to_end(&mut buf)
                 .map_err(|e| e.to_string())
                 .and_then(|n| match n as u64 > LINT_MAX_BYTES {
-                    true => Err(format!(
-                        "it is larger than the limit of {LINT_MAX_BYTES} bytes"
-                    )),
+                    true => Err(lint_too_large()),
                     false => Ok(buf),
                 });
             ("<stdin>".to_string(), r)
         } else {
-            let r = crate::outside::bounded_read::read_bounded(path, LINT_MAX_BYTES)
-                .map_err(|e| e.to_string());
+            use crate::outside::bounded_read::ReadError;
+            let r =
+                crate::outside::bounded_read::read_bounded(path, LINT_MAX_BYTES).map_err(
+                    |e| match e {
+                        ReadError::TooLarge { .. } => lint_too_large(),
+                        e => e.to_string(),
+                    },
+                );
             (path.display().to_string(), r)
         };
         let text = match read.map(String::from_utf8) {

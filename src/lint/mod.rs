@@ -6,17 +6,24 @@
 //! What it knows is how the exporter is deployed next to etcd: a container
 //! is the exporter by its name or image; a readinessProbe is *ours* when it
 //! asks `/readyz` on the exporter's probe port, and then it is gated on a
-//! quorum (the default policy's linearizable read). The rules are those an
-//! adopter trips over: a patch keyed on a container name that is not there
-//! (an image-less container), duplicate port names, a quorum-gated probe
-//! under `OrderedReady`, a probe timeout within its `?wait=`, thresholds
-//! that hide the verdict, Pod Security "restricted", an image that runs as
-//! root under `runAsNonRoot`, and a PodDisruptionBudget that does not keep
-//! a quorum.
+//! quorum (the default policy's linearizable read); a container is etcd by
+//! its name, image or command. The rules are those an adopter trips over: a
+//! patch keyed on a container name that is not there (an image-less
+//! container), duplicate port names, an exporter not given what etcd's TLS,
+//! client certificates or authentication need, a quorum-gated liveness or
+//! startup probe, a quorum-gated readinessProbe under `OrderedReady`, a
+//! probe timeout within its `?wait=`, thresholds that hide the verdict, Pod
+//! Security "restricted", an image that runs as root under `runAsNonRoot`,
+//! a PodDisruptionBudget that does not keep a quorum, two budgets over the
+//! same pods, and a NetworkPolicy that closes a port the pod serves.
 
+mod access;
+mod network;
 mod pdb;
 mod pod_security;
 mod probe;
+mod quorum;
+mod settings;
 
 use std::fmt;
 
@@ -49,6 +56,15 @@ pub enum Rule {
     RootImage,
     /// A PodDisruptionBudget that lets a quorum go.
     PdbQuorum,
+    /// etcd serves TLS, requires client certificates or has authentication,
+    /// and the exporter is not given what that needs.
+    EtcdAccess,
+    /// A liveness or startup probe that needs a quorum.
+    LivenessQuorum,
+    /// More than one PodDisruptionBudget selecting the same pods.
+    PdbOverlap,
+    /// A NetworkPolicy that closes a port a container of the pod serves.
+    NetworkPolicyPort,
 }
 
 impl Rule {
@@ -64,6 +80,10 @@ impl Rule {
             Rule::PodSecurity => "pod-security",
             Rule::RootImage => "root-image",
             Rule::PdbQuorum => "pdb-quorum",
+            Rule::EtcdAccess => "etcd-access",
+            Rule::LivenessQuorum => "liveness-quorum",
+            Rule::PdbOverlap => "pdb-overlap",
+            Rule::NetworkPolicyPort => "networkpolicy-port",
         }
     }
 }
@@ -122,11 +142,13 @@ pub fn lint(path: &str, text: &str) -> Result<Report, YamlError> {
         }
     }
     report.findings.extend(pdb::findings(&docs));
+    report.findings.extend(pdb::overlaps(&docs));
+    report.findings.extend(network::findings(&docs));
     Ok(report)
 }
 
 /// A workload's pod template metadata and spec.
-fn pod_template(doc: &Value) -> Option<(&Value, &Value)> {
+pub(crate) fn pod_template(doc: &Value) -> Option<(&Value, &Value)> {
     let kind = doc["kind"].as_str()?;
     if kind == "Pod" {
         return Some((&doc["metadata"], &doc["spec"]));
@@ -154,6 +176,27 @@ fn exporter(spec: &Value) -> Option<&Value> {
     list(&spec["containers"])
         .iter()
         .find(|c| text(&c["name"]) == EXPORTER || text(&c["image"]).contains(EXPORTER))
+}
+
+/// Whether a container is etcd (and not the exporter): named `etcd`, or
+/// run from an image or a command named `etcd`.
+pub(crate) fn is_etcd(c: &Value) -> bool {
+    let image = text(&c["image"]);
+    let repo = image.split('@').next().unwrap_or("");
+    let repo = repo
+        .rsplit_once(':')
+        .filter(|(_, tag)| !tag.contains('/'))
+        .map_or(repo, |(r, _)| r);
+    let program = list(&c["command"])
+        .first()
+        .or(list(&c["args"]).first())
+        .map(text)
+        .unwrap_or("");
+    text(&c["name"]) != EXPORTER
+        && !image.contains(EXPORTER)
+        && (text(&c["name"]) == "etcd"
+            || repo.rsplit('/').next() == Some("etcd")
+            || program.rsplit('/').next() == Some("etcd"))
 }
 
 /// Images that run as root (uid 0) unless told otherwise.
@@ -207,10 +250,15 @@ fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
         ));
     }
     root_images(spec, &mut |p, f| out.push(finding(Rule::RootImage, p, f)));
+    let ports = exporter.map(probe::exporter_ports).unwrap_or_default();
+    let mut push = |rule, p, f| out.push(finding(rule, p, f));
+    quorum::restarts(spec, &ports, &mut push);
+    quorum::ordered_ready(doc, spec, &ports, &mut push);
     if let Some(exporter) = exporter {
-        probe::findings(doc, spec, exporter, &mut |rule, p, f| {
-            out.push(finding(rule, p, f))
-        });
+        probe::findings(spec, exporter, &mut push);
+        for etcd in list(&spec["containers"]).iter().filter(|c| is_etcd(c)) {
+            access::findings(etcd, exporter, &mut push);
+        }
     }
 }
 
@@ -256,7 +304,7 @@ fn root_images(spec: &Value, out: &mut dyn FnMut(String, String)) {
         if nonroot && user.is_none() {
             out(
                 format!("{where_}: {repo} runs as root (uid 0) by default, and runAsNonRoot is true with no runAsUser: the kubelet refuses to start it"),
-                "set runAsUser, runAsGroup and fsGroup (65532 runs it, and lets it write its data volume) in the pod's securityContext, as deploy/kustomize/components/restricted does".to_string(),
+                "set runAsUser, runAsGroup and fsGroup (65532 runs it, and lets it write its data volume) in the pod's securityContext, as deploy/kustomize/components/nonroot-user does".to_string(),
             );
         }
     }

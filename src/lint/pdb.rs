@@ -1,15 +1,16 @@
 //! PodDisruptionBudgets over the exporter's StatefulSets: one must keep a
 //! quorum (n/2+1 of n members) through voluntary disruptions, and select
 //! the pods of one etcd cluster only (one budget over two clusters is a
-//! quorum of neither).
+//! quorum of neither). And over any pod: no two budgets may select it (the
+//! eviction API refuses to evict such a pod, so every drain fails).
 
 use serde_json::Value;
 
 use super::pod_security::{list, text};
-use super::{Finding, Rule, exporter, object};
+use super::{Finding, Rule, exporter, object, pod_template};
 
 /// Whether `selector` (a LabelSelector) matches `labels`.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     let label = |k: &str| labels[k].as_str();
     let Some(_) = selector.as_object() else {
         return false;
@@ -102,6 +103,47 @@ pub(super) fn findings(docs: &[Value]) -> Vec<Finding> {
                 "minAvailable: 51% (a quorum for every member count; deploy/kustomize/components/pdb), or the integer n/2+1",
             ));
         }
+    }
+    out
+}
+
+/// Every workload whose pods more than one PodDisruptionBudget of the
+/// same namespace selects: the `pdb` component next to a chart's or an
+/// operator's own budget.
+pub(super) fn overlaps(docs: &[Value]) -> Vec<Finding> {
+    let ns = |d: &Value| {
+        d["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let budgets: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "PodDisruptionBudget")
+        .collect();
+    let mut out = Vec::new();
+    for doc in docs {
+        let Some((meta, _)) = pod_template(doc) else {
+            continue;
+        };
+        let over: Vec<String> = budgets
+            .iter()
+            .filter(|b| ns(b) == ns(doc) && selects(&b["spec"]["selector"], &meta["labels"]))
+            .map(|b| text(&b["metadata"]["name"]).to_string())
+            .collect();
+        if over.len() < 2 {
+            continue;
+        }
+        out.push(Finding {
+            object: object(doc),
+            rule: Rule::PdbOverlap,
+            problem: format!(
+                "its pods are selected by {} PodDisruptionBudgets ({}): the eviction API refuses to evict a pod that more than one budget covers, so every node drain (kubectl drain, node upgrades, the cluster autoscaler) fails on these pods",
+                over.len(),
+                over.join(", ")
+            ),
+            fix: "keep one budget over these pods: leave out the `pdb` component where the chart or operator already makes one (the Bitnami chart's `pdb.create`, etcd-druid's own), or delete the other; the one kept should keep a quorum (minAvailable n/2+1, or 51%)".to_string(),
+        });
     }
     out
 }

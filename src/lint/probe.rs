@@ -2,47 +2,42 @@
 //! exporter's pod that asks `/readyz` on a port of the exporter (its probe
 //! listener, or the main one). Such a probe is gated on a quorum (the
 //! default policy's linearizable read), is answered from a cached verdict
-//! within milliseconds, or after at most `?wait=` when it long-polls.
+//! within milliseconds, or after at most `?wait=` when it long-polls. (The
+//! rules about every quorum-gated probe, ours or etcd's, are in `quorum.rs`.)
 
 use serde_json::Value;
 
 use super::Rule;
 use super::pod_security::{list, text};
+use super::settings::{Setting, Settings};
 
 /// The exporter's listening ports: `--web.probe-listen-address` and
 /// `--web.listen-address` (flags or their `ERE_*` variables; 9379 by default).
-fn exporter_ports(exporter: &Value) -> Vec<u16> {
-    let args: Vec<&str> = list(&exporter["args"])
-        .iter()
-        .chain(list(&exporter["command"]))
-        .map(text)
-        .collect();
-    let env = |name: &str| {
-        list(&exporter["env"])
-            .iter()
-            .find(|e| text(&e["name"]) == name)
-            .map(|e| text(&e["value"]))
+pub(super) fn exporter_ports(exporter: &Value) -> Vec<u16> {
+    let settings = Settings::of(exporter);
+    let main = match settings.get("web.listen-address", "ERE_WEB_LISTEN_ADDRESS") {
+        Setting::Value(v) => Some(v),
+        Setting::Absent => Some(":9379"),
+        Setting::Unseen => None,
     };
-    let flag = |name: &str| {
-        let eq = format!("--{name}=");
-        args.iter()
-            .enumerate()
-            .find_map(|(i, a)| match a.strip_prefix(&eq) {
-                Some(v) => Some(v),
-                None if *a == format!("--{name}") => args.get(i + 1).copied(),
-                None => None,
-            })
-    };
+    let probe = settings
+        .get("web.probe-listen-address", "ERE_WEB_PROBE_LISTEN_ADDRESS")
+        .value();
     let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
-    let main = flag("web.listen-address")
-        .or(env("ERE_WEB_LISTEN_ADDRESS"))
-        .unwrap_or(":9379");
-    let probe = flag("web.probe-listen-address").or(env("ERE_WEB_PROBE_LISTEN_ADDRESS"));
-    [Some(main), probe]
+    [main, probe]
         .into_iter()
         .flatten()
         .filter_map(port)
         .collect()
+}
+
+/// A probe's port as a number (`8080` or `"8080"`); None for a name.
+pub(super) fn port_number(port: &Value) -> Option<u16> {
+    match port {
+        Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
 }
 
 /// A probe field, or the kubelet's default for it.
@@ -51,14 +46,8 @@ fn seconds(probe: &Value, field: &str, default: i64) -> i64 {
 }
 
 /// Findings about every container whose readinessProbe asks the exporter.
-pub(super) fn findings(
-    doc: &Value,
-    spec: &Value,
-    exporter: &Value,
-    out: &mut dyn FnMut(Rule, String, String),
-) {
+pub(super) fn findings(spec: &Value, exporter: &Value, out: &mut dyn FnMut(Rule, String, String)) {
     let ports = exporter_ports(exporter);
-    let mut gated = Vec::new();
     for c in list(&spec["containers"]) {
         if std::ptr::eq(c, exporter) {
             continue;
@@ -67,23 +56,15 @@ pub(super) fn findings(
         let probe = &c["readinessProbe"];
         let get = &probe["httpGet"];
         let path = text(&get["path"]);
-        let port = match &get["port"] {
-            Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
-            Value::String(s) => s.parse().ok(),
-            _ => None,
-        };
+        let port = port_number(&get["port"]);
         let ours = port.is_some_and(|p| ports.contains(&p))
             && (path == "/readyz" || path.starts_with("/readyz?"));
         if !ours {
             continue;
         }
         let name = text(&c["name"]);
-        gated.push(name);
         thresholds(name, probe, out);
         wait(name, probe, path, out);
-    }
-    if let Some(first) = gated.first() {
-        ordered_ready(doc, first, out);
     }
 }
 
@@ -168,35 +149,4 @@ fn wait(name: &str, probe: &Value, path: &str, out: &mut dyn FnMut(Rule, String,
         ),
         Ok(_) => {}
     }
-}
-
-/// A quorum-gated probe in a StatefulSet that creates its pods one at a
-/// time, each only once the one before is ready: the first member waits for
-/// a quorum that the others, never created, cannot give.
-fn ordered_ready(doc: &Value, name: &str, out: &mut dyn FnMut(Rule, String, String)) {
-    if doc["kind"] != "StatefulSet" {
-        return;
-    }
-    let policy = doc["spec"]["podManagementPolicy"]
-        .as_str()
-        .unwrap_or("OrderedReady");
-    let replicas = doc["spec"]["replicas"].as_i64().unwrap_or(1);
-    if policy != "OrderedReady" || replicas <= 1 {
-        return;
-    }
-    let sts = text(&doc["metadata"]["name"]);
-    out(
-        Rule::OrderedReady,
-        format!(
-            "podManagementPolicy {policy}{} with {replicas} replicas and a quorum-gated readinessProbe on container `{name}`: on a cold start (a new cluster, or every pod gone at once) {sts}-0 waits for a quorum and {sts}-1 is never created, so the cluster never starts",
-            if doc["spec"]["podManagementPolicy"].is_null() {
-                " (the default)"
-            } else {
-                ""
-            }
-        ),
-        format!(
-            "podManagementPolicy: Parallel (the sidecar component sets it; it changes how pods are created and deleted, not rolling updates). The field is immutable: on an existing StatefulSet, `kubectl delete statefulset {sts} --cascade=orphan` (the pods and their volumes keep running), then apply again; the new StatefulSet adopts the running pods"
-        ),
-    );
 }

@@ -1,5 +1,7 @@
 //! The findings for each fixture of tests/kustomize/lint/ (one defect
-//! each, `clean.yaml` none), as `lint` prints them: snapshots.
+//! each, `clean.yaml` none), as `lint` prints them: snapshots. Then, per
+//! rule, what it reports and what it must not (a small pod built by
+//! `pod_with`, the rules found by `rules_of`).
 
 use super::*;
 
@@ -187,4 +189,207 @@ fn pod_security_refuses_each_known_bad_pod_as_ci_pod_security_does() {
         mutate(&mut p);
         assert!(!check(&p).is_empty(), "not refused: {name}");
     }
+}
+
+/// A 3-member Parallel StatefulSet named `etcd` whose etcd container gets
+/// `etcd` (YAML lines under `- name: etcd`) and whose exporter gets
+/// `exporter`, and further documents after it.
+fn pod_with(etcd: &str, exporter: &str, more: &str) -> String {
+    let indent = |s: &str| {
+        s.lines()
+            .map(|l| format!("          {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: etcd}}\nspec:\n  replicas: 3\n  podManagementPolicy: Parallel\n  template:\n    metadata: {{labels: {{app: etcd}}}}\n    spec:\n      containers:\n        - name: etcd\n          image: registry.k8s.io/etcd:3.5.16-0\n{}        - name: etcd-readiness-exporter\n          image: x\n{}{more}",
+        indent(etcd),
+        indent(exporter)
+    )
+}
+
+/// The rules reported, but Pod Security's (these pods have no securityContext).
+fn rules_of(text: &str) -> Vec<Rule> {
+    let r = lint("x.yaml", text).unwrap();
+    r.findings
+        .iter()
+        .map(|f| f.rule)
+        .filter(|r| *r != Rule::PodSecurity)
+        .collect()
+}
+
+#[test]
+fn etcd_access_needs_tls_only_when_etcd_listens_on_https_only() {
+    let tls = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379]";
+    assert_eq!(rules_of(&pod_with(tls, "", "")), [Rule::EtcdAccess]);
+    let given = "env:\n  - {name: ERE_ETCD_ENDPOINT, value: \"https://127.0.0.1:2379\"}\n  - {name: ERE_ETCD_CACERT, value: /ca.crt}";
+    assert_eq!(rules_of(&pod_with(tls, given, "")), []);
+    // A plain listener next to the TLS one: the default endpoint reaches it.
+    let both = "command: [etcd, --listen-client-urls, \"https://0.0.0.0:2379,http://127.0.0.1:2379\", --client-cert-auth]";
+    assert_eq!(rules_of(&pod_with(both, "", "")), []);
+    // Unset: etcd listens on http://localhost:2379, whatever it advertises.
+    let unset = "command: [etcd, --advertise-client-urls=https://e:2379, --cert-file=/c]";
+    assert_eq!(rules_of(&pod_with(unset, "", "")), []);
+}
+
+#[test]
+fn flags_inside_a_shell_command_line_are_read() {
+    let shell = "command: [/bin/sh, -ec, \"exec etcd --name $(HOSTNAME) --listen-client-urls https://0.0.0.0:2379\"]";
+    assert_eq!(rules_of(&pod_with(shell, "", "")), [Rule::EtcdAccess]);
+}
+
+#[test]
+fn a_client_certificate_whose_cn_is_the_user_is_enough_for_auth() {
+    let etcd = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379, --client-cert-auth=true, --auth-token=simple]";
+    let tls = "args: [--etcd.endpoint=https://127.0.0.1:2379, --etcd.cacert=/ca]";
+    let pair = "\n  - --etcd.cert=/c\n  - --etcd.key=/k";
+    let pair_args = tls
+        .replace(']', "")
+        .replace("args: [", "args:\n  - ")
+        .replace(", ", "\n  - ")
+        + pair;
+    assert_eq!(rules_of(&pod_with(etcd, &pair_args, "")), []);
+    // Without client certificates a pair is no identity: a user is needed.
+    let no_cca = "command: [etcd, --listen-client-urls=https://0.0.0.0:2379, --auth-token=simple]";
+    assert_eq!(
+        rules_of(&pod_with(no_cca, &pair_args, "")),
+        [Rule::EtcdAccess]
+    );
+    let login = format!("{pair_args}\n  - --etcd.user=probe\n  - --etcd.password-file=/p");
+    assert_eq!(rules_of(&pod_with(no_cca, &login, "")), []);
+}
+
+#[test]
+fn settings_the_manifest_cannot_show_are_never_reported() {
+    let etcd = "env:\n  - {name: ETCD_LISTEN_CLIENT_URLS, value: \"https://0.0.0.0:2379\"}\n  - {name: ALLOW_NONE_AUTHENTICATION, value: \"no\"}";
+    assert_eq!(rules_of(&pod_with(etcd, "", "")), [Rule::EtcdAccess]);
+    let from_secret = "envFrom:\n  - secretRef: {name: exporter-settings}";
+    assert_eq!(rules_of(&pod_with(etcd, from_secret, "")), []);
+    // Nor does an etcd whose settings come from an envFrom demand anything.
+    let etcd_from = "envFrom:\n  - configMapRef: {name: etcd-settings}";
+    assert_eq!(rules_of(&pod_with(etcd_from, "", "")), []);
+    // A config file makes etcd ignore its flags and variables; it is not in the input.
+    let by_file = format!("{etcd}\n  - {{name: ETCD_CONFIG_FILE, value: /etc/etcd.yaml}}");
+    assert_eq!(rules_of(&pod_with(&by_file, "", "")), []);
+}
+
+#[test]
+fn only_probes_that_need_a_quorum_are_liveness_findings() {
+    let probe = |p: &str| rules_of(&pod_with(&format!("livenessProbe:\n  {p}"), "", ""));
+    assert_eq!(probe("httpGet: {path: /livez, port: 2379}"), []);
+    assert_eq!(
+        probe("httpGet: {path: /health?serializable=true, port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: \"/readyz?exclude=linearizable_read\", port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: /health, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz/linearizable_read, port: 2381}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz/serializable_read, port: 2381}"),
+        []
+    );
+    assert_eq!(
+        probe("httpGet: {path: /readyz, port: 9379}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(
+        probe("exec: {command: [/opt/bitnami/scripts/etcd/healthcheck.sh]}"),
+        [Rule::LivenessQuorum]
+    );
+    assert_eq!(probe("exec: {command: [etcdctl, endpoint, status]}"), []);
+    let sidecar = "livenessProbe: {exec: {command: [etcdctl, endpoint, health]}}";
+    assert_eq!(rules_of(&pod_with("", sidecar, "")), []);
+}
+
+#[test]
+fn ordered_ready_is_reported_for_etcds_own_quorum_gated_probe_without_the_exporter() {
+    let sts = |probe: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: e}}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n        - name: etcd\n          image: quay.io/coreos/etcd:v3.5.30\n          readinessProbe: {{httpGet: {{path: {probe}, port: 2379}}}}\n"
+        )
+    };
+    assert_eq!(rules_of(&sts("/health")), [Rule::OrderedReady]);
+    assert_eq!(rules_of(&sts("/readyz")), [Rule::OrderedReady]);
+    assert_eq!(rules_of(&sts("/livez")), []);
+}
+
+#[test]
+fn budgets_overlap_only_on_the_same_pods_in_the_same_namespace() {
+    let pdb = |name: &str, ns: &str, app: &str| {
+        format!(
+            "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  minAvailable: 51%\n  selector: {{matchLabels: {{app: {app}}}}}\n"
+        )
+    };
+    let sts = pod_with("", "", "").replace(
+        "metadata: {name: etcd}",
+        "metadata: {name: etcd, namespace: a}",
+    );
+    let two = format!(
+        "{sts}{}{}",
+        pdb("one", "a", "etcd"),
+        pdb("two", "a", "etcd")
+    );
+    assert_eq!(rules_of(&two), [Rule::PdbOverlap]);
+    let elsewhere = format!(
+        "{sts}{}{}",
+        pdb("one", "a", "etcd"),
+        pdb("two", "b", "etcd")
+    );
+    assert_eq!(rules_of(&elsewhere), []);
+    let others = format!("{sts}{}{}", pdb("one", "a", "etcd"), pdb("two", "a", "web"));
+    assert_eq!(rules_of(&others), []);
+}
+
+#[test]
+fn a_networkpolicy_opens_a_port_by_number_range_name_or_a_rule_without_ports() {
+    let etcd =
+        "ports:\n  - {name: client, containerPort: 2379}\n  - {name: br, containerPort: 8080}";
+    let policy = |ingress: &str| {
+        pod_with(
+            etcd,
+            "",
+            &format!(
+                "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: np}}\nspec:\n  podSelector: {{}}\n  ingress: {ingress}\n"
+            ),
+        )
+    };
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}]}]")),
+        [Rule::NetworkPolicyPort]
+    );
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}, {port: br}]}]")),
+        []
+    );
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2000, endPort: 9000}]}]")),
+        []
+    );
+    assert_eq!(rules_of(&policy("[{from: [{podSelector: {}}]}]")), []);
+    assert_eq!(
+        rules_of(&policy(
+            "[{ports: [{port: 2379}, {port: 8080, protocol: UDP}]}]"
+        )),
+        [Rule::NetworkPolicyPort]
+    );
+    // The exporter's own ports are not checked: its probe port is meant to be closed.
+    assert_eq!(
+        rules_of(&policy("[{ports: [{port: 2379}, {port: 8080}]}]").replace(
+            "          image: x\n",
+            "          image: x\n          ports: [{containerPort: 9380}]\n"
+        )),
+        []
+    );
 }

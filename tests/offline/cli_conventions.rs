@@ -517,3 +517,39 @@ fn a_telemetry_path_a_client_would_normalise_exits_2_naming_the_rule() {
         }
     }
 }
+
+/// `lint` at its limits says which limit, in words (it printed Rust debug
+/// text, `Nodes { nodes: 250001 }`), and exits 2.
+#[test]
+fn lint_inputs_over_its_limits_are_refused_in_words_naming_the_limit() {
+    let lint_stdin = |input: Vec<u8>| {
+        let mut child = Command::new(BIN)
+            .arg("lint")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run the binary");
+        let mut stdin = child.stdin.take().unwrap();
+        // The binary stops reading at its limit: a broken pipe is expected.
+        let writer = std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, &input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let (code, err) = lint_stdin(vec![b'#'; (16 << 20) + 1]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("lint's limit of 16 MiB"), "{err}");
+    let (code, err) = lint_stdin("kind: Pod\n---\n".repeat(1_025).into_bytes());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("more than 1,024 YAML documents"), "{err}");
+    let (code, err) =
+        lint_stdin(format!("kind: Pod\nx: [{}]\n", "1,".repeat(250_001)).into_bytes());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("more than 250,000 YAML nodes") && !err.contains("Nodes {"),
+        "{err}"
+    );
+}

@@ -5,7 +5,11 @@
 //! is an error, not an allocation storm), rendered as `file:line:col` with
 //! the offending line under it, like the policy checker's diagnostics.
 
+use std::borrow::Cow;
+
 use serde::de::DeserializeOwned;
+use serde_saphyr::budget::BudgetBreach;
+use serde_saphyr::{Budget, DefaultMessageFormatter, MessageFormatter};
 
 /// A YAML document that could not be read into the expected shape. The
 /// message already names the file, the line and the column.
@@ -21,13 +25,79 @@ pub fn from_str<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, YamlEr
 }
 
 fn error(path: &str, e: &serde_saphyr::Error) -> YamlError {
-    let rendered = e.render_with_options(serde_saphyr::render_options! { source_name: Some(path) });
+    let rendered = e.render_with_options(serde_saphyr::render_options! {
+        source_name: Some(path),
+        formatter: &Words,
+    });
     YamlError {
         message: format!(
             "{path}: {}",
             rendered.trim_start_matches("error: ").trim_end()
         ),
     }
+}
+
+/// serde-saphyr's messages, but a breached budget in words, with the limit
+/// (its own text is Rust debug output: `budget breached: Nodes { nodes: 250001 }`).
+struct Words;
+
+impl MessageFormatter for Words {
+    fn format_message<'a>(&self, err: &'a serde_saphyr::Error) -> Cow<'a, str> {
+        match err {
+            serde_saphyr::Error::Budget { breach, .. } => Cow::Owned(budget_breach(breach)),
+            _ => DefaultMessageFormatter.format_message(err),
+        }
+    }
+}
+
+/// What a breached budget means, naming the limit (serde-saphyr's defaults,
+/// which every reader here keeps).
+fn budget_breach(breach: &BudgetBreach) -> String {
+    let b = Budget::default();
+    let what = match breach {
+        BudgetBreach::Documents { .. } => {
+            format!("more than {} YAML documents", thousands(b.max_documents))
+        }
+        BudgetBreach::Nodes { .. } => format!(
+            "more than {} YAML nodes (mappings, sequences and scalars; an alias counts as what it repeats)",
+            thousands(b.max_nodes)
+        ),
+        BudgetBreach::Depth { .. } => format!("nested deeper than {} levels", b.max_depth),
+        BudgetBreach::Events { .. } => {
+            format!("more than {} YAML parser events", thousands(b.max_events))
+        }
+        BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
+            "too many aliases (`*name`) for its anchors: an alias bomb is refused".to_string()
+        }
+        BudgetBreach::Anchors { .. } => {
+            format!("more than {} anchors (`&name`)", thousands(b.max_anchors))
+        }
+        BudgetBreach::ScalarBytes { .. } => format!(
+            "more than {} MiB of scalar text",
+            b.max_total_scalar_bytes >> 20
+        ),
+        BudgetBreach::MergeKeys { .. } => {
+            format!(
+                "more than {} merge keys (`<<`)",
+                thousands(b.max_merge_keys)
+            )
+        }
+        _ => "too large or too deeply nested".to_string(),
+    };
+    format!("the input has {what}: more than is read (split a large input into smaller ones)")
+}
+
+/// `250000` as `250,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Every document of a multi-document stream (`---` separated, as
@@ -78,6 +148,20 @@ mod tests {
         }
         doc.push_str("name: y\n");
         let e = from_str::<serde_json::Value>("bomb.yaml", &doc).unwrap_err();
-        assert!(e.to_string().contains("budget breached"), "{e}");
+        assert!(e.to_string().contains("more than is read"), "{e}");
+    }
+
+    #[test]
+    fn a_breached_budget_is_said_in_words_with_its_limit() {
+        let docs = "kind: A\n---\n".repeat(1_025);
+        let e = documents::<serde_json::Value>("m.yaml", &docs).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("more than 1,024 YAML documents"), "{text}");
+        assert!(!text.contains("Documents {"), "{text}");
+        let nodes = format!("[{}]", "1,".repeat(250_001));
+        let e = from_str::<serde_json::Value>("n.yaml", &nodes).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("more than 250,000 YAML nodes"), "{text}");
+        assert!(!text.contains("Nodes {"), "{text}");
     }
 }
