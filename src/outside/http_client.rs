@@ -33,8 +33,9 @@ pub struct TlsFiles {
 pub enum SourceError {
     #[error(transparent)]
     Tls(#[from] MaterialError),
+    /// Boxed: the largest of the variants, and rare.
     #[error(transparent)]
-    CannotStart(#[from] CannotStart),
+    CannotStart(Box<CannotStart>),
     #[error("invalid {what}: {source}")]
     Pem {
         what: &'static str,
@@ -113,6 +114,12 @@ impl MaterialError {
             MaterialError::KeyMismatch { key, .. } => Some(key),
             MaterialError::Pair(_) => None,
         }
+    }
+}
+
+impl From<CannotStart> for SourceError {
+    fn from(e: CannotStart) -> Self {
+        SourceError::CannotStart(Box::new(e))
     }
 }
 
