@@ -150,6 +150,9 @@ struct ConnState {
     /// what was read is still buffered is hyper's to know, and a chain of
     /// pipelined requests can leave a partial head behind any of them.
     pipelined: AtomicBool,
+    /// Its deadline moved (a head started, a request ended): the watchdog
+    /// computes it again.
+    rearm: Notify,
     /// Told to close now (evicted).
     close: Notify,
     /// Its socket is closed (the connection's task ended).
@@ -216,6 +219,7 @@ impl Connections {
             http2: AtomicBool::new(false),
             body_in_flight: AtomicBool::new(false),
             pipelined: AtomicBool::new(false),
+            rearm: Notify::new(),
             close: Notify::new(),
             closed: Notify::new(),
         });
@@ -298,6 +302,7 @@ impl Drop for InFlight {
         self.state.body_in_flight.store(false, Ordering::Release);
         self.state.served.fetch_add(1, Ordering::AcqRel);
         self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.state.rearm.notify_one();
     }
 }
 
@@ -326,6 +331,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
                     state
                         .head_started
                         .store(self.conns.now(), Ordering::Release);
+                    state.rearm.notify_one();
                 }
             } else if !state.http2.load(Ordering::Acquire)
                 && !state.body_in_flight.load(Ordering::Acquire)
@@ -587,7 +593,10 @@ impl Server {
 
 /// Poll the connection `conn` until it ends, is closed (evicted), or its
 /// deadline passes with no request in flight; on `graceful`, start its
-/// graceful shutdown (once) and go on polling it.
+/// graceful shutdown (once) and go on polling it. The deadline is computed
+/// again whenever it moves ([`ConnState::rearm`]): a head that starts on a
+/// connection whose watchdog sleeps until its idle deadline gets the
+/// header timeout from its first byte.
 async fn drive<C>(
     mut conn: Pin<&mut C>,
     state: &ConnState,
@@ -620,6 +629,8 @@ async fn drive<C>(
                 break;
             }
             _ = state.close.notified() => break,
+            // The deadline moved: computed again at the top of the loop.
+            _ = state.rearm.notified() => {}
             _ = graceful.cancelled(), if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
@@ -961,11 +972,18 @@ mod tests {
     }
 
     /// What the client of a connection reads after sending a request to a
-    /// handler that holds it until `release`, then `trickled` while it is
-    /// held: the first answer and whether the server closed the connection
-    /// within `within` (a header timeout of 200 ms, an idle timeout of an
-    /// hour: only the header timeout can close it in that time).
-    async fn trickled_behind_a_held_request(trickled: &[u8], within: Duration) -> (String, bool) {
+    /// handler that holds it past the header timeout, with `during` sent
+    /// (and read by the server) meanwhile, then `after` sent once it is
+    /// answered: all it
+    /// reads, and whether the server closed the connection within `within`
+    /// (a header timeout of 200 ms, an idle timeout of an hour: only the
+    /// header timeout can close it in that time).
+    async fn behind_a_held_request(
+        during: &[u8],
+        after: &[u8],
+        within: Duration,
+    ) -> (String, bool) {
+        use etcd_readiness_testkit::wait::wait_until;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let server = Server::new(
             Limits {
@@ -990,18 +1008,36 @@ mod tests {
         let io = CountedReads::new(io);
         let read = io.read.clone();
         let conn = tokio::spawn(server.serve_io(io, None, router, CancellationToken::new()));
+        let state = server.conns.open.locked().values().next().cloned().unwrap();
         let first = b"GET /held HTTP/1.1\r\nHost: x\r\n\r\n";
         client.write_all(first).await.unwrap();
         held.notified().await;
-        client.write_all(trickled).await.unwrap();
-        let sent = first.len() + trickled.len();
-        etcd_readiness_testkit::wait::wait_until(
-            "the server to read the trickled bytes while the request is held",
+        client.write_all(during).await.unwrap();
+        let sent = first.len() + during.len();
+        wait_until(
+            "the server to read what was sent while the request is held",
             Duration::from_secs(10),
             || std::future::ready(read.load(Ordering::Acquire) == sent),
         )
         .await;
+        // Held past the first head's header deadline, where the watchdog
+        // looked at the connection and, a request being in flight, slept
+        // until one idle timeout on.
+        let header = server.limits.read_header_timeout.as_millis() as u64;
+        wait_until(
+            "the request to be held past its head's header deadline, twice over",
+            Duration::from_secs(10),
+            || std::future::ready(server.conns.now() > state.accepted + 2 * header),
+        )
+        .await;
         release.notify_one();
+        wait_until(
+            "the held request to be answered",
+            Duration::from_secs(10),
+            || std::future::ready(state.served.load(Ordering::Acquire) == 1),
+        )
+        .await;
+        client.write_all(after).await.unwrap();
         let mut got = Vec::new();
         let closed = tokio::time::timeout(within, client.read_to_end(&mut got))
             .await
@@ -1011,21 +1047,26 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn regression_a_head_trickled_behind_a_held_request_gets_the_header_timeout() {
-        // A partial head sent while a long poll was held was read into
-        // hyper's buffer with a request in flight, so the watchdog never saw
-        // its first byte: after the answer the connection counted as idle
-        // and was kept for the idle timeout (65 s for `?wait=5s`) instead of
-        // being closed at the header timeout.
-        let (got, closed) =
-            trickled_behind_a_held_request(b"GET /held HTTP/1.1\r\nHo", Duration::from_secs(20))
-                .await;
-        assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got:?}");
-        assert!(got.ends_with("released"), "{got:?}");
-        assert!(
-            closed,
-            "the trickled head was still open 20 s after the answer, under a 200 ms header timeout"
-        );
+    async fn regression_a_head_behind_a_held_request_gets_the_header_timeout() {
+        // Issue 45: a head behind a held long poll kept its connection for
+        // the idle timeout (65 s behind `?wait=5s`) instead of the header
+        // timeout. The watchdog slept until the deadline it had computed
+        // while the request was held (one idle timeout on), and nothing
+        // woke it when a head started; and a head trickled in while the
+        // request was held was read into hyper's buffer with a request in
+        // flight, so its first byte was never noted at all.
+        let head = b"GET /held HTTP/1.1\r\nHo";
+        for (during, after) in [(&head[..], &b""[..]), (&b""[..], &head[..])] {
+            let (got, closed) = behind_a_held_request(during, after, Duration::from_secs(20)).await;
+            assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got:?}");
+            assert!(got.ends_with("released"), "{got:?}");
+            assert!(
+                closed,
+                "a head sent {} the held request was still open 20 s after the answer, \
+                 under a 200 ms header timeout",
+                if during.is_empty() { "after" } else { "during" }
+            );
+        }
     }
 
     #[test]
