@@ -2,8 +2,11 @@
 //! members from the `etcd` binary on free 127.0.0.1 ports with temporary data
 //! directories, runs the exporter in-process against member 1 with the
 //! default policy, and walks through: healthy → leader killed → quorum lost →
-//! restored, printing `/readyz?verbose` whenever readiness changes. Every
-//! child is killed on Ctrl-C/SIGTERM, on error and on panic (Drop guards).
+//! restored, printing `/readyz?verbose` whenever readiness changes. The
+//! leader's kill says what happened even where readiness did not change:
+//! whether m1 stayed ready, the new leader, and how long the election took
+//! as m1's own Status reports the leader. Every child is killed on
+//! Ctrl-C/SIGTERM, on error and on panic (Drop guards).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -178,18 +181,106 @@ async fn kill_the_leader(cluster: &mut LocalCluster, w: &mut Watcher) -> anyhow:
         println!("   (m1 was leader; moved leadership to m2 first)");
         leader = 1;
     }
+    let ids = member_ids(cluster).await?;
+    let mut m1 = cluster.client(0).await?;
+    let term = m1.status().await?.raft_term();
     println!("   killing leader {}", cluster.members[leader].name);
     cluster.kill(leader);
+    let killed = Instant::now();
     // The survivors elect a new leader within an election timeout or two.
-    w.until(503, Duration::from_secs(3)).await;
+    let election = watch_the_election(&mut m1, w, ids[leader], Duration::from_secs(20)).await;
+    let Some((new_leader, new_term, took)) = election.elected else {
+        bail!(
+            "m1 reported no new leader within 20s of the kill:\n{}",
+            cluster.log_tails()
+        );
+    };
+    let took = took.saturating_duration_since(killed);
+    let name = ids.iter().position(|id| *id == new_leader).map_or_else(
+        || format!("{new_leader:x}"),
+        |i| cluster.members[i].name.clone(),
+    );
+    println!(
+        "   new leader: {name} (raft term {term} -> {new_term}), elected {} after the kill, as m1's Status reports it",
+        etcd_readiness_policy::text::fmt_duration(took.as_secs_f64())
+    );
+    if election.stayed_ready {
+        println!(
+            "   m1 stayed ready through the election: {} answers of /readyz meanwhile, all 200",
+            election.answers
+        );
+    }
     if !w.until(200, Duration::from_secs(20)).await {
         bail!(
             "m1 did not become ready again after the leader was killed:\n{}",
             cluster.log_tails()
         );
     }
+    if !election.stayed_ready {
+        println!("   m1 is ready again under the new leader");
+    }
     Ok(leader)
 }
+
+/// The id of every member, in order, as its Status reports it.
+async fn member_ids(cluster: &LocalCluster) -> anyhow::Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    for i in 0..cluster.members.len() {
+        ids.push(cluster.member_id(i).await?);
+    }
+    Ok(ids)
+}
+
+/// What m1 reported while its cluster elected a new leader.
+struct Election {
+    /// The new leader's id, the raft term it leads and when m1's Status
+    /// first named it; `None` when it did not within the deadline.
+    elected: Option<(u64, u64, Instant)>,
+    /// Every `/readyz` answer meanwhile was 200.
+    stayed_ready: bool,
+    /// `/readyz` answers meanwhile.
+    answers: u32,
+}
+
+/// Ask m1's Status for its leader, and `/readyz` for its readiness (the
+/// watcher prints a change), every [`ELECTION_STEP`] until Status names a
+/// leader other than `killed` and `/readyz` answers, or `within` passes.
+async fn watch_the_election(
+    m1: &mut etcd_client::Client,
+    w: &mut Watcher,
+    killed: u64,
+    within: Duration,
+) -> Election {
+    let end = Instant::now() + within;
+    let mut out = Election {
+        elected: None,
+        stayed_ready: true,
+        answers: 0,
+    };
+    while Instant::now() < end {
+        if out.elected.is_none() {
+            let status = tokio::time::timeout(ELECTION_STEP * 5, m1.status()).await;
+            if let Ok(Ok(s)) = status
+                && s.leader() != 0
+                && s.leader() != killed
+            {
+                out.elected = Some((s.leader(), s.raft_term(), Instant::now()));
+            }
+        }
+        let ready = w.poll().await;
+        out.answers += u32::from(ready.is_some());
+        out.stayed_ready &= ready == Some(200);
+        if out.elected.is_some() && ready.is_some() {
+            break;
+        }
+        tokio::time::sleep(ELECTION_STEP).await;
+    }
+    out
+}
+
+/// How often the election is looked at: what the time it took is measured
+/// to.
+const ELECTION_STEP: Duration = Duration::from_millis(20);
 
 /// The `demo` subcommand.
 pub fn run(args: DemoArgs) -> ExitCode {

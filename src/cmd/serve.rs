@@ -242,8 +242,8 @@ fn prepare_sources(
     let mut credentials: Vec<Credentials> = config.etcd.tls.iter().cloned().collect();
     if let Some(b) = config.backup.clone() {
         let cat = catalogue.clone();
-        let creds = crate::sources::backup::backup_credentials(&b.tls)
-            .context("--backup.cacert/--backup.cert/--backup.key")?;
+        // Its error names the flags and says the exporter cannot start.
+        let creds = crate::sources::backup::backup_credentials(&b.tls)?;
         credentials.extend(creds.clone());
         let spec = move || BackupSampler::with_credentials(b.clone(), creds.clone(), &cat);
         prepared.push(sources::prepare(spec).context("--backup.url")?);

@@ -289,9 +289,8 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
             };
             // Read and checked now; re-read when they change.
             Some(
-                EtcdTls::load(crate::sources::tls_material::TlsKind::Etcd, &files).map_err(
-                    |e| ConfigError::Tls(format!("--etcd.cacert/--etcd.cert/--etcd.key: {e}")),
-                )?,
+                EtcdTls::load(crate::sources::tls_material::TlsKind::Etcd, &files)
+                    .map_err(|e| ConfigError::Tls(e.to_string()))?,
             )
         }
         (None, _, _) => None,

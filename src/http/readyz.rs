@@ -114,6 +114,14 @@ fn echo(s: &str) -> String {
     cut(s, MAX_ECHO).into_owned()
 }
 
+/// Request input as a text message shows it without quotes of its own:
+/// [`echo`]ed, and escaped as Rust's `{:?}` escapes a string (a NUL as
+/// `\0`, a newline as `\n`, `\u{..}` for what does not print), so that no
+/// control character reaches the client raw and none can forge a line.
+fn shown(s: &str) -> String {
+    echo(s).escape_debug().to_string()
+}
+
 fn explanation(c: &CheckReport) -> String {
     let e = if c.explanation.is_empty() {
         format!("`{}` is {}", c.expr, c.state.as_str())
@@ -496,8 +504,17 @@ fn candidate_text(status: StatusCode, ctx: &CandidateContext, body: &str) -> Str
     }
 }
 
-/// `?wait=` that is not a duration of at most `longpoll::MAX_WAIT`.
+/// `?wait=` that is not a duration of at most `longpoll::MAX_WAIT`; the
+/// value as the client sent it is [`shown`], cut and escaped.
 pub fn render_bad_wait(e: &DurationError, json: bool) -> Rendered {
+    let e = match e {
+        DurationError::Syntax(text) => DurationError::Syntax(shown(text)),
+        DurationError::TooLong { text, limit } => DurationError::TooLong {
+            text: shown(text),
+            limit: limit.clone(),
+        },
+        DurationError::Zero(text) => DurationError::Zero(shown(text)),
+    };
     let msg = format!(
         "bad wait: {}; wait=DURATION holds the answer until it changes, at most {} (e.g. wait=5s)",
         e,

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -76,7 +76,8 @@ pub struct Limits {
     /// Most connections held open at once (before clamping to the fd limit).
     pub max_connections: usize,
     /// A request head must arrive within this time from its first byte (from
-    /// the accept for the first request of a connection).
+    /// the accept for the first request of a connection, from the end of the
+    /// previous request for a head that arrived while it was answered).
     pub read_header_timeout: Duration,
     /// A connection without a request in flight is closed after this time.
     pub idle_timeout: Duration,
@@ -136,6 +137,22 @@ struct ConnState {
     last_progress: AtomicU64,
     /// First byte read while no request was in flight: a head is arriving.
     head_started: AtomicU64,
+    /// HTTP/2 (h2c or ALPN): bytes read while a request is in flight are
+    /// frames of any stream, not the next request's head.
+    http2: AtomicBool,
+    /// The request in flight has a body, which is read while it is answered.
+    body_in_flight: AtomicBool,
+    /// HTTP/1 bytes were read while a bodiless request was in flight: the
+    /// next request's head, buffered by hyper behind the one being answered
+    /// (a pipelining client, or a head trickled in behind a held long poll).
+    /// Its first byte reached no idle connection, so the header timeout
+    /// runs from the end of each request instead. Never cleared: how much of
+    /// what was read is still buffered is hyper's to know, and a chain of
+    /// pipelined requests can leave a partial head behind any of them.
+    pipelined: AtomicBool,
+    /// Its deadline moved (a head started, a request ended): the watchdog
+    /// computes it again.
+    rearm: Notify,
     /// Told to close now (evicted).
     close: Notify,
     /// Its socket is closed (the connection's task ended).
@@ -199,6 +216,10 @@ impl Connections {
             served: AtomicU64::new(0),
             last_progress: AtomicU64::new(now),
             head_started: AtomicU64::new(0),
+            http2: AtomicBool::new(false),
+            body_in_flight: AtomicBool::new(false),
+            pipelined: AtomicBool::new(false),
+            rearm: Notify::new(),
             close: Notify::new(),
             closed: Notify::new(),
         });
@@ -248,7 +269,18 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn start(state: Arc<ConnState>, conns: Arc<Connections>) -> Self {
+    /// A request of `version` starts; `has_body` when its body is still to
+    /// be read.
+    fn start(
+        state: Arc<ConnState>,
+        conns: Arc<Connections>,
+        version: hyper::Version,
+        has_body: bool,
+    ) -> Self {
+        if version == hyper::Version::HTTP_2 {
+            state.http2.store(true, Ordering::Release);
+        }
+        state.body_in_flight.store(has_body, Ordering::Release);
         state.in_flight.fetch_add(1, Ordering::AcqRel);
         state.head_started.store(0, Ordering::Release);
         InFlight { state, conns }
@@ -257,17 +289,27 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.state
-            .last_progress
-            .store(self.conns.now(), Ordering::Release);
-        self.state.head_started.store(0, Ordering::Release);
+        let now = self.conns.now();
+        self.state.last_progress.store(now, Ordering::Release);
+        // A head buffered behind this request gets the header timeout
+        // from now; otherwise the connection is idle.
+        let head = if self.state.pipelined.load(Ordering::Acquire) {
+            now
+        } else {
+            0
+        };
+        self.state.head_started.store(head, Ordering::Release);
+        self.state.body_in_flight.store(false, Ordering::Release);
         self.state.served.fetch_add(1, Ordering::AcqRel);
         self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.state.rearm.notify_one();
     }
 }
 
 /// A stream that notes when a request head starts arriving on an idle
-/// connection, so that the header-read timeout runs from the first byte.
+/// connection, so that the header-read timeout runs from the first byte,
+/// and when HTTP/1 bytes arrive behind a bodiless request in flight
+/// ([`ConnState::pipelined`]).
 struct Watched<T> {
     inner: T,
     state: Arc<ConnState>,
@@ -282,12 +324,20 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before
-            && self.state.in_flight.load(Ordering::Acquire) == 0
-            && self.state.head_started.load(Ordering::Acquire) == 0
-        {
-            let now = self.conns.now();
-            self.state.head_started.store(now, Ordering::Release);
+        if buf.filled().len() > before {
+            let state = &self.state;
+            if state.in_flight.load(Ordering::Acquire) == 0 {
+                if state.head_started.load(Ordering::Acquire) == 0 {
+                    state
+                        .head_started
+                        .store(self.conns.now(), Ordering::Release);
+                    state.rearm.notify_one();
+                }
+            } else if !state.http2.load(Ordering::Acquire)
+                && !state.body_in_flight.load(Ordering::Acquire)
+            {
+                state.pipelined.store(true, Ordering::Release);
+            }
         }
         r
     }
@@ -516,7 +566,13 @@ impl Server {
             let svc_state = state.clone();
             let svc_conns = conns.clone();
             let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-                let guard = InFlight::start(svc_state.clone(), svc_conns.clone());
+                let has_body = !hyper::body::Body::is_end_stream(req.body());
+                let guard = InFlight::start(
+                    svc_state.clone(),
+                    svc_conns.clone(),
+                    req.version(),
+                    has_body,
+                );
                 let router = router.clone();
                 if let Some(peer) = peer {
                     req.extensions_mut()
@@ -537,7 +593,10 @@ impl Server {
 
 /// Poll the connection `conn` until it ends, is closed (evicted), or its
 /// deadline passes with no request in flight; on `graceful`, start its
-/// graceful shutdown (once) and go on polling it.
+/// graceful shutdown (once) and go on polling it. The deadline is computed
+/// again whenever it moves ([`ConnState::rearm`]): a head that starts on a
+/// connection whose watchdog sleeps until its idle deadline gets the
+/// header timeout from its first byte.
 async fn drive<C>(
     mut conn: Pin<&mut C>,
     state: &ConnState,
@@ -570,6 +629,8 @@ async fn drive<C>(
                 break;
             }
             _ = state.close.notified() => break,
+            // The deadline moved: computed again at the top of the loop.
+            _ = state.rearm.notified() => {}
             _ = graceful.cancelled(), if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
@@ -861,6 +922,173 @@ mod tests {
             Some(""),
             "nothing sent: closed at once"
         );
+    }
+
+    /// A stream that counts the bytes read from it.
+    struct CountedReads<T> {
+        inner: T,
+        read: Arc<AtomicUsize>,
+    }
+
+    impl<T> CountedReads<T> {
+        fn new(inner: T) -> Self {
+            CountedReads {
+                inner,
+                read: Arc::new(AtomicUsize::new(0)),
+            }
+        }
+    }
+
+    impl<T: AsyncRead + Unpin> AsyncRead for CountedReads<T> {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let before = buf.filled().len();
+            let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+            let n = buf.filled().len() - before;
+            self.read.fetch_add(n, Ordering::AcqRel);
+            r
+        }
+    }
+
+    impl<T: AsyncWrite + Unpin> AsyncWrite for CountedReads<T> {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.inner).poll_write(cx, buf)
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    /// What the client of a connection reads after sending a request to a
+    /// handler that holds it past the header timeout, with `during` sent
+    /// (and read by the server) meanwhile, then `after` sent once it is
+    /// answered: all it
+    /// reads, and whether the server closed the connection within `within`
+    /// (a header timeout of 200 ms, an idle timeout of an hour: only the
+    /// header timeout can close it in that time).
+    async fn behind_a_held_request(
+        during: &[u8],
+        after: &[u8],
+        within: Duration,
+    ) -> (String, bool) {
+        use etcd_readiness_testkit::wait::wait_until;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = Server::new(
+            Limits {
+                read_header_timeout: Duration::from_millis(200),
+                idle_timeout: Duration::from_secs(3600),
+                ..Limits::default()
+            },
+            ConnectionMetrics::register(&mut prometheus_client::registry::Registry::default()),
+        );
+        let release = Arc::new(Notify::new());
+        let held = Arc::new(Notify::new());
+        let (r, h) = (release.clone(), held.clone());
+        let router = Router::new().route(
+            "/held",
+            axum::routing::get(move || async move {
+                h.notify_one();
+                r.notified().await;
+                "released"
+            }),
+        );
+        let (mut client, io) = tokio::io::duplex(4096);
+        let io = CountedReads::new(io);
+        let read = io.read.clone();
+        let conn = tokio::spawn(server.serve_io(io, None, router, CancellationToken::new()));
+        let state = server.conns.open.locked().values().next().cloned().unwrap();
+        let first = b"GET /held HTTP/1.1\r\nHost: x\r\n\r\n";
+        client.write_all(first).await.unwrap();
+        held.notified().await;
+        client.write_all(during).await.unwrap();
+        let sent = first.len() + during.len();
+        wait_until(
+            "the server to read what was sent while the request is held",
+            Duration::from_secs(10),
+            || std::future::ready(read.load(Ordering::Acquire) == sent),
+        )
+        .await;
+        // Held past the first head's header deadline, where the watchdog
+        // looked at the connection and, a request being in flight, slept
+        // until one idle timeout on.
+        let header = server.limits.read_header_timeout.as_millis() as u64;
+        wait_until(
+            "the request to be held past its head's header deadline, twice over",
+            Duration::from_secs(10),
+            || std::future::ready(server.conns.now() > state.accepted + 2 * header),
+        )
+        .await;
+        release.notify_one();
+        wait_until(
+            "the held request to be answered",
+            Duration::from_secs(10),
+            || std::future::ready(state.served.load(Ordering::Acquire) == 1),
+        )
+        .await;
+        client.write_all(after).await.unwrap();
+        let mut got = Vec::new();
+        let closed = tokio::time::timeout(within, client.read_to_end(&mut got))
+            .await
+            .is_ok();
+        conn.abort();
+        (String::from_utf8_lossy(&got).into_owned(), closed)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn regression_a_head_behind_a_held_request_gets_the_header_timeout() {
+        // Issue 45: a head behind a held long poll kept its connection for
+        // the idle timeout (65 s behind `?wait=5s`) instead of the header
+        // timeout. The watchdog slept until the deadline it had computed
+        // while the request was held (one idle timeout on), and nothing
+        // woke it when a head started; and a head trickled in while the
+        // request was held was read into hyper's buffer with a request in
+        // flight, so its first byte was never noted at all.
+        let head = b"GET /held HTTP/1.1\r\nHo";
+        for (during, after) in [(&head[..], &b""[..]), (&b""[..], &head[..])] {
+            let (got, closed) = behind_a_held_request(during, after, Duration::from_secs(20)).await;
+            assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got:?}");
+            assert!(got.ends_with("released"), "{got:?}");
+            assert!(
+                closed,
+                "a head sent {} the held request was still open 20 s after the answer, \
+                 under a 200 ms header timeout",
+                if during.is_empty() { "after" } else { "during" }
+            );
+        }
+    }
+
+    #[test]
+    fn after_a_request_the_deadline_is_idle_unless_a_head_arrived_behind_it() {
+        let c = Arc::new(conns());
+        let limits = Limits {
+            read_header_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        let (_, s) = c.register();
+        let start = |version, has_body| InFlight::start(s.clone(), c.clone(), version, has_body);
+        drop(start(hyper::Version::HTTP_11, false));
+        let ended = s.last_progress.load(Ordering::Acquire);
+        assert_eq!(s.deadline(&limits), ended + 60_000);
+        assert_eq!(s.phase(), TimeoutPhase::Idle);
+
+        s.pipelined.store(true, Ordering::Release);
+        drop(start(hyper::Version::HTTP_11, false));
+        let ended = s.last_progress.load(Ordering::Acquire);
+        assert_eq!(s.deadline(&limits), ended + 2_000);
+        assert_eq!(s.phase(), TimeoutPhase::Header);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! for the demo and the tests.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -31,8 +31,11 @@ pub struct TlsFiles {
 /// Setting up a source failed (bad flags or files); reported at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("{0}")]
+    #[error(transparent)]
     Tls(#[from] MaterialError),
+    /// Boxed: the largest of the variants, and rare.
+    #[error(transparent)]
+    CannotStart(Box<CannotStart>),
     #[error("invalid {what}: {source}")]
     Pem {
         what: &'static str,
@@ -77,7 +80,9 @@ pub fn cert_key_pair<'a, T: ?Sized>(
 #[error("{0} must be given together")]
 pub struct HalfPair(pub &'static str);
 
-/// Why a set of TLS files cannot be used; the last good one stays.
+/// Why a set of TLS files cannot be used: at start-up the exporter does
+/// not start ([`CannotStart`]); on a reload the last good set stays (the
+/// reloader says so).
 #[derive(Debug, thiserror::Error)]
 pub enum MaterialError {
     #[error("cannot read the {what} file {}: {source}", path.display())]
@@ -93,13 +98,38 @@ pub enum MaterialError {
         problem: String,
     },
     #[error(
-        "the client certificate {} does not match the key {} (a pair half-written? the last \
-         good pair stays in use until both match)",
+        "the client certificate {} does not match the key {} (a pair half-written?)",
         cert.display(), key.display()
     )]
     KeyMismatch { cert: PathBuf, key: PathBuf },
-    #[error("{0}")]
+    #[error(transparent)]
     Pair(#[from] HalfPair),
+}
+
+impl MaterialError {
+    /// The file it is about (the key, for a pair that does not match).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            MaterialError::Read { path, .. } | MaterialError::Invalid { path, .. } => Some(path),
+            MaterialError::KeyMismatch { key, .. } => Some(key),
+            MaterialError::Pair(_) => None,
+        }
+    }
+}
+
+impl From<CannotStart> for SourceError {
+    fn from(e: CannotStart) -> Self {
+        SourceError::CannotStart(Box::new(e))
+    }
+}
+
+/// TLS files that cannot be used when the exporter starts: there is no
+/// last good set to keep, so it does not start. `flags` names the files.
+#[derive(Debug, thiserror::Error)]
+#[error("the exporter cannot start: {flags}: {error}")]
+pub struct CannotStart {
+    pub flags: &'static str,
+    pub error: MaterialError,
 }
 
 /// Over TLS 1.3 the client's half of the handshake is done before the

@@ -131,6 +131,11 @@ pub trait Problem: fmt::Display + fmt::Debug + Send + 'static {
     fn full_text(&self) -> String {
         self.to_string()
     }
+    /// The file the problem is about where it is another than the one
+    /// the reloader reads first (a set of files: its CA, its key).
+    fn file(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// Why a reload did not change what is in force.
@@ -242,6 +247,15 @@ impl<E: Problem> LoadError<E> {
     /// with `file:line:col`.
     pub fn one_line(&self) -> String {
         self.to_string()
+    }
+
+    /// The file the failure is about: the one the loader's problem names,
+    /// else `own`, the file the reloader reads first.
+    pub fn file<'a>(&'a self, own: &'a Path) -> &'a Path {
+        match self {
+            LoadError::Invalid(e) => e.file().unwrap_or(own),
+            _ => own,
+        }
     }
 }
 
@@ -524,12 +538,13 @@ impl<L: Load> LastGood<L> {
     ) -> LoadError<L::Error> {
         let repeat = trigger.is_automatic() && state.failure.as_deref() == Some(key.as_str());
         let line = error.one_line();
+        let path = error.file(&self.path).display();
         if repeat {
-            tracing::debug!(path = %self.path.display(), %trigger, error = %line,
+            tracing::debug!(%path, %trigger, error = %line,
                 "{} file still unusable", self.names.what);
         } else {
             tracing::warn!(
-                path = %self.path.display(), %trigger, error = %line,
+                %path, %trigger, error = %line,
                 "{} reload failed; {}", self.names.what, self.names.kept
             );
             self.loader.status().mark_failure();

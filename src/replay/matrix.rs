@@ -11,8 +11,10 @@
 //! member it does not know (`warnings`, `infos`, `stats`, a native
 //! histogram's `histograms`) and nests at most [`MAX_DEPTH`] deep, on the
 //! one [`Cursor`] that also scans the values. A text it cannot read is a
-//! [`Failure::Syntax`] naming what and where; the caller reports that, or
-//! the body itself where the store answered with an error status.
+//! [`Failure::Syntax`] naming what and where, or, in a series' `values`
+//! (a value that is not a number among them), a [`Failure::Values`] that
+//! also names the series; the caller reports that, or the body itself
+//! where the store answered with an error status.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,43 @@ pub enum Failure<E> {
     Refused(E),
     /// The text is not such an answer.
     Syntax(ShapeError),
+    /// A series' `values` are not `[time, value]` pairs of numbers.
+    Values {
+        /// The series' labels; `None` where its `values` came before its
+        /// `metric` and did not scan.
+        labels: Option<BTreeMap<String, String>>,
+        error: ShapeError,
+        /// The text where the error is, at most [`NEAR_CHARS`] characters.
+        near: String,
+    },
+}
+
+/// Characters of the text shown where a series' `values` went wrong.
+pub const NEAR_CHARS: usize = 32;
+
+/// The [`Failure::Values`] of `error` in the series whose `metric` starts
+/// at `metric_at` in `text` (its labels read again: a failure is rare, and
+/// the series read did not keep them).
+fn values_failure<E>(text: &str, metric_at: Option<usize>, error: ShapeError) -> Failure<E> {
+    let labels = metric_at.and_then(|at| labels::<()>(&mut Cursor { text, at }).ok());
+    let near = text.get(error.at..).unwrap_or_default();
+    Failure::Values {
+        labels,
+        near: near.chars().take(NEAR_CHARS).collect(),
+        error,
+    }
+}
+
+/// `{"name": "value", …}`: a series' labels.
+fn labels<E>(c: &mut Cursor<'_>) -> Result<BTreeMap<String, String>, Failure<E>> {
+    let mut labels = BTreeMap::new();
+    c.object(|c, name| {
+        let name = name.to_string();
+        let value = c.string()?;
+        labels.insert(name, value);
+        Ok(())
+    })?;
+    Ok(labels)
 }
 
 /// Read `text`. Every series' labels go to `series`, which gives the row
@@ -93,16 +132,12 @@ fn one_series<R, E>(
     let mut row: Option<Option<R>> = None;
     let mut early: Vec<usize> = Vec::new();
     let mut next = 0;
+    let mut metric_at = None;
     c.object(|c, key| {
         match key {
             "metric" if row.is_none() => {
-                let mut labels = BTreeMap::new();
-                c.object(|c, name| {
-                    let name = name.to_string();
-                    let value = c.string()?;
-                    labels.insert(name, value);
-                    Ok(())
-                })?;
+                metric_at = Some(c.at);
+                let labels = labels(c)?;
                 row = Some(series(labels).map_err(Failure::Refused)?);
             }
             "values" => {
@@ -115,7 +150,7 @@ fn one_series<R, E>(
                         values::scan_at(c.text, at, |_, _| {})
                     }
                 };
-                c.at = end.map_err(Failure::Syntax)?;
+                c.at = end.map_err(|e| values_failure(c.text, metric_at, e))?;
             }
             _ => c.skip(0)?,
         }
@@ -126,7 +161,7 @@ fn one_series<R, E>(
             for at in early {
                 // Checked when it was stepped over: it scans again alike.
                 values::scan_at(c.text, at, |t, v| point(&mut r, t, v, &mut next))
-                    .map_err(Failure::Syntax)?;
+                    .map_err(|e| values_failure(c.text, metric_at, e))?;
             }
         }
         Some(None) => {}
@@ -342,6 +377,27 @@ mod tests {
     }
 
     #[test]
+    fn bad_values_name_their_series_whichever_key_comes_first() {
+        let metric_first = r#"{"data":{"result":[{"metric":{"m":"a"},"values":[[1000,"1"]]},
+            {"metric":{"m":"b","x":"y"},"values":[[1000,"1"],[1015,"up"]]}]}}"#;
+        let values_first = r#"{"data":{"result":[{"values":[[1000,"1"],[1015,"up"]],"metric":{"m":"b","x":"y"}}]}}"#;
+        let b = BTreeMap::from([("m".into(), "b".into()), ("x".into(), "y".into())]);
+        for (text, labels) in [(metric_first, Some(b)), (values_first, None)] {
+            let Err(Failure::Values {
+                labels: got,
+                error,
+                near,
+            }) = read_rows(text, 2)
+            else {
+                panic!("{text}");
+            };
+            assert_eq!(got, labels, "{text}");
+            assert_eq!(error.what, values::NOT_A_NUMBER);
+            assert!(near.starts_with(r#""up"]]"#), "{near}");
+        }
+    }
+
+    #[test]
     fn a_refused_series_stops_the_read() {
         let text = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[]}]}}"#;
         let r = read(text, |_| Err::<Option<()>, _>("budget"), |_, _, _, _| {});
@@ -373,7 +429,10 @@ mod tests {
             &long,
         ] {
             let r = read_rows(bad, 1);
-            assert!(matches!(r, Err(Failure::Syntax(_))), "{bad:.40}: {r:?}");
+            assert!(
+                matches!(r, Err(Failure::Syntax(_) | Failure::Values { .. })),
+                "{bad:.40}: {r:?}"
+            );
         }
     }
 }

@@ -36,8 +36,9 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::matrix::{self, Failure};
-use super::render::printable;
+use super::render::{label_set, printable};
 use super::timeline::Grid;
+use super::values::{NOT_A_NUMBER, ShapeError};
 use crate::outside::http_client::{self, TlsFiles};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::sources::{Reason, SampleError};
@@ -76,8 +77,26 @@ pub enum PromError {
         /// The store's limit the refusal names, if replay knows it.
         limit: Option<Limit>,
     },
-    #[error("Prometheus' answer to `{query}` is not a query_range result: {why}")]
-    Parse { query: String, why: String },
+    #[error("Prometheus' answer to `{query}` (/api/v1/{endpoint}) cannot be read: {why}")]
+    Parse {
+        query: String,
+        endpoint: String,
+        why: String,
+    },
+    #[error(
+        "Prometheus' answer to `{query}` has the series {series} twice: replay cannot tell \
+         which one to believe, so it refuses the answer; check the store (HA replicas not \
+         deduplicated, two stores merged)"
+    )]
+    DuplicateSeries { query: String, series: String },
+    #[error("Prometheus' answer to `{query}` cannot be replayed: in the series {series}, {why}")]
+    BadValues {
+        query: String,
+        /// The series' labels, or what stands for them.
+        series: String,
+        /// What is wrong, where, and the text there.
+        why: String,
+    },
     #[error(
         "the history Prometheus returned for `{query}` ({series} series so far over {steps} steps) \
          needs more memory than --prometheus.max-bytes ({max} bytes) allows replay to hold: \
@@ -154,6 +173,10 @@ pub const INFO_LABELS: [&str; 4] = ["__name__", "cluster_id", "member_id", "name
 
 /// A series' labels.
 type Labels = BTreeMap<String, String>;
+
+/// The series of a `query_range` read so far: each one's row over the
+/// whole grid, and the first step of the chunk whose answer last sent it.
+type Rows = BTreeMap<Labels, (usize, Vec<Option<f64>>)>;
 
 /// One series over the whole grid: its labels and its value at each step
 /// (none where the answer has no point).
@@ -343,10 +366,23 @@ enum Unparsed {
     Over,
     /// Not such an answer: why.
     Bad(String),
+    /// The same series twice in one answer.
+    Duplicate(Labels),
+    /// A series' `values` are not `[time, value]` pairs of numbers.
+    Values {
+        series: Option<Labels>,
+        error: ShapeError,
+        near: String,
+    },
 }
 
-/// Over the memory budget (a series did not fit).
-struct Over;
+/// Why a series was refused while its answer was read.
+enum Refusal {
+    /// Over the memory budget (it did not fit).
+    Over,
+    /// Already in this answer: a store sends each series once.
+    Duplicate(Labels),
+}
 
 /// Seconds with milliseconds, as the API takes times.
 fn api_secs(ms: i64) -> String {
@@ -500,7 +536,7 @@ impl Prometheus {
         keep: &(dyn Fn(&BTreeMap<String, String>) -> bool + Sync),
         chunk_steps: usize,
     ) -> Result<(Vec<Series>, u64), PromError> {
-        let rows: RefCell<BTreeMap<Labels, Vec<Option<f64>>>> = RefCell::new(BTreeMap::new());
+        let rows: RefCell<Rows> = RefCell::new(BTreeMap::new());
         let charged = AtomicU64::new(0);
         let mut first = 0;
         let result = loop {
@@ -515,7 +551,7 @@ impl Prometheus {
                 ("step", api_secs(grid.step_ms)),
             ];
             let read = |text: &str| {
-                let series = |metric| self.take_series(metric, grid, keep, &rows, &charged);
+                let series = |metric| self.take_series(metric, first, grid, keep, &rows, &charged);
                 match matrix::read(text, series, place(grid)) {
                     Ok(a) => Ok(Envelope {
                         status: a
@@ -525,8 +561,18 @@ impl Prometheus {
                         error_type: a.error_type,
                         error: a.error,
                     }),
-                    Err(Failure::Refused(Over)) => Err(Unparsed::Over),
+                    Err(Failure::Refused(Refusal::Over)) => Err(Unparsed::Over),
+                    Err(Failure::Refused(Refusal::Duplicate(l))) => Err(Unparsed::Duplicate(l)),
                     Err(Failure::Syntax(e)) => Err(Unparsed::Bad(e.to_string())),
+                    Err(Failure::Values {
+                        labels,
+                        error,
+                        near,
+                    }) => Err(Unparsed::Values {
+                        series: labels,
+                        error,
+                        near,
+                    }),
                 }
             };
             let result_type = match self
@@ -538,6 +584,7 @@ impl Prometheus {
             };
             let parse = |why: String| PromError::Parse {
                 query: query.to_string(),
+                endpoint: "query_range".to_string(),
                 why,
             };
             match result_type.as_deref() {
@@ -558,36 +605,47 @@ impl Prometheus {
             return Err(e);
         }
         let series = (rows.into_inner().into_iter())
-            .map(|(labels, row)| Series { labels, row })
+            .map(|(labels, (_, row))| Series { labels, row })
             .collect();
         Ok((series, charged))
     }
 
-    /// The row of the series labelled `metric`, if `keep` wants it:
-    /// charged when first seen (its row is made then, for the whole grid);
-    /// its points in this and later chunks go into the row.
+    /// The row of the series labelled `metric` in the answer to the chunk
+    /// that starts at step `chunk`, if `keep` wants it: charged when first
+    /// seen (its row is made then, for the whole grid); its points in this
+    /// and later chunks go into the row. A series the same answer sent
+    /// already is refused: its points would overwrite the first's, and
+    /// which of the two is right no one can tell.
     fn take_series<'r>(
         &self,
         metric: Labels,
+        chunk: usize,
         grid: &Grid,
         keep: &(dyn Fn(&Labels) -> bool + Sync),
-        rows: &'r RefCell<BTreeMap<Labels, Vec<Option<f64>>>>,
+        rows: &'r RefCell<Rows>,
         charged: &AtomicU64,
-    ) -> Result<Option<RefMut<'r, Vec<Option<f64>>>>, Over> {
+    ) -> Result<Option<RefMut<'r, Vec<Option<f64>>>>, Refusal> {
         if !keep(&metric) {
             return Ok(None);
         }
-        let rows = rows.borrow_mut();
-        if !rows.contains_key(&metric) {
-            let cost = series_cost(&metric, grid.steps);
-            self.series.fetch_add(1, Ordering::Relaxed);
-            charged.fetch_add(cost, Ordering::Relaxed);
-            if !self.charge(cost) {
-                return Err(Over);
+        let mut rows = rows.borrow_mut();
+        match rows.get_mut(&metric) {
+            Some((seen_in, _)) if *seen_in == chunk => return Err(Refusal::Duplicate(metric)),
+            Some((seen_in, _)) => *seen_in = chunk,
+            None => {
+                let cost = series_cost(&metric, grid.steps);
+                self.series.fetch_add(1, Ordering::Relaxed);
+                charged.fetch_add(cost, Ordering::Relaxed);
+                if !self.charge(cost) {
+                    return Err(Refusal::Over);
+                }
             }
         }
         Ok(Some(RefMut::map(rows, |rows| {
-            rows.entry(metric).or_insert_with(|| vec![None; grid.steps])
+            &mut rows
+                .entry(metric)
+                .or_insert_with(|| (chunk, vec![None; grid.steps]))
+                .1
         })))
     }
 
@@ -610,7 +668,9 @@ impl Prometheus {
             .base
             .join(&format!("/api/v1/{endpoint}?{}", query.finish()));
         let mut body = self.take_buffer();
-        let answer = self.answer(&url, &mut body, what, steps, parse).await;
+        let answer = self
+            .answer(&url, &mut body, (endpoint, what), steps, parse)
+            .await;
         self.keep_buffer(body);
         answer
     }
@@ -633,7 +693,7 @@ impl Prometheus {
         &self,
         url: &RedactedUrl,
         body: &mut Vec<u8>,
-        what: &str,
+        (endpoint, what): (&str, &str),
         steps: usize,
         parse_answer: impl FnOnce(&str) -> Result<Envelope<T>, Unparsed>,
     ) -> Result<T, PromError> {
@@ -657,6 +717,7 @@ impl Prometheus {
         let status = status.as_u16();
         let parse = |why: String| PromError::Parse {
             query: what.to_string(),
+            endpoint: endpoint.to_string(),
             why: printable(&why).into_owned(),
         };
         let refused = |text: String| PromError::Refused {
@@ -668,6 +729,17 @@ impl Prometheus {
         let env = match parse_answer(text) {
             Ok(env) => env,
             Err(Unparsed::Over) => return Err(self.over_budget(what, steps)),
+            Err(Unparsed::Duplicate(labels)) => {
+                return Err(PromError::DuplicateSeries {
+                    query: what.to_string(),
+                    series: label_set(&labels),
+                });
+            }
+            Err(Unparsed::Values {
+                series,
+                error,
+                near,
+            }) => return Err(bad_values(what, series.as_ref(), &error, &near)),
             Err(Unparsed::Bad(e)) if ok => return Err(parse(e)),
             Err(_) => {
                 let mut body: String = text.chars().take(300).collect();
@@ -685,6 +757,32 @@ impl Prometheus {
             )));
         }
         env.data.ok_or_else(|| parse("no `data`".to_string()))
+    }
+}
+
+/// The error of a series' `values` that are not `[time, value]` pairs of
+/// numbers, in the answer to `query`: the series (`None`: its `values` came
+/// before its labels), what is wrong and where, the text there.
+fn bad_values(query: &str, series: Option<&Labels>, error: &ShapeError, near: &str) -> PromError {
+    let series = series.map_or_else(
+        || "whose `values` come before its `metric`".to_string(),
+        label_set,
+    );
+    let more = if near.chars().count() < matrix::NEAR_CHARS {
+        ""
+    } else {
+        "…"
+    };
+    let hint = if error.what == NOT_A_NUMBER {
+        "; replay reads every sample value as a number (\"NaN\", \"+Inf\" and \"-Inf\" among \
+         them) and refuses an answer it would have to guess"
+    } else {
+        ""
+    };
+    PromError::BadValues {
+        query: query.to_string(),
+        series,
+        why: format!("{error}: `{}`{more}{hint}", printable(near)),
     }
 }
 

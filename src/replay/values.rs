@@ -8,16 +8,23 @@
 //! `f64` parser read them: the common forms (a Unix time with at most three
 //! decimals, a value of at most 15 significant digits) are computed
 //! exactly here, anything else goes to those parsers. A time too large for
-//! milliseconds is no point the grid holds; a value that does not parse is
-//! NaN (unknown downstream), like Prometheus' own `"NaN"`.
+//! milliseconds is no point the grid holds. A value string Rust's `f64`
+//! parser does not read (`"abc"`, `""`) is refused ([`NOT_A_NUMBER`]), not
+//! taken as unknown: Prometheus' own `"NaN"`, `"+Inf"` and `"-Inf"` read
+//! as numbers, and a store that sends anything else sent no sample replay
+//! can judge by.
 
-/// Why `values` is not a list of `[time, value]` pairs, and where.
+/// What is wrong with an answer's text, and where: in `values`, why it is
+/// not a list of `[time, value]` pairs of numbers.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`values` is not a list of [time, value] pairs: {what} at byte {at}")]
+#[error("{what} at byte {at}")]
 pub struct ShapeError {
     pub what: &'static str,
     pub at: usize,
 }
+
+/// The [`ShapeError`] of a value string that is not a number.
+pub const NOT_A_NUMBER: &str = "a value that is not a number";
 
 /// Hand every pair of `text` to `point` as `(Unix ms, value)`, in order.
 pub fn scan(text: &str, point: impl FnMut(i64, f64)) -> Result<(), ShapeError> {
@@ -25,7 +32,7 @@ pub fn scan(text: &str, point: impl FnMut(i64, f64)) -> Result<(), ShapeError> {
     let mut c = Cursor { text, at: end };
     c.skip_ws();
     if c.at != text.len() {
-        return Err(c.error("text after the list"));
+        return Err(c.error("text after `values`"));
     }
     Ok(())
 }
@@ -39,7 +46,7 @@ pub fn scan_at(
 ) -> Result<usize, ShapeError> {
     let mut c = Cursor { text, at };
     let b = text.as_bytes();
-    c.expect(b'[', "expected `[`")?;
+    c.expect(b'[', "expected `[` to open `values`")?;
     if !c.eat(b']') {
         loop {
             // The form every store writes, read in one pass; anything
@@ -48,7 +55,7 @@ pub fn scan_at(
                 c.at = end;
                 point(t, v);
             } else {
-                c.expect(b'[', "expected a `[time, value]` pair")?;
+                c.expect(b'[', "expected a `[time, value]` pair in `values`")?;
                 let t = c.time()?;
                 c.expect(b',', "expected `,` after the time")?;
                 let v = c.value()?;
@@ -69,7 +76,7 @@ pub fn scan_at(
             if c.eat(b']') {
                 break;
             }
-            c.expect(b',', "expected `,` or `]` after a pair")?;
+            c.expect(b',', "expected `,` or `]` after a pair in `values`")?;
         }
     }
     Ok(c.at)
@@ -221,10 +228,16 @@ impl<'a> Cursor<'a> {
                 what: "the value is not a JSON string",
                 at: open,
             })?;
-            return Ok(parse_value(&s));
+            return parse_value(&s).ok_or(ShapeError {
+                what: NOT_A_NUMBER,
+                at: open,
+            });
         }
         let inside = quoted.get(1..quoted.len().saturating_sub(1));
-        Ok(parse_value(inside.unwrap_or_default()))
+        parse_value(inside.unwrap_or_default()).ok_or(ShapeError {
+            what: NOT_A_NUMBER,
+            at: open,
+        })
     }
 }
 
@@ -361,10 +374,10 @@ fn fast_time_ms(tok: &str) -> Option<i64> {
     Some(whole * 1000 + part * 10_i64.pow(3 - frac.len() as u32))
 }
 
-/// A sample value's text as Rust's `f64` parser reads it (what does not
-/// parse is NaN), computed here for plain decimals.
-fn parse_value(s: &str) -> f64 {
-    fast_value(s).unwrap_or_else(|| s.parse().unwrap_or(f64::NAN))
+/// A sample value's text as Rust's `f64` parser reads it (`None`: it is
+/// not a number), computed here for plain decimals.
+fn parse_value(s: &str) -> Option<f64> {
+    fast_value(s).or_else(|| s.parse().ok())
 }
 
 /// `[-]digits[.digits]` with at most [`FAST_VALUE_DIGITS`] digits in all.
@@ -429,16 +442,41 @@ mod tests {
         let text = r#" [ [1796126400,"1"], [1796126415.5 , "0"],[1796126430.125,"12.345"],
             [1796126445.1234,"-0.1"],[1.7e9,"NaN"],[1796126460,"+Inf"],[1796126475,"-Inf"],
             [1796126490,"1e3"],[1796126505,"123456789012345678"],[1796126520,"0.30000000000000004"],
-            [1796126535,"x"],[1796126550,""],[1796126565,"\u0031\u0032"],[1796126580,7],
+            [1796126565,"\u0031\u0032"],[1796126580,7],
             [1796126595,-2.5e-3],[-15,"1"],[17961265950,"1"],[0.5,"007"],
-            [1796126625,"-"],[1796126640,"1."],[1796126655,".5"],[1796126670,"1.5e"] ] "#;
+            [1796126640,"1."],[1796126655,".5"] ] "#;
         let got = points(text).unwrap();
         let want = by_serde(text);
         assert!(same(&got, &want), "{got:?}\n{want:?}");
         assert_eq!(got[0], (1_796_126_400_000, 1.0));
         assert_eq!(got[2], (1_796_126_430_125, 12.345));
-        assert!(got[4].1.is_nan() && got[10].1.is_nan());
-        assert_eq!(got[12].1, 12.0);
+        assert!(got[4].1.is_nan());
+        assert_eq!(got[10].1, 12.0);
+    }
+
+    #[test]
+    fn a_value_string_that_is_not_a_number_is_refused_not_taken_as_unknown() {
+        // replay took these as NaN, unknown, and judged the member by a
+        // value the store never had.
+        for (bad, value) in [
+            (r#"[[1796126535,"x"]]"#, r#""x""#),
+            (r#"[[1,"1"],[2,""]]"#, r#""""#),
+            (r#"[[1796126625,"-"]]"#, r#""-""#),
+            (r#"[[1796126670,"1.5e"]]"#, r#""1.5e""#),
+            (r#"[[1796126670,"\u0078"]]"#, r#""\u0078""#),
+            (r#"[ [ 1 , "1 " ] ]"#, r#""1 ""#),
+        ] {
+            let e = points(bad).unwrap_err();
+            let at = bad.find(value).unwrap();
+            assert_eq!(
+                e,
+                ShapeError {
+                    what: NOT_A_NUMBER,
+                    at
+                },
+                "{bad}"
+            );
+        }
     }
 
     /// A list of 5,000 pairs, each written by `pair` from its index and a
@@ -575,7 +613,7 @@ mod tests {
             let e = points(bad);
             assert!(e.is_err(), "{bad:?}: {e:?}");
             let msg = e.unwrap_err().to_string();
-            assert!(msg.starts_with("`values` is not a list"), "{msg}");
+            assert!(msg.contains(" at byte "), "{msg}");
         }
     }
 

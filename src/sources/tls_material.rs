@@ -36,13 +36,18 @@ use tokio::sync::Notify;
 use super::{Reason, SampleError};
 use crate::outside::bounded_read::read_bounded;
 use crate::outside::certificate::Validity;
-pub use crate::outside::http_client::MaterialError;
+pub use crate::outside::http_client::{CannotStart, MaterialError};
 use crate::outside::http_client::{SourceError, TlsFiles};
 use crate::reload::{Change, LastGood, Load, Names, ReloadStatus};
 use crate::runtime::clock::Clock;
 
-/// A TLS file that cannot be used is a refused reload like any other.
-impl crate::reload::Problem for crate::outside::http_client::MaterialError {}
+/// A TLS file that cannot be used is a refused reload like any other,
+/// logged against the file it is about.
+impl crate::reload::Problem for crate::outside::http_client::MaterialError {
+    fn file(&self) -> Option<&Path> {
+        MaterialError::file(self)
+    }
+}
 
 /// The largest PEM file read (a CA bundle of a few hundred certificates).
 pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
@@ -71,6 +76,14 @@ impl TlsKind {
         match self {
             TlsKind::Etcd => "etcd",
             TlsKind::Backup => "backup",
+        }
+    }
+
+    /// The flags that name the files.
+    pub fn flags(self) -> &'static str {
+        match self {
+            TlsKind::Etcd => "--etcd.cacert/--etcd.cert/--etcd.key",
+            TlsKind::Backup => "--backup.cacert/--backup.cert/--backup.key",
         }
     }
 
@@ -347,9 +360,13 @@ struct Held {
 }
 
 impl Credentials {
-    /// Read and check `files` now (at start: a problem is an error).
-    pub fn load(kind: TlsKind, files: &TlsFiles) -> Result<Credentials, MaterialError> {
-        let mut material = Material::read(files)?;
+    /// Read and check `files` now, at start-up: a problem is an error the
+    /// exporter does not start with.
+    pub fn load(kind: TlsKind, files: &TlsFiles) -> Result<Credentials, CannotStart> {
+        let mut material = Material::read(files).map_err(|error| CannotStart {
+            flags: kind.flags(),
+            error,
+        })?;
         material.generation = 1;
         Ok(Credentials(Arc::new(Held {
             kind,
@@ -826,8 +843,7 @@ mod tests {
         assert!(matches!(e, MaterialError::KeyMismatch { .. }), "{e}");
         assert_eq!(
             e.to_string(),
-            "the client certificate c.pem does not match the key k.pem (a pair half-written? the \
-             last good pair stays in use until both match)"
+            "the client certificate c.pem does not match the key k.pem (a pair half-written?)"
         );
         // Half a file, or a key where the certificate goes: named, not a panic.
         let half = &cert[..cert.len() / 2];
@@ -847,6 +863,82 @@ mod tests {
                 .starts_with("the client key file k.pem holds no usable PEM private key"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn regression_a_mismatched_key_at_start_up_says_the_exporter_cannot_start() {
+        // It said "the last good pair stays in use" while the process
+        // exited: at start-up there is no last good pair.
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let (_, other_key) = pair("b");
+        let key = f.key.clone().unwrap();
+        std::fs::write(&key, other_key).unwrap();
+        let e = Credentials::load(TlsKind::Etcd, &f).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the exporter cannot start: --etcd.cacert/--etcd.cert/--etcd.key: the client \
+                 certificate {} does not match the key {} (a pair half-written?)",
+                f.cert.unwrap().display(),
+                key.display()
+            )
+        );
+        let e = Credentials::load(
+            TlsKind::Backup,
+            &TlsFiles {
+                ca: Some(key.clone()),
+                ..TlsFiles::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the exporter cannot start: --backup.cacert/--backup.cert/--backup.key: the CA \
+                 file {} holds no PEM certificate",
+                key.display()
+            )
+        );
+    }
+
+    #[test]
+    fn regression_a_failed_reload_is_logged_against_the_file_it_is_about() {
+        // A bad CA file was logged with `path=` the client certificate's,
+        // the file the reloader reads first.
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let (ca, cert, key) = (
+            f.ca.clone().unwrap(),
+            f.cert.clone().unwrap(),
+            f.key.clone().unwrap(),
+        );
+        let creds = Credentials::load(TlsKind::Etcd, &f).unwrap();
+        let r = CredentialFiles::reloader(
+            creds,
+            ReloadStatus::default(),
+            TlsMetrics::default(),
+            Clock::node(),
+        );
+        assert_eq!(r.path(), cert, "the file read first");
+        let trigger = crate::reload::ReloadTrigger::Resync;
+        let (_, other_key) = pair("b");
+        let good_key = std::fs::read(&key).unwrap();
+        for (file, bad, says) in [
+            (&ca, b"not PEM".to_vec(), "the CA file"),
+            (&key, other_key.into_bytes(), "does not match the key"),
+            (&cert, b"not PEM".to_vec(), "the client certificate file"),
+        ] {
+            let good = std::fs::read(file).unwrap();
+            std::fs::write(file, bad).unwrap();
+            let e = r.reload_now(trigger).unwrap_err();
+            assert_eq!(e.file(r.path()), file.as_path(), "{e}");
+            assert!(e.one_line().contains(says), "{e}");
+            assert!(!e.one_line().contains("stays in use"), "{e}");
+            std::fs::write(file, good).unwrap();
+        }
+        assert_eq!(std::fs::read(&key).unwrap(), good_key);
+        r.reload_now(trigger).unwrap();
     }
 
     #[test]

@@ -726,6 +726,51 @@ async fn absurd_waits_are_a_400_and_livez_is_never_held() {
     assert_eq!(get(&st, "/readyz?wait=0s", None).await.0, StatusCode::OK);
 }
 
+/// Issue 45: `wait=5%00s` echoed a raw NUL in its 400. A bad query value is
+/// shown escaped (as Rust's `{:?}` escapes a string) and cut in every 400
+/// of the query parameters, text and JSON: no control character reaches the
+/// client raw, none forges a line, and no value grows the body unbounded.
+#[tokio::test]
+async fn a_bad_query_value_is_shown_escaped_in_every_400() {
+    let (st, engine) = state();
+    engine.publish(passing_verdict());
+    let long = format!("/readyz?wait={}", "9".repeat(60_000));
+    for (uri, shown) in [
+        ("/readyz?wait=5%00s", r"bad wait: `5\0s` is not a duration"),
+        (
+            "/readyz/leader?wait=1%1b[31m%0d%0aforged",
+            r"bad wait: `1\u{1b}[31m\r\nforged` is not a duration",
+        ),
+        (
+            "/readyz?wait=%7f99h",
+            r"bad wait: `\u{7f}99h` is not a duration",
+        ),
+        (
+            "/readyz?policy=live%00%0a",
+            r#"unknown policy "live\0\n": use policy=live"#,
+        ),
+        (long.as_str(), "… (59800 bytes cut)` is not a duration"),
+    ] {
+        for format in ["", "&format=json"] {
+            let uri = format!("{uri}{format}");
+            let (code, _, body) = get(&st, &uri, None).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{uri}: {body}");
+            let text = if format.is_empty() {
+                body.clone()
+            } else {
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+                v["error"].as_str().unwrap().to_string()
+            };
+            assert!(text.contains(shown), "{uri}: {text}");
+            assert!(
+                !text.trim_end().chars().any(|c| c.is_control()),
+                "{uri}: {text:?}"
+            );
+            assert!(body.len() < 1000, "{uri}: {} bytes", body.len());
+        }
+    }
+}
+
 /// One answer as docs/http.md shows it: the `curl` that asks, the status
 /// line and content type, a blank line, the body.
 async fn example(st: &AppState, uri: &str, json: bool) -> String {

@@ -4,7 +4,8 @@
 //! exporter's probe listener, a real etcd, and policy reloads that flip the
 //! verdict. It sees each change while its request is held (both
 //! directions), a change made just before a probe arrives is answered at
-//! once, and held requests are answered at the shutdown signal.
+//! once, and held requests are answered at the shutdown signal. A head
+//! trickled in behind a held request is cut at the header timeout.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -320,4 +321,44 @@ async fn held_requests_are_capped_never_evicted_and_starve_no_probe() {
         let (status, body) = h.await.unwrap();
         assert_eq!(status, 503, "{body}");
     }
+}
+
+/// Issue 45: a request head trickled in behind a held long poll kept its
+/// connection open for the idle timeout after the answer (65 s behind
+/// `wait=5s`) instead of being closed at the header timeout. Here the
+/// header timeout is 1 s and the idle timeout an hour: a connection closed
+/// within 20 s of the answer was closed by the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_trickled_in_behind_a_held_long_poll_is_cut_at_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // No etcd: the verdict stays "not ready", and a held request ends
+    // when its wait runs out.
+    let e = Exporter::start("http://127.0.0.1:1", |a| {
+        a.web_probe_listen_address = Some("127.0.0.1:0".into());
+        a.web_read_header_timeout = Duration::from_secs(1);
+        a.web_idle_timeout = Duration::from_secs(3600);
+    })
+    .await;
+    let probe = e.running.probe_addr.expect("probe listener");
+    e.wait_until("/readyz?verbose", Duration::from_secs(20), |r| {
+        r.status == 503 && !r.body.contains("starting")
+    })
+    .await;
+    let path = "/readyz?wait=2s";
+    // Answered at once; the same request next is held.
+    assert_eq!(get(probe, path, LONG_POLL).await.0, 503);
+    let mut s = tokio::net::TcpStream::connect(probe).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    wait_held(&e, 1, "the second long poll is held").await;
+    s.write_all(b"GET /livez HTTP/1.1\r\nHo").await.unwrap();
+    let mut got = Vec::new();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(20) + LONG_POLL, s.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(
+        matches!(closed, Ok(Ok(_))),
+        "still open 20 s after the held answer, under a 1 s header timeout: {got}"
+    );
 }
