@@ -39,6 +39,9 @@ test       exec /usr/bin/chromium                                chromium
 test       file /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf  fonts-dejavu-core
 test       cmd  man                                              man-db
 test,manifests glob /usr/share/python-wheels/pip-*.whl           python3-venv
+manifests  cmd  ip                                               iproute2
+manifests  cmd  openssl                                          openssl
+manifests  cmd  unshare                                          util-linux
 test,image cmd  dpkg-deb                                         dpkg
 test,image file /usr/share/keyrings/debian-archive-keyring.gpg   debian-archive-keyring
 image      cmd  buildah                                          buildah
