@@ -670,12 +670,40 @@ pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client
 }
 
 /// A reqwest client with `material`'s CA and identity and `timeout` on
-/// every request (the one place an HTTP source's TLS is set up).
+/// every request (the one place an HTTP source's TLS is set up). Without a
+/// CA file it trusts the system's bundle; where there is none (an image
+/// without one), it trusts no CA rather than failing to start: a plain
+/// `http://` source needs none, and an `https://` one is then refused at
+/// its handshake, whose error names the missing CA file.
 pub fn http_client(
     material: Option<&Material>,
     timeout: Duration,
 ) -> Result<reqwest::Client, SourceError> {
     crate::outside::http_client::install_crypto_provider();
+    let has_ca = material.is_some_and(|m| m.ca.is_some());
+    match builder(material, timeout)?.build() {
+        Ok(c) => Ok(c),
+        Err(e) if !has_ca => {
+            let why = crate::outside::http_client::causes(Some(&e))
+                .last()
+                .map_or_else(|| e.to_string(), |c| c.to_string());
+            tracing::warn!(
+                "the system's CA bundle cannot be loaded ({why}): an https:// source needs its \
+                 --*.cacert"
+            );
+            builder(material, timeout)?
+                .tls_certs_only([])
+                .build()
+                .map_err(SourceError::Client)
+        }
+        Err(e) => Err(SourceError::Client(e)),
+    }
+}
+
+fn builder(
+    material: Option<&Material>,
+    timeout: Duration,
+) -> Result<reqwest::ClientBuilder, SourceError> {
     let mut b = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -701,7 +729,7 @@ pub fn http_client(
             b = b.identity(id);
         }
     }
-    b.build().map_err(SourceError::Client)
+    Ok(b)
 }
 
 /// An HTTP source's client, rebuilt for the next request when its

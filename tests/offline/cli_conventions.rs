@@ -553,3 +553,38 @@ fn lint_inputs_over_its_limits_are_refused_in_words_naming_the_limit() {
         "{err}"
     );
 }
+
+/// An image without a CA bundle (SSL_CERT_FILE and SSL_CERT_DIR naming
+/// nothing): `serve` with its plain-HTTP sources still starts (it refused
+/// to, "No CA certificates were loaded from the system", before any https
+/// source was even configured).
+#[test]
+fn regression_serve_starts_without_a_system_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    // Set on the child only.
+    let mut cmd = Command::new(BIN);
+    cmd.env("SSL_CERT_FILE", &empty)
+        .env("SSL_CERT_DIR", dir.path().join("none"))
+        .args(["serve", "--etcd.endpoint", "http://127.0.0.1:9"])
+        .args(["--etcd.metrics-url", "http://127.0.0.1:9/metrics"])
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = Kill(cmd.spawn().expect("start the exporter"));
+    let stderr = child.0.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .take(50)
+    {
+        let serving = line.contains("msg=serving");
+        seen.push(line);
+        if serving {
+            return;
+        }
+    }
+    panic!("no `serving` line; the exporter's log:\n{seen:#?}");
+}
