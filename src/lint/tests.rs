@@ -393,3 +393,29 @@ fn a_networkpolicy_opens_a_port_by_number_range_name_or_a_rule_without_ports() {
         []
     );
 }
+
+/// kubeadm's etcd: a static Pod in kube-system, on the host's network with
+/// hostPath volumes and root by design; kube-system does not enforce
+/// "restricted", so Pod Security is not its standard — every other rule is.
+#[test]
+fn a_control_plane_static_pod_is_not_held_to_restricted_but_to_every_other_rule() {
+    let pod = |ns: &str, startup: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: etcd, namespace: {ns}}}\nspec:\n  hostNetwork: true\n  volumes: [{{name: d, hostPath: {{path: /var/lib/etcd}}}}]\n  containers:\n    - name: etcd\n      image: registry.k8s.io/etcd:3.6.9-0\n      startupProbe: {{httpGet: {{host: 127.0.0.1, path: {startup}, port: 2381}}}}\n"
+        )
+    };
+    let rules = |text: &str| -> Vec<Rule> {
+        lint("x.yaml", text)
+            .unwrap()
+            .findings
+            .iter()
+            .map(|f| f.rule)
+            .collect()
+    };
+    assert_eq!(rules(&pod("kube-system", "/livez")), []);
+    assert_eq!(
+        rules(&pod("kube-system", "/readyz")),
+        [Rule::LivenessQuorum]
+    );
+    assert!(rules(&pod("etcd", "/livez")).contains(&Rule::PodSecurity));
+}
