@@ -664,7 +664,11 @@ async fn start_listeners(
         }
     }
     let mut servers = Vec::new();
-    let server = Server::new(config.http, state.http_metrics.connections());
+    let server = Server::new(
+        config.http,
+        state.http_metrics.connections(),
+        state.runtime.clock.clone(),
+    );
     servers.push(server.spawn(
         "main",
         listener,
@@ -685,7 +689,11 @@ async fn start_listeners(
             max_connections: config.http.max_connections.min(PROBE_MAX_CONNECTIONS),
             ..config.http
         };
-        let probe = Server::new(limits, ConnectionMetrics::default());
+        let probe = Server::new(
+            limits,
+            ConnectionMetrics::default(),
+            state.runtime.clock.clone(),
+        );
         let holds = Holds::new(
             "probe",
             held_cap(probe.cap()),

@@ -306,8 +306,8 @@ impl Holds {
     }
 
     /// `key` was answered `ready` now.
-    pub fn answered(&self, key: RequestKey, ready: bool) {
-        self.memory().answered(key, ready, Instant::now());
+    pub fn answered(&self, key: RequestKey, ready: bool, now: Instant) {
+        self.memory().answered(key, ready, now);
     }
 }
 
@@ -404,7 +404,7 @@ mod tests {
         let now = Instant::now();
         let k = holds.key(None, "/readyz", "wait=5s", false);
         assert_eq!(holds.admit(k, true, WAIT, now).unwrap_err(), Ended::Unseen);
-        holds.answered(k, true);
+        holds.answered(k, true, now);
         let a = holds.admit(k, true, WAIT, now).expect("held");
         let b = holds.admit(k, true, WAIT, now).expect("held");
         assert_eq!(holds.admit(k, true, WAIT, now).unwrap_err(), Ended::OverCap);

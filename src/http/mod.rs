@@ -306,15 +306,18 @@ async fn track(State(state): State<AppState>, req: Request, next: Next) -> Respo
         .extensions()
         .get::<MatchedPath>()
         .map_or("notfound".to_string(), |m| m.as_str().to_string());
-    let started = Instant::now();
+    let clock = state.runtime.clock.clone();
+    let started = clock.now();
     let mut resp = next.run(req).await;
     resp.headers_mut().insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    state
-        .http_metrics
-        .observe(&handler, resp.status().as_u16(), started.elapsed());
+    state.http_metrics.observe(
+        &handler,
+        resp.status().as_u16(),
+        clock.now().saturating_duration_since(started),
+    );
     resp
 }
 
@@ -437,7 +440,8 @@ async fn hold(
     use longpoll::Ended;
     // Subscribed before the first render: a publication after it wakes us.
     let mut changes = s.engine.changes();
-    let start = Instant::now();
+    let clock = &s.runtime.clock;
+    let start = clock.now();
     let first = render_readyz(s, target, q);
     let Some(ready) = first.ready else {
         return first;
@@ -445,7 +449,7 @@ async fn hold(
     let held = match s.holds.admit(key, ready, wait, start) {
         Ok(held) => held,
         Err(_) => {
-            s.holds.answered(key, ready);
+            s.holds.answered(key, ready, clock.now());
             return first;
         }
     };
@@ -460,7 +464,7 @@ async fn hold(
             .verdict()
             .at
             .checked_add(stale_after + Duration::from_millis(1))
-            .filter(|t| *t > Instant::now());
+            .filter(|t| *t > clock.now());
         let stale_armed = stale_at.is_some();
         let stale_at = stale_at.unwrap_or(start);
         tokio::select! {
@@ -477,7 +481,7 @@ async fn hold(
     };
     held.end(how);
     if let Some(ready) = answer.ready {
-        s.holds.answered(key, ready);
+        s.holds.answered(key, ready, clock.now());
     }
     answer
 }
@@ -629,17 +633,18 @@ async fn status_page(State(s): State<AppState>, RawQuery(q): RawQuery) -> Respon
             published: candidate_published.as_deref(),
             history: &candidate_history,
         });
+    let now = s.runtime.clock.now();
     let input = page::PageInput {
         verdict: &published.verdict,
-        verdict_age: published.at.elapsed(),
+        verdict_age: now.saturating_duration_since(published.at),
         stale: stale(&s.engine),
         history: &history,
         readings: &readings,
-        readings_age: readings.at.elapsed(),
+        readings_age: now.saturating_duration_since(readings.at),
         catalogue: &s.catalogue,
         policy: &policy,
         telemetry_path: &s.telemetry_path,
-        now: std::time::SystemTime::now(),
+        now: s.runtime.clock.wall(),
         candidate,
     };
     let body = if live {

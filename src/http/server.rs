@@ -18,6 +18,7 @@
 //! the accept loop as a supervised task (`http:NAME`), restarted like every
 //! other long-running task should it panic.
 
+use crate::runtime::clock::Clock;
 use etcd_readiness_policy::sync::TolerantLock;
 use std::collections::HashMap;
 use std::io;
@@ -191,13 +192,18 @@ impl ConnState {
 /// The open connections, for the cap and eviction.
 struct Connections {
     epoch: Instant,
+    clock: Clock,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<ConnState>>>,
 }
 
 impl Connections {
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64 + 1
+        self.clock
+            .now()
+            .saturating_duration_since(self.epoch)
+            .as_millis() as u64
+            + 1
     }
 
     fn at(&self, t: u64) -> tokio::time::Instant {
@@ -375,6 +381,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 
 /// One HTTP server: limits, connection bookkeeping and metrics.
 pub struct Server {
+    /// The runtime's clock (the connections' deadlines, the warnings' pace).
+    clock: Clock,
     limits: Limits,
     cap: usize,
     metrics: ConnectionMetrics,
@@ -385,7 +393,7 @@ pub struct Server {
 impl Server {
     /// A server whose connection cap is `limits.max_connections` clamped below
     /// the current soft `RLIMIT_NOFILE`.
-    pub fn new(limits: Limits, metrics: ConnectionMetrics) -> Self {
+    pub fn new(limits: Limits, metrics: ConnectionMetrics, clock: Clock) -> Self {
         let soft = nofile_soft_limit();
         let cap = effective_cap(limits.max_connections, soft);
         if cap < limits.max_connections {
@@ -416,11 +424,13 @@ impl Server {
             cap,
             metrics,
             conns: Arc::new(Connections {
-                epoch: Instant::now(),
+                epoch: clock.now(),
+                clock: clock.clone(),
                 next_id: AtomicU64::new(0),
                 open: Mutex::new(HashMap::new()),
             }),
             builder: Arc::new(builder),
+            clock,
         }
     }
 
@@ -477,9 +487,10 @@ impl Server {
                         if exhausted && self.conns.evict_and_wait().await {
                             self.metrics.evicted();
                         }
-                        if last_warned.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                        let now = self.clock.now();
+                        if last_warned.is_none_or(|t| now.saturating_duration_since(t) > Duration::from_secs(10)) {
                             tracing::warn!(error = %e, open = self.conns.len(), "accept failed");
-                            last_warned = Some(Instant::now());
+                            last_warned = Some(now);
                         }
                         // Let closes land before trying again.
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -849,8 +860,10 @@ mod tests {
     }
 
     fn conns() -> Connections {
+        let clock = Clock::node();
         Connections {
-            epoch: Instant::now(),
+            epoch: clock.now(),
+            clock,
             next_id: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
         }
@@ -887,6 +900,7 @@ mod tests {
         let server = Server::new(
             Limits::default(),
             ConnectionMetrics::register(&mut prometheus_client::registry::Registry::default()),
+            Clock::node(),
         );
         let router = Router::new().route("/livez", axum::routing::get(|| async { "ok" }));
         let (mut client, io) = tokio::io::duplex(4096);
@@ -992,6 +1006,7 @@ mod tests {
                 ..Limits::default()
             },
             ConnectionMetrics::register(&mut prometheus_client::registry::Registry::default()),
+            Clock::node(),
         );
         let release = Arc::new(Notify::new());
         let held = Arc::new(Notify::new());

@@ -923,3 +923,51 @@ async fn doc_examples_of_signals_policy_and_history() {
         ),
     );
 }
+
+/// `?wait=` on tokio's paused clock, through the router, with no socket and
+/// no sleep: the HTTP layer reads the runtime's clock like the engine, so
+/// the hold is virtual time. A request its client has seen the answer of is
+/// held; it is released the moment the verdict changes, at the end of its
+/// wait (to the millisecond), and at once on shutdown.
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_on_virtual_time_is_held_then_released_on_change_at_its_wait_and_on_shutdown() {
+    // A long interval: the verdict does not turn stale within these waits.
+    let (st, engine) = state_with(Timing {
+        sample_interval: Duration::from_secs(60),
+        sample_timeout: Duration::from_secs(1),
+    });
+    let clock = st.runtime.clock.clone();
+    let ask = |st: &AppState| {
+        let st = st.clone();
+        tokio::spawn(async move { get(&st, "/readyz?wait=5s", None).await.0 })
+    };
+    engine.publish(passing_verdict());
+    // Unseen: answered at once.
+    assert_eq!(ask(&st).await.unwrap(), StatusCode::OK);
+
+    // Seen: held; released the moment the verdict changes.
+    let t0 = clock.now();
+    let held = ask(&st);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!held.is_finished(), "held while the answer is the same");
+    engine.publish(failing_verdict());
+    assert_eq!(held.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(clock.now() - t0, Duration::from_millis(1_500));
+
+    // Seen again: held to the end of its wait, not a millisecond less.
+    let t0 = clock.now();
+    let held = ask(&st);
+    tokio::time::sleep(Duration::from_millis(4_999)).await;
+    assert!(!held.is_finished(), "held until the wait ends");
+    assert_eq!(held.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(clock.now() - t0, Duration::from_secs(5));
+
+    // Held, then the shutdown: answered at once.
+    let t0 = clock.now();
+    let held = ask(&st);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!held.is_finished());
+    st.holds.shutdown().cancel();
+    assert_eq!(held.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(clock.now() - t0, Duration::from_millis(100));
+}
