@@ -121,8 +121,11 @@ async fn main() -> Result<()> {
                 Arc::new(Sink(tx)),
                 ReloadMetrics::register(&mut registry),
                 Some(&initial),
+                etcd_readiness_exporter::runtime::clock::Clock::node(),
             ));
-            let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new();
+            let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new(
+                etcd_readiness_exporter::runtime::clock::Clock::node(),
+            );
             let watcher = spawn_watcher("policy-watcher", reloader, opts.clone(), &supervisor);
             (Probe::Sink(rx), Box::new(watcher))
         }

@@ -24,7 +24,7 @@ fn listed() -> f64 {
 #[test]
 fn open_fds_match_proc_self_fd_and_follow_opened_files() {
     let mut registry = Registry::default();
-    process::register(&mut registry);
+    process::register(&mut registry, std::time::SystemTime::now());
 
     let before = listed();
     let scrape = encode(&registry, Format::Text004);

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::runtime::clock::Clock;
 use etcd_readiness_policy::policy::Policy;
 use etcd_readiness_policy::signals::{Catalogue, Source};
 
@@ -137,7 +138,7 @@ pub fn run() -> ExitCode {
         Some(Command::Lint { files }) => lint_files(&files),
         Some(Command::Serve(args)) => crate::cmd::serve::run(*args),
         Some(Command::Demo(args)) => crate::cmd::demo::run(args),
-        Some(Command::Replay(args)) => crate::replay::run(*args),
+        Some(Command::Replay(args)) => crate::replay::run(*args, &Clock::node()),
         Some(Command::Completion { shell }) => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut out);
@@ -333,7 +334,7 @@ fn run_test_file(
         source,
     })?;
     // The virtual clock may start at any instant; this one is as good as any.
-    let origin = std::time::Instant::now();
+    let origin = Clock::node().now();
     etcd_readiness_policy::policytest::run_text(path, &text, catalogue, origin, |p| {
         read_text(p, MAX_POLICY_READ)
     })

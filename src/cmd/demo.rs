@@ -18,6 +18,7 @@ use clap::Args;
 use crate::cmd::localcluster::{LocalCluster, find_in_path};
 use crate::config::{ServeArgs, ServeConfig};
 use crate::outside::http_client;
+use crate::runtime::clock::Clock;
 
 /// Flags of `demo`.
 #[derive(Args, Clone, Debug)]
@@ -38,6 +39,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 struct Watcher {
     addr: SocketAddr,
     last: Option<(u16, Vec<String>)>,
+    /// The runtime's clock: the demo's deadlines and the election's time.
+    clock: Clock,
 }
 
 impl Watcher {
@@ -65,8 +68,8 @@ impl Watcher {
 
     /// Keep polling (and printing changes) for `d`.
     async fn hold(&mut self, d: Duration) {
-        let end = Instant::now() + d;
-        while Instant::now() < end {
+        let end = self.clock.now() + d;
+        while self.clock.now() < end {
             self.poll().await;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -74,8 +77,8 @@ impl Watcher {
 
     /// Poll until `want` (200 or 503) or the deadline.
     async fn until(&mut self, want: u16, deadline: Duration) -> bool {
-        let end = Instant::now() + deadline;
-        while Instant::now() < end {
+        let end = self.clock.now() + deadline;
+        while self.clock.now() < end {
             if self.poll().await == Some(want) {
                 return true;
             }
@@ -93,6 +96,7 @@ async fn tour(cluster: &mut LocalCluster, listen: &str, hold: Duration) -> anyho
     let mut w = Watcher {
         addr: running.addr,
         last: None,
+        clock: Clock::node(),
     };
     println!("etcd cluster: {}", endpoints(cluster));
     println!("exporter on member m1: {}/readyz?verbose\n", running.url());
@@ -161,9 +165,9 @@ fn endpoints(cluster: &LocalCluster) -> String {
 async fn kill_the_leader(cluster: &mut LocalCluster, w: &mut Watcher) -> anyhow::Result<usize> {
     // All three members must be up and agree on a leader before one is
     // killed, or the "leader killed" step would really be a quorum loss.
-    let end = std::time::Instant::now() + Duration::from_secs(30);
+    let end = w.clock.now() + Duration::from_secs(30);
     while cluster.members_agreeing_on_leader().await < 3 {
-        if std::time::Instant::now() > end {
+        if w.clock.now() > end {
             bail!(
                 "the three members did not agree on a leader within 30s:\n{}",
                 cluster.log_tails()
@@ -186,7 +190,7 @@ async fn kill_the_leader(cluster: &mut LocalCluster, w: &mut Watcher) -> anyhow:
     let term = m1.status().await?.raft_term();
     println!("   killing leader {}", cluster.members[leader].name);
     cluster.kill(leader);
-    let killed = Instant::now();
+    let killed = w.clock.now();
     // The survivors elect a new leader within an election timeout or two.
     let election = watch_the_election(&mut m1, w, ids[leader], Duration::from_secs(20)).await;
     let Some((new_leader, new_term, took)) = election.elected else {
@@ -251,20 +255,20 @@ async fn watch_the_election(
     killed: u64,
     within: Duration,
 ) -> Election {
-    let end = Instant::now() + within;
+    let end = w.clock.now() + within;
     let mut out = Election {
         elected: None,
         stayed_ready: true,
         answers: 0,
     };
-    while Instant::now() < end {
+    while w.clock.now() < end {
         if out.elected.is_none() {
             let status = tokio::time::timeout(ELECTION_STEP * 5, m1.status()).await;
             if let Ok(Ok(s)) = status
                 && s.leader() != 0
                 && s.leader() != killed
             {
-                out.elected = Some((s.leader(), s.raft_term(), Instant::now()));
+                out.elected = Some((s.leader(), s.raft_term(), w.clock.now()));
             }
         }
         let ready = w.poll().await;

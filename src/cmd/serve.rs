@@ -208,7 +208,7 @@ fn register_metrics(
         },
     };
     runtime.supervisor.register(r);
-    crate::metrics::process::register(r);
+    crate::metrics::process::register(r, runtime.clock.wall());
     extend(r);
     (metrics, Arc::new(registry))
 }
@@ -363,7 +363,11 @@ impl Reloaders {
             self.tls.push(r);
         }
         if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
-            let r = crate::sources::etcd_auth::PasswordFile::reloader(auth.clone(), status.clone());
+            let r = crate::sources::etcd_auth::PasswordFile::reloader(
+                auth.clone(),
+                status.clone(),
+                runtime.clock.clone(),
+            );
             self.watch("etcd-password-watcher", &r, config, runtime);
             self.password = Some(r);
         }
@@ -570,21 +574,22 @@ async fn start_reloaders(
                 sink,
                 files.policy,
                 Some(&initial),
+                runtime.clock.clone(),
             ));
             reloaders.watch("policy-watcher", &r, config, runtime);
             reloaders.policy = Some(r);
         }
-        None => files.policy.loaded(initial.sha256()),
+        None => files.policy.loaded(initial.sha256(), runtime.clock.wall()),
     }
     if let (Some(path), Some(metrics)) = (&config.policy_candidate, files.candidate) {
-        let r = start_candidate(path, catalogue, engine, metrics).await;
+        let r = start_candidate(path, catalogue, engine, metrics, &runtime.clock).await;
         reloaders.watch("candidate-watcher", &r, config, runtime);
         reloaders.candidate = Some(r);
     }
     let web = match (config.web.config.clone(), files.web) {
         (Some(c), Some(m)) => {
             tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
-            let web = WebState::new(c, m);
+            let web = WebState::new(c, m, runtime.clock.clone());
             let r = WebFile::reloader(web.clone());
             reloaders.watch("web-config-watcher", &r, config, runtime);
             reloaders.web = Some(r);
@@ -605,6 +610,7 @@ async fn start_candidate(
     catalogue: &Arc<Catalogue>,
     engine: &EngineHandle,
     (reload, verdicts): (ReloadMetrics, CandidateMetrics),
+    clock: &Clock,
 ) -> Arc<Reloader> {
     engine.set_candidate_metrics(verdicts);
     engine.set_candidate_reload_error(None);
@@ -614,6 +620,7 @@ async fn start_candidate(
         catalogue.clone(),
         sink,
         reload,
+        clock.clone(),
     ));
     let first = r.clone();
     let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;

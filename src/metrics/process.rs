@@ -50,10 +50,10 @@ impl Units {
 }
 
 impl ProcessCollector {
-    pub fn register(registry: &mut Registry) {
+    pub fn register(registry: &mut Registry, now: SystemTime) {
         let units = Units::of_this_kernel();
         let start_time = process_start_time(units)
-            .unwrap_or_else(|| etcd_readiness_policy::verdict::unix_seconds(SystemTime::now()));
+            .unwrap_or_else(|| etcd_readiness_policy::verdict::unix_seconds(now));
         registry.register_collector(Box::new(ProcessCollector { start_time, units }));
     }
 }
@@ -158,9 +158,10 @@ fn process_start_time(units: Units) -> Option<f64> {
     Some(boot + stat.start_ticks / units.ticks_per_second)
 }
 
-/// Register the process collector and `etcd_readiness_build_info`.
-pub fn register(registry: &mut Registry) {
-    ProcessCollector::register(registry);
+/// Register the process collector and `etcd_readiness_build_info`; `now`,
+/// the wall time, stands for the start time where /proc does not say it.
+pub fn register(registry: &mut Registry, now: SystemTime) {
+    ProcessCollector::register(registry, now);
     let build = Family::<BuildLabels, Gauge>::default();
     build
         .get_or_create(&BuildLabels {

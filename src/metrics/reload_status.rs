@@ -59,13 +59,12 @@ impl ReloadStatus {
         m
     }
 
-    /// A load succeeded; `count` it as a reload (not for the start-up load).
-    pub fn mark_success(&self, count: bool) {
+    /// A load succeeded at `wall`; `count` it as a reload (not for the
+    /// start-up load).
+    pub fn mark_success(&self, count: bool, wall: SystemTime) {
         self.last_successful.set(1);
         self.last_success_timestamp
-            .set(etcd_readiness_policy::verdict::unix_seconds(
-                SystemTime::now(),
-            ));
+            .set(etcd_readiness_policy::verdict::unix_seconds(wall));
         if count {
             self.reloads.get_or_create(&SUCCESS).inc();
         }

@@ -87,11 +87,11 @@ impl ReloadMetrics {
     }
 
     /// The policy in force came from no file (the built-in default): show
-    /// it as loaded at start, as a file's start-up load is. Explicit, so no
+    /// it as loaded at `wall`, as a file's start-up load is. Explicit, so no
     /// reloader exists only to initialise these families.
-    pub fn loaded(&self, sha256: &str) {
+    pub fn loaded(&self, sha256: &str, wall: std::time::SystemTime) {
         self.set_in_force(None, sha256);
-        self.status.mark_success(false);
+        self.status.mark_success(false, wall);
     }
 
     /// Whether the last reload attempt succeeded.
@@ -170,7 +170,8 @@ mod tests {
         let live = ReloadMetrics::register(&mut r);
         let candidate = ReloadMetrics::register_candidate(&mut r);
         live.set_in_force(None, "aaa");
-        live.status().mark_success(false);
+        live.status()
+            .mark_success(false, std::time::SystemTime::now());
         candidate.status().mark_failure();
         let lines: Vec<String> = samples(&r)
             .into_iter()
@@ -195,10 +196,10 @@ mod tests {
         let mut r = Registry::default();
         let m = ReloadMetrics::register(&mut r);
         m.set_in_force(None, "aaa");
-        m.status().mark_success(false);
+        m.status().mark_success(false, std::time::SystemTime::now());
         m.status().mark_failure();
         m.set_in_force(Some("aaa"), "bbb");
-        m.status().mark_success(true);
+        m.status().mark_success(true, std::time::SystemTime::now());
         assert_eq!(
             samples(&r),
             [
@@ -219,7 +220,7 @@ mod tests {
         let before = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();
-        m.status().mark_success(true);
+        m.status().mark_success(true, std::time::SystemTime::now());
         let after = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();

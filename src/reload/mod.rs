@@ -42,6 +42,7 @@ pub use watch::{WatchOptions, WatcherHandle, spawn_watcher};
 pub use crate::metrics::reload_status::ReloadStatus;
 use crate::outside::blocking::{DeadlineError, run_with_deadline};
 use crate::outside::bounded_read::{DeadlineReader, ReadError};
+use crate::runtime::clock::Clock;
 
 /// The largest policy file read: the policy language's own size limit.
 pub const MAX_POLICY_FILE_BYTES: u64 =
@@ -333,6 +334,8 @@ pub struct LastGood<L: Load> {
     deadline: Duration,
     /// How many times the file was read, for diagnostics and tests.
     reads: AtomicU64,
+    /// The runtime's clock: when a load succeeded.
+    clock: Clock,
 }
 
 impl<L: Load> fmt::Debug for LastGood<L> {
@@ -357,9 +360,10 @@ impl<L: Load> LastGood<L> {
         names: Names,
         loader: L,
         in_force: Option<String>,
+        clock: Clock,
     ) -> LastGood<L> {
         if in_force.is_some() {
-            loader.status().mark_success(false);
+            loader.status().mark_success(false, clock.wall());
         }
         LastGood {
             path: path.into(),
@@ -373,6 +377,7 @@ impl<L: Load> LastGood<L> {
             building: Arc::new(AtomicBool::new(false)),
             deadline: DEFAULT_RELOAD_DEADLINE,
             reads: AtomicU64::new(0),
+            clock,
         }
     }
 
@@ -455,7 +460,7 @@ impl<L: Load> LastGood<L> {
                         "{} file is back to the one in force; reload error cleared",
                         self.names.what
                     );
-                    self.loader.status().mark_success(true);
+                    self.loader.status().mark_success(true, self.clock.wall());
                     self.loader.report(None);
                 }
                 return Ok(ReloadOutcome::Unchanged { sha256: sha });
@@ -474,7 +479,7 @@ impl<L: Load> LastGood<L> {
                 return Err(self.fail(&mut state, trigger, key, e));
             }
         };
-        self.loader.status().mark_success(true);
+        self.loader.status().mark_success(true, self.clock.wall());
         if state.failure.take().is_some() {
             self.loader.report(None);
         }
@@ -647,7 +652,7 @@ mod tests {
             applied: Mutex::new(Vec::new()),
             release: Mutex::new(Some(rx)),
         };
-        let mut r = LastGood::new(&path, NAMES, loader, None);
+        let mut r = LastGood::new(&path, NAMES, loader, None, Clock::node());
         r.deadline = deadline;
         (dir, path, r, tx)
     }

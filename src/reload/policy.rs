@@ -12,6 +12,7 @@ use super::{
     ReloadMetrics, ReloadStatus,
 };
 use crate::outside::bounded_read::read_bounded;
+use crate::runtime::clock::Clock;
 use etcd_readiness_policy::policy::{Diagnostics, Policy};
 use etcd_readiness_policy::signals::Catalogue;
 
@@ -94,6 +95,7 @@ impl LastGood<PolicyFile> {
         sink: Arc<dyn PolicySink>,
         metrics: ReloadMetrics,
         initial: Option<&Policy>,
+        clock: Clock,
     ) -> LastGood<PolicyFile> {
         let in_force = initial.map(|p| {
             metrics.set_in_force(None, p.sha256());
@@ -104,7 +106,7 @@ impl LastGood<PolicyFile> {
             sink,
             metrics,
         };
-        LastGood::new(path, POLICY, loader, in_force)
+        LastGood::new(path, POLICY, loader, in_force, clock)
     }
 
     /// The candidate policy's reloader (`--policy.candidate`): the same, with
@@ -115,13 +117,14 @@ impl LastGood<PolicyFile> {
         catalogue: Arc<Catalogue>,
         sink: Arc<dyn PolicySink>,
         metrics: ReloadMetrics,
+        clock: Clock,
     ) -> LastGood<PolicyFile> {
         let loader = PolicyFile {
             catalogue,
             sink,
             metrics,
         };
-        LastGood::new(path, CANDIDATE, loader, None)
+        LastGood::new(path, CANDIDATE, loader, None, clock)
     }
 
     pub fn metrics(&self) -> &ReloadMetrics {

@@ -131,7 +131,8 @@ impl ScrapeSet {
                 .map(|(n, r)| (n.clone(), r.tls_sha256.as_deref()));
             combined(&sha256, tls)
         };
-        Arc::new(LastGood::new(path, NAMES, self, Some(sha)))
+        let clock = self.sampling.runtime.clock.clone();
+        Arc::new(LastGood::new(path, NAMES, self, Some(sha), clock))
     }
 
     /// The configuration each source runs with, by name.

@@ -28,6 +28,8 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
 
+use crate::runtime::clock::Clock;
+
 use etcd_readiness_policy::signals::Catalogue;
 use prometheus::{Prometheus, Series};
 use render::Header;
@@ -406,9 +408,11 @@ impl<'h> Sink<'h> {
 /// Returns whether the candidate changes any member.
 // long because: the one place the flags, the store, the batches and the
 // output meet; each step is a call, kept in the order they run.
-pub fn replay(args: &ReplayArgs, now: SystemTime) -> Result<bool, ReplayError> {
+pub fn replay(args: &ReplayArgs, clock: &Clock) -> Result<bool, ReplayError> {
+    let now = clock.read();
     let now_ms = i64::try_from(
-        now.duration_since(SystemTime::UNIX_EPOCH)
+        now.wall
+            .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis(),
     )
@@ -477,7 +481,7 @@ pub fn replay(args: &ReplayArgs, now: SystemTime) -> Result<bool, ReplayError> {
             grid,
             selector: args.selector.clone(),
             names,
-            origin: std::time::Instant::now(),
+            origin: now.now,
         });
         let mut summary = Summary::new(args.cluster_label.clone());
         let mut progress = Progress::new(found.members.len());
@@ -532,9 +536,9 @@ impl Progress {
     }
 }
 
-/// `replay`: returns the process exit code.
-pub fn run(args: ReplayArgs) -> ExitCode {
-    match replay(&args, SystemTime::now()) {
+/// `replay`, with the time from `clock`: returns the process exit code.
+pub fn run(args: ReplayArgs, clock: &Clock) -> ExitCode {
+    match replay(&args, clock) {
         Ok(true) if args.fail_on_difference => {
             eprintln!(
                 "the candidate differs from the recorded verdict (--fail-on-difference): exit {EXIT_DIFFERENCE}"

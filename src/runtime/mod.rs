@@ -20,7 +20,7 @@ use supervise::Supervisor;
 
 /// The clock every task reads and the supervisor every long-running task
 /// runs under. Built once by `serve`; cheap to clone (both parts are shared).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Runtime {
     /// The one clock (see [`clock`]).
     pub clock: Clock,
@@ -32,8 +32,8 @@ impl Runtime {
     /// `clock` with a supervisor of its own, no task running yet.
     pub fn new(clock: Clock) -> Runtime {
         Runtime {
+            supervisor: Supervisor::new(clock.clone()),
             clock,
-            supervisor: Supervisor::new(),
         }
     }
 }

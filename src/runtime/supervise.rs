@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::clock::Clock;
 use etcd_readiness_policy::sync::TolerantLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -52,10 +53,12 @@ struct Table {
 }
 
 /// Runs tasks and restarts them when they fail. Cheap to clone.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Supervisor {
     table: Arc<Mutex<Table>>,
     restarts: Family<TaskLabels, Counter>,
+    /// The runtime's clock: how long a task ran, when it failed.
+    clock: Clock,
 }
 
 /// Aborts the supervised task when the supervisor's own task is aborted.
@@ -68,8 +71,12 @@ impl Drop for AbortOnDrop {
 }
 
 impl Supervisor {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(clock: Clock) -> Self {
+        Supervisor {
+            table: Default::default(),
+            restarts: Default::default(),
+            clock,
+        }
     }
 
     /// Register `etcd_readiness_task_restarts_total{task}`.
@@ -112,7 +119,7 @@ impl Supervisor {
         tokio::spawn(async move {
             let mut backoff = MIN_BACKOFF;
             loop {
-                let started = Instant::now();
+                let started = me.clock.now();
                 let mut child = AbortOnDrop(tokio::spawn(make()));
                 let failure = match (&mut child.0).await {
                     Ok(()) => "the task ended by itself".to_string(),
@@ -122,7 +129,8 @@ impl Supervisor {
                     // Cancelled: we are shutting down.
                     Err(_) => return,
                 };
-                if started.elapsed() >= BACKOFF_RESET_AFTER {
+                let now = me.clock.now();
+                if now.saturating_duration_since(started) >= BACKOFF_RESET_AFTER {
                     backoff = MIN_BACKOFF;
                 }
                 tracing::error!(
@@ -135,7 +143,7 @@ impl Supervisor {
                     .inc();
                 if let Some(t) = me.lock().tasks.get_mut(&name) {
                     t.restarts += 1;
-                    t.last_failure = Some((failure, Instant::now()));
+                    t.last_failure = Some((failure, now));
                     t.restarting = true;
                 }
                 tokio::time::sleep(backoff).await;
@@ -155,7 +163,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_task_is_restarted_counted_and_shown() {
-        let sup = Supervisor::new();
+        let sup = Supervisor::new(Clock::node());
         let mut registry = Registry::default();
         sup.register(&mut registry);
         let runs = Arc::new(AtomicU32::new(0));
@@ -194,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn aborting_the_supervisor_stops_the_task() {
-        let sup = Supervisor::new();
+        let sup = Supervisor::new(Clock::node());
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         let handle = sup.spawn("holder", move || {
             let tx = tx.clone();

@@ -221,7 +221,11 @@ pub struct PasswordFile {
 pub type PasswordReloader = LastGood<PasswordFile>;
 
 impl PasswordFile {
-    pub fn reloader(auth: EtcdAuth, status: ReloadStatus) -> Arc<PasswordReloader> {
+    pub fn reloader(
+        auth: EtcdAuth,
+        status: ReloadStatus,
+        clock: crate::runtime::clock::Clock,
+    ) -> Arc<PasswordReloader> {
         let current = auth.current();
         let in_force = identity(&current.user, &current.password);
         let path = auth.0.file.clone();
@@ -230,6 +234,7 @@ impl PasswordFile {
             NAMES,
             PasswordFile { auth, status },
             Some(in_force),
+            clock,
         ))
     }
 }

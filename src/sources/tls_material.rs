@@ -535,11 +535,13 @@ impl CredentialFiles {
         loader.metrics.in_use(creds.kind(), &material);
         loader.note(&material, unix_secs(loader.clock.wall()));
         let names = creds.kind().names();
+        let clock = loader.clock.clone();
         Arc::new(LastGood::new(
             first,
             names,
             loader,
             Some(material.sha256.clone()),
+            clock,
         ))
     }
 

@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::config::WebConfig;
+use crate::runtime::clock::Clock;
 use etcd_readiness_policy::sync::TolerantLock;
 
 /// Most cached successes (exporter-toolkit keeps 100 results in all).
@@ -112,7 +113,7 @@ struct TopCost {
 }
 
 impl TopCost {
-    fn record(&mut self, cost: u32, took: Duration) {
+    fn record(&mut self, cost: u32, took: Duration, now: Instant) {
         if cost != self.cost {
             self.samples.clear();
             self.cost = cost;
@@ -121,12 +122,16 @@ impl TopCost {
         while self.samples.len() > TOP_SAMPLES {
             self.samples.pop_front();
         }
-        self.last = Some(Instant::now());
+        self.last = Some(now);
     }
 
     /// The median of the recent durations at `cost`, unless they are stale.
-    fn target(&self, cost: u32) -> Option<Duration> {
-        if self.cost != cost || self.last.is_none_or(|t| t.elapsed() >= TOP_FRESH) {
+    fn target(&self, cost: u32, now: Instant) -> Option<Duration> {
+        if self.cost != cost
+            || self
+                .last
+                .is_none_or(|t| now.saturating_duration_since(t) >= TOP_FRESH)
+        {
             return None;
         }
         let mut v: Vec<Duration> = self.samples.iter().copied().collect();
@@ -156,17 +161,27 @@ pub struct BasicAuth {
     /// How long recent checks at the highest configured cost took: what
     /// a failed check at a lower cost is padded to.
     slowest: Mutex<TopCost>,
+    /// The runtime's clock: how long checks take, how fresh that is.
+    clock: Clock,
 }
 
-impl Default for BasicAuth {
-    fn default() -> Self {
+impl BasicAuth {
+    pub fn new(clock: Clock) -> Self {
         BasicAuth {
             caches: Mutex::new(Caches::default()),
             bcrypt: Semaphore::new(1),
             pending: AtomicUsize::new(0),
             per_client: Mutex::new(HashMap::new()),
             slowest: Mutex::new(TopCost::default()),
+            clock,
         }
+    }
+}
+
+#[cfg(test)]
+impl Default for BasicAuth {
+    fn default() -> Self {
+        BasicAuth::new(Clock::node())
     }
 }
 
@@ -328,16 +343,17 @@ impl BasicAuth {
             if let Some(ok) = self.lookup(&k) {
                 return verdict(ok);
             }
-            started = Instant::now();
+            started = self.clock.now();
             let verified = tokio::task::spawn_blocking(move || bcrypt::verify(pass, &hash))
                 .await
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or(false);
             let ok = verified && known;
-            let took = started.elapsed();
+            let now = self.clock.now();
+            let took = now.saturating_duration_since(started);
             if cost >= top {
-                self.slowest.locked().record(top, took);
+                self.slowest.locked().record(top, took, now);
             }
             self.remember(k, ok);
             ok
@@ -362,7 +378,7 @@ impl BasicAuth {
     /// time of a check at the `top` cost, outside the permit (sleeping costs
     /// no CPU).
     async fn pad_failure(&self, started: Instant, top: u32) {
-        let pad = self.slowest.locked().target(top);
+        let pad = self.slowest.locked().target(top, self.clock.now());
         match pad {
             Some(took) => {
                 tokio::time::sleep_until((started + took).into()).await;
@@ -373,9 +389,12 @@ impl BasicAuth {
                 // costs what an unknown user's does now.
                 if let Ok(_permit) = self.bcrypt.acquire().await {
                     let dummy = dummy_hash(top);
-                    let t = Instant::now();
+                    let t = self.clock.now();
                     let _ = tokio::task::spawn_blocking(move || bcrypt::verify("", &dummy)).await;
-                    self.slowest.locked().record(top, t.elapsed());
+                    let now = self.clock.now();
+                    self.slowest
+                        .locked()
+                        .record(top, now.saturating_duration_since(t), now);
                 }
             }
         }
@@ -571,7 +590,7 @@ mod tests {
             .slowest
             .lock()
             .unwrap()
-            .target(9)
+            .target(9, Instant::now())
             .expect("an unknown user is checked at the top cost");
         assert!(unknown >= top);
         let t = Instant::now();

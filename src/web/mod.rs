@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use axum::Router;
@@ -39,6 +39,7 @@ pub use config::{WebConfig, WebConfigError};
 pub use metrics::{Refusal, WebMetrics};
 
 use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus, ReloadTrigger};
+use crate::runtime::clock::Clock;
 
 /// Why the web config's loader refused a file (the reading, deadline and
 /// panic failures are [`crate::reload::LoadError`]'s).
@@ -106,7 +107,8 @@ impl WebFile {
     /// The reloader of `web`'s file, with what `web` holds in force.
     pub fn reloader(web: Arc<WebState>) -> Arc<WebReloader> {
         let (path, sha) = (web.path.clone(), web.current().sha256.clone());
-        Arc::new(LastGood::new(path, NAMES, WebFile(web), Some(sha)))
+        let clock = web.clock.clone();
+        Arc::new(LastGood::new(path, NAMES, WebFile(web), Some(sha), clock))
     }
 }
 
@@ -124,10 +126,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn full(limit: &config::RateLimit) -> Bucket {
+    fn full(limit: &config::RateLimit, now: Instant) -> Bucket {
         Bucket {
             tokens: f64::from(limit.burst),
-            last: Instant::now(),
+            last: now,
         }
     }
 
@@ -162,6 +164,8 @@ pub struct WebState {
     bucket: Mutex<Bucket>,
     /// One bucket per source address, with `rate_limit.per_client`.
     clients: Mutex<HashMap<Option<IpAddr>, Bucket>>,
+    /// The runtime's clock: the buckets' refill, the certificate's validity.
+    clock: Clock,
 }
 
 impl std::fmt::Debug for WebState {
@@ -176,20 +180,21 @@ impl WebState {
     /// Put `initial` (loaded at start) in force.
     /// Its reloader ([`WebFile::reloader`]) marks the start-up load in the
     /// reload status families.
-    pub fn new(initial: WebConfig, metrics: WebMetrics) -> Arc<WebState> {
-        note_certificate(&initial, &metrics, "start");
+    pub fn new(initial: WebConfig, metrics: WebMetrics, clock: Clock) -> Arc<WebState> {
+        note_certificate(&initial, &metrics, "start", clock.wall());
         let burst = initial.rate_limit.map_or(0.0, |r| f64::from(r.burst));
         Arc::new(WebState {
             path: initial.path.clone(),
             tls: initial.tls.clone().map(ArcSwap::new),
             current: ArcSwap::from_pointee(initial),
-            auth: BasicAuth::default(),
+            auth: BasicAuth::new(clock.clone()),
             metrics,
             bucket: Mutex::new(Bucket {
                 tokens: burst,
-                last: Instant::now(),
+                last: clock.now(),
             }),
             clients: Mutex::new(HashMap::new()),
+            clock,
         })
     }
 
@@ -228,12 +233,12 @@ impl WebState {
         if old.rate_limit != new.rate_limit {
             let mut b = self.bucket.locked();
             b.tokens = new.rate_limit.map_or(0.0, |r| f64::from(r.burst));
-            b.last = Instant::now();
+            b.last = self.clock.now();
             self.clients.locked().clear();
         }
         let users_changed = old.users != new.users;
         let summary = new.summary();
-        note_certificate(&new, &self.metrics, trigger.as_str());
+        note_certificate(&new, &self.metrics, trigger.as_str(), self.clock.wall());
         self.current.store(Arc::new(new));
         if users_changed {
             // Only then: a rotated certificate must not make every scraper
@@ -250,7 +255,7 @@ impl WebState {
         let Some(limit) = config.rate_limit else {
             return true;
         };
-        let now = Instant::now();
+        let now = self.clock.now();
         if !limit.per_client {
             return self.bucket.locked().take(&limit, now);
         }
@@ -263,7 +268,7 @@ impl WebState {
         }
         clients
             .entry(client)
-            .or_insert_with(|| Bucket::full(&limit))
+            .or_insert_with(|| Bucket::full(&limit, now))
             .take(&limit, now)
     }
 }
@@ -272,9 +277,9 @@ impl WebState {
 /// is expired or not yet valid (regression: an expired certificate was taken
 /// at reload without a word). It is still served: refusing it would turn a
 /// late rotation into an outage of the scrape, and clients refuse it anyway.
-fn note_certificate(config: &WebConfig, metrics: &WebMetrics, trigger: &str) {
+fn note_certificate(config: &WebConfig, metrics: &WebMetrics, trigger: &str, wall: SystemTime) {
     metrics.certificate(config.cert_validity);
-    let now = std::time::SystemTime::now()
+    let now = wall
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     if let Some(problem) = config.cert_validity.and_then(|v| v.problem(now)) {
@@ -343,7 +348,7 @@ mod tests {
 
     fn state(text: &str) -> Arc<WebState> {
         let c = WebConfig::from_text(Path::new("w.yml"), text, &|_, _| unreachable!()).unwrap();
-        WebState::new(c, WebMetrics::default())
+        WebState::new(c, WebMetrics::default(), Clock::node())
     }
 
     fn inline_tls(not_before: (i32, u8, u8), not_after: (i32, u8, u8)) -> WebConfig {
@@ -376,7 +381,7 @@ mod tests {
             .expect("validity of the serving certificate");
         assert_eq!((v.not_before, v.not_after), (946_684_800, 978_307_200));
         let metrics = WebMetrics::default();
-        let _w = WebState::new(c, metrics.clone());
+        let _w = WebState::new(c, metrics.clone(), Clock::node());
         assert_eq!(metrics.certificate_not_after(), 978_307_200);
         let now = 1_700_000_000;
         assert_eq!(
@@ -400,6 +405,7 @@ mod tests {
         let _w = WebState::new(
             WebConfig::from_text(Path::new("w.yml"), "", &|_, _| unreachable!()).unwrap(),
             plain.clone(),
+            Clock::node(),
         );
         assert_eq!(plain.certificate_not_after(), 0);
     }

@@ -183,6 +183,7 @@ impl Fixture {
             sink.clone(),
             metrics,
             Some(&initial),
+            etcd_readiness_exporter::runtime::clock::Clock::node(),
         ));
         Fixture {
             _dir: dir,
@@ -195,7 +196,9 @@ impl Fixture {
     }
 
     fn watch(&self, opts: WatchOptions) -> WatcherHandle {
-        let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new();
+        let supervisor = etcd_readiness_exporter::runtime::supervise::Supervisor::new(
+            etcd_readiness_exporter::runtime::clock::Clock::node(),
+        );
         spawn_watcher("policy-watcher", self.reloader.clone(), opts, &supervisor)
     }
 
