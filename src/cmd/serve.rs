@@ -21,7 +21,6 @@ use crate::http::listen::ListenAddr;
 use crate::http::longpoll::{Holds, held_cap};
 use crate::http::server::{Server, ServerHandle, Transport, raise_nofile_limit};
 use crate::http::{AppState, ConnectionMetrics, HttpMetrics, Lifecycle, app, probe_app};
-use crate::reload::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
 use crate::reload::{
     LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
     WatchOptions, WatcherHandle,
@@ -32,6 +31,7 @@ use crate::sources::backup::BackupSampler;
 use crate::sources::etcd::{EtcdConfig, ReadFloor};
 use crate::sources::etcd_metrics::EtcdMetricsSampler;
 use crate::sources::owner::OwnerSampler;
+use crate::sources::scrape_set::{PreparedSet, ScrapeReloader, ScrapeSet};
 use crate::sources::tls_material::{
     CredentialFiles, Credentials, CredentialsReloader, TlsKind, TlsMetrics,
 };
@@ -188,7 +188,7 @@ fn register_metrics(
             scrape: config
                 .scrape_file
                 .as_ref()
-                .map(|_| crate::reload::scrape_set::register_status(r)),
+                .map(|_| crate::sources::scrape_set::register_status(r)),
             tls: TlsMetrics::register(r),
             etcd_tls: config
                 .etcd

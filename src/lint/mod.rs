@@ -29,7 +29,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-pub use etcd_readiness_policy::yaml::YamlError;
+use etcd_readiness_policy::yaml::YamlError;
 use pod_security::{containers, list, text};
 
 /// What a finding is about; its id is printed with it.

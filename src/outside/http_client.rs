@@ -59,6 +59,85 @@ pub fn install_crypto_provider() {
     });
 }
 
+/// Whom a client trusts to serve TLS.
+#[derive(Clone, Copy, Debug)]
+pub enum Trust<'a> {
+    /// The system's CA bundle; where the system has none (an image without
+    /// one), no CA, with a warning: a plain `http://` peer needs none, and
+    /// an `https://` one is refused at its handshake, naming the missing CA.
+    System,
+    /// Only the CA certificates of this PEM bundle.
+    Only(&'a [u8]),
+    /// No CA: for plain `http://` (no root store is loaded, which costs
+    /// about 20 ms on a client made per call).
+    Nothing,
+}
+
+/// The one place a reqwest client is built, for every outbound HTTP call
+/// (the sources, `replay`, the demo and tests through [`get_at`]): no proxy,
+/// no redirect, `trust`, `identity` (a client certificate chain and its
+/// key, PEM), `timeout` on every request and its connect (`None`: the caller
+/// bounds each request), and `pooled` connections or one per request.
+pub fn client(
+    trust: Trust<'_>,
+    identity: Option<(&[u8], &[u8])>,
+    timeout: Option<Duration>,
+    pooled: bool,
+) -> Result<reqwest::Client, SourceError> {
+    install_crypto_provider();
+    let builder = |trust: Trust<'_>| -> Result<reqwest::ClientBuilder, SourceError> {
+        let mut b = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(t) = timeout {
+            b = b.timeout(t).connect_timeout(t);
+        }
+        if !pooled {
+            b = b.pool_max_idle_per_host(0);
+        }
+        match trust {
+            Trust::System => {}
+            Trust::Only(ca) => {
+                let certs = reqwest::Certificate::from_pem_bundle(ca).map_err(|source| {
+                    SourceError::Pem {
+                        what: "CA certificate",
+                        source,
+                    }
+                })?;
+                b = b.tls_certs_only(certs);
+            }
+            Trust::Nothing => b = b.tls_certs_only([]),
+        }
+        if let Some((cert, key)) = identity {
+            let mut pem = cert.to_vec();
+            pem.push(b'\n');
+            pem.extend_from_slice(key);
+            let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
+                what: "client certificate or key",
+                source,
+            })?;
+            b = b.identity(id);
+        }
+        Ok(b)
+    };
+    match builder(trust)?.build() {
+        Ok(c) => Ok(c),
+        Err(e) if matches!(trust, Trust::System) => {
+            let why = causes(Some(&e))
+                .last()
+                .map_or_else(|| e.to_string(), |c| c.to_string());
+            tracing::warn!(
+                "the system's CA bundle cannot be loaded ({why}): an https:// source needs its \
+                 --*.cacert"
+            );
+            builder(Trust::Nothing)?
+                .build()
+                .map_err(SourceError::Client)
+        }
+        Err(e) => Err(SourceError::Client(e)),
+    }
+}
+
 /// A client certificate and its key go together: both or neither. `what`
 /// names the pair in the error (e.g. the two flags). The one place this rule
 /// lives, for etcd's mTLS flags and for every HTTP source.
@@ -311,16 +390,9 @@ pub async fn get_at(
     timeout: Duration,
 ) -> Result<Answer, SampleError> {
     let url = RedactedUrl::new(format!("http://{addr}{path}"));
-    install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(0)
-        // Plain HTTP only: no root store to load (loading the platform's
-        // costs about 20 ms, a client per call could not afford it).
-        .tls_certs_only([])
-        .build()
-        .map_err(|e| classify(&url, &e))?;
+    // Plain HTTP only: no root store; a connection of its own.
+    let client = client(Trust::Nothing, None, None, false)
+        .map_err(|e| SampleError::new(Reason::Connect, e.to_string()))?;
     let mut request = client.get(url.expose_for_request());
     if let Some(accept) = accept {
         request = request.header(reqwest::header::ACCEPT, accept);

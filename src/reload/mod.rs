@@ -22,7 +22,6 @@
 mod http;
 mod metrics;
 mod policy;
-pub mod scrape_set;
 mod watch;
 
 use std::fmt;

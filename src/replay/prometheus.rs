@@ -39,7 +39,7 @@ use super::matrix::{self, Failure};
 use super::render::{label_set, printable};
 use super::timeline::Grid;
 use super::values::{NOT_A_NUMBER, ShapeError};
-use crate::outside::http_client::{self, TlsFiles};
+use crate::outside::http_client::{self, Trust};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::sources::{Reason, SampleError};
 use etcd_readiness_policy::sync::TolerantLock;
@@ -394,7 +394,7 @@ impl Prometheus {
     /// request and at most `max_bytes` per answer.
     pub fn new(url: &RedactedUrl, timeout: Duration, max_bytes: u64) -> Result<Self, PromError> {
         let base = http_client::base_url(url).map_err(|e| PromError::Url(e.to_string()))?;
-        let http = crate::sources::tls_material::build_client(&TlsFiles::default(), timeout)
+        let http = http_client::client(Trust::System, None, Some(timeout), true)
             .map_err(|e| PromError::Client(e.to_string()))?;
         Ok(Prometheus {
             base,

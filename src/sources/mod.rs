@@ -19,6 +19,7 @@ pub mod etcd_metrics;
 pub mod owner;
 pub mod promtext;
 pub mod scrape;
+pub mod scrape_set;
 pub mod tls_material;
 
 use std::collections::HashMap;

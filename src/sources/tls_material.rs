@@ -662,6 +662,7 @@ pub fn register_status(registry: &mut Registry, kind: TlsKind) -> ReloadStatus {
 
 /// A client with `timeout` on every request (connect included) and the
 /// given TLS files, read and checked now (see [`super::tls_material`]).
+#[cfg(test)]
 pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client, SourceError> {
     let material = if *tls == TlsFiles::default() {
         None
@@ -671,67 +672,22 @@ pub fn build_client(tls: &TlsFiles, timeout: Duration) -> Result<reqwest::Client
     http_client(material.as_ref(), timeout)
 }
 
-/// A reqwest client with `material`'s CA and identity and `timeout` on
-/// every request (the one place an HTTP source's TLS is set up). Without a
-/// CA file it trusts the system's bundle; where there is none (an image
-/// without one), it trusts no CA rather than failing to start: a plain
-/// `http://` source needs none, and an `https://` one is then refused at
-/// its handshake, whose error names the missing CA file.
+/// An HTTP source's reqwest client ([`crate::outside::http_client::client`],
+/// the one builder) with `material`'s CA and identity, `timeout` on every
+/// request, pooled.
 pub fn http_client(
     material: Option<&Material>,
     timeout: Duration,
 ) -> Result<reqwest::Client, SourceError> {
-    crate::outside::http_client::install_crypto_provider();
-    let has_ca = material.is_some_and(|m| m.ca.is_some());
-    match builder(material, timeout)?.build() {
-        Ok(c) => Ok(c),
-        Err(e) if !has_ca => {
-            let why = crate::outside::http_client::causes(Some(&e))
-                .last()
-                .map_or_else(|| e.to_string(), |c| c.to_string());
-            tracing::warn!(
-                "the system's CA bundle cannot be loaded ({why}): an https:// source needs its \
-                 --*.cacert"
-            );
-            builder(material, timeout)?
-                .tls_certs_only([])
-                .build()
-                .map_err(SourceError::Client)
-        }
-        Err(e) => Err(SourceError::Client(e)),
-    }
-}
-
-fn builder(
-    material: Option<&Material>,
-    timeout: Duration,
-) -> Result<reqwest::ClientBuilder, SourceError> {
-    let mut b = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(m) = material {
-        if let Some(ca) = &m.ca {
-            let certs =
-                reqwest::Certificate::from_pem_bundle(ca).map_err(|source| SourceError::Pem {
-                    what: "CA certificate",
-                    source,
-                })?;
-            b = b.tls_certs_only(certs);
-        }
-        if let Some((cert, key)) = &m.identity {
-            let mut pem = cert.clone();
-            pem.push(b'\n');
-            pem.extend_from_slice(key);
-            let id = reqwest::Identity::from_pem(&pem).map_err(|source| SourceError::Pem {
-                what: "client certificate or key",
-                source,
-            })?;
-            b = b.identity(id);
-        }
-    }
-    Ok(b)
+    use crate::outside::http_client::{Trust, client};
+    let trust = match material.and_then(|m| m.ca.as_deref()) {
+        Some(ca) => Trust::Only(ca),
+        None => Trust::System,
+    };
+    let identity = material
+        .and_then(|m| m.identity.as_ref())
+        .map(|(c, k)| (c.as_slice(), k.as_slice()));
+    client(trust, identity, Some(timeout), true)
 }
 
 /// An HTTP source's client, rebuilt for the next request when its

@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
+use super::Sampling;
+use super::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
+use super::scrape::ScrapeSampler;
 use crate::outside::http_client::SourceError;
 use crate::reload::{Change, LastGood, Load, Names, Problem, ReloadStatus};
-use crate::sources::Sampling;
-use crate::sources::config::{Config, ConfigError, MAX_CONFIG_BYTES, ScrapeConfig};
-use crate::sources::scrape::ScrapeSampler;
 use etcd_readiness_policy::signals::Catalogue;
 use etcd_readiness_policy::sync::TolerantLock;
 
