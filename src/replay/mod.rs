@@ -11,9 +11,12 @@
 //! with `--fail-on-difference` when the candidate differs from the recorded
 //! verdict anywhere.
 
+mod envelope;
 pub mod fleet;
+pub mod limits;
 pub mod matrix;
 pub mod prometheus;
+pub mod promql;
 pub mod render;
 pub mod summary;
 pub mod time;
