@@ -39,6 +39,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use super::readyz::{ReadyzQuery, Rendered};
+use super::{AppState, Target, render_readyz};
+
 /// The longest `?wait=` accepted; longer is a 400, not a silent clamp.
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
@@ -331,6 +334,64 @@ impl Drop for Held {
         self.holds.gauge.dec();
         self.holds.metrics.ended(self.holds.listener, self.ended);
     }
+}
+
+/// The answer of a request with `?wait=`: at once unless its client already
+/// has it ([`Holds::admit`]); else held until it changes, the wait
+/// runs out or the shutdown signal, whichever comes first.
+pub(super) async fn hold(
+    s: &AppState,
+    target: Target<'_>,
+    q: &ReadyzQuery,
+    wait: Duration,
+    key: RequestKey,
+) -> Rendered {
+    // Subscribed before the first render: a publication after it wakes us.
+    let mut changes = s.engine.changes();
+    let clock = &s.runtime.clock;
+    let start = clock.now();
+    let first = render_readyz(s, target, q);
+    let Some(ready) = first.ready else {
+        return first;
+    };
+    let held = match s.holds.admit(key, ready, wait, start) {
+        Ok(held) => held,
+        Err(_) => {
+            s.holds.answered(key, ready, clock.now());
+            return first;
+        }
+    };
+    let deadline = tokio::time::Instant::from_std(start + wait);
+    let stale_after = s.engine.timing().verdict_stale_after();
+    let mut open = true;
+    let (how, answer) = loop {
+        // A wedged engine publishes nothing: wake when the verdict would
+        // turn stale, which changes the answer.
+        let stale_at = s
+            .engine
+            .verdict()
+            .at
+            .checked_add(stale_after + Duration::from_millis(1))
+            .filter(|t| *t > clock.now());
+        let stale_armed = stale_at.is_some();
+        let stale_at = stale_at.unwrap_or(start);
+        tokio::select! {
+            biased;
+            _ = s.holds.shutdown().cancelled() => break (Ended::Shutdown, render_readyz(s, target, q)),
+            _ = tokio::time::sleep_until(deadline) => break (Ended::Waited, render_readyz(s, target, q)),
+            r = changes.changed(), if open => open = r.is_ok(),
+            _ = tokio::time::sleep_until(stale_at.into()), if stale_armed => {}
+        }
+        let now = render_readyz(s, target, q);
+        if now.ready != Some(ready) {
+            break (Ended::Changed, now);
+        }
+    };
+    held.end(how);
+    if let Some(ready) = answer.ready {
+        s.holds.answered(key, ready, clock.now());
+    }
+    answer
 }
 
 #[cfg(test)]

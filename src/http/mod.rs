@@ -11,12 +11,13 @@ pub mod livez;
 pub mod longpoll;
 pub mod metrics;
 pub mod page;
+mod paths;
 pub mod readyz;
 mod readyz_json;
+mod reload;
 pub mod server;
 pub mod views;
 
-use etcd_readiness_policy::sync::TolerantLock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,9 @@ use crate::metrics::Format;
 use crate::runtime::Runtime;
 use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 pub use metrics::{ConnectionMetrics, HttpMetrics};
+pub use paths::{ROUTES, telemetry_path_problem};
 use readyz::{PolicyChoice, ReadyzQuery, Rendered};
+pub use reload::{Lifecycle, ReloadFlight};
 
 /// Everything the handlers read, each part given by `serve` rather than
 /// looked up through the engine.
@@ -63,107 +66,6 @@ pub struct AppState {
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 
-/// `--web.enable-lifecycle`, added to [`app`]'s router as an axum
-/// `Extension`. Without it `POST /-/reload` answers 403, as Prometheus does
-/// without the flag.
-#[derive(Clone, Debug, Default)]
-pub struct Lifecycle {
-    pub enabled: bool,
-    /// The reload in flight, which concurrent POSTs join.
-    pub flight: Arc<ReloadFlight>,
-}
-
-/// What a reload answered: the status and the text body.
-type ReloadAnswer = (StatusCode, String);
-
-/// Coalesces `POST /-/reload`: one reload runs at a time, in a task of its
-/// own (so a client that goes away does not abandon it); requests arriving
-/// while it runs wait for its answer instead of starting another (before,
-/// 500 concurrent reloads spawned ~480 OS threads and kept ~30 MB).
-#[derive(Debug, Default)]
-pub struct ReloadFlight {
-    in_flight: std::sync::Mutex<Option<tokio::sync::watch::Receiver<Option<ReloadAnswer>>>>,
-    runs: std::sync::atomic::AtomicU64,
-    joined: std::sync::atomic::AtomicU64,
-}
-
-impl ReloadFlight {
-    /// Run `reload` unless one is in flight; either way, its answer.
-    pub async fn run<F, Fut>(self: &Arc<Self>, reload: F) -> ReloadAnswer
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = ReloadAnswer> + Send + 'static,
-    {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut rx = {
-            let mut slot = self.in_flight.locked();
-            match &*slot {
-                Some(rx) => {
-                    self.joined.fetch_add(1, Relaxed);
-                    rx.clone()
-                }
-                None => {
-                    let (tx, rx) = tokio::sync::watch::channel(None);
-                    *slot = Some(rx.clone());
-                    self.runs.fetch_add(1, Relaxed);
-                    let work = reload();
-                    let done = FlightDone {
-                        flight: self.clone(),
-                        tx,
-                    };
-                    tokio::spawn(async move {
-                        let answer = work.await;
-                        // Over before it answers: a request from now on
-                        // starts a reload of its own, which sees any change
-                        // made since this one read the files.
-                        done.flight.end(&done.tx);
-                        done.tx.send_replace(Some(answer));
-                    });
-                    rx
-                }
-            }
-        };
-        let answer = rx
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|a| a.clone());
-        answer.unwrap_or((
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "reload failed: the reload ended without an answer\n".to_string(),
-        ))
-    }
-
-    fn end(&self, tx: &tokio::sync::watch::Sender<Option<ReloadAnswer>>) {
-        let mut slot = self.in_flight.locked();
-        if slot
-            .as_ref()
-            .is_some_and(|rx| rx.same_channel(&tx.subscribe()))
-        {
-            *slot = None;
-        }
-    }
-
-    /// Reloads run, and requests that joined one in flight instead.
-    pub fn counts(&self) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (self.runs.load(Relaxed), self.joined.load(Relaxed))
-    }
-}
-
-/// The sender of a flight's answer (dropped without one if the reload
-/// panicked: the waiters then get a 500, and the slot is freed).
-struct FlightDone {
-    flight: Arc<ReloadFlight>,
-    tx: tokio::sync::watch::Sender<Option<ReloadAnswer>>,
-}
-
-impl Drop for FlightDone {
-    fn drop(&mut self) {
-        self.flight.end(&self.tx);
-    }
-}
-
 /// The probe listener's router: `/readyz`, `/readyz/<check>` and `/livez`,
 /// with the request metrics; everything else is 404.
 pub fn probe_app(state: AppState) -> Router {
@@ -174,105 +76,6 @@ pub fn probe_app(state: AppState) -> Router {
         .fallback(probe_not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .with_state(state)
-}
-
-/// The main router's fixed paths (the telemetry path is added to them);
-/// `/readyz/` also owns everything below it.
-pub const ROUTES: [&str; 8] = [
-    "/",
-    "/history",
-    "/readyz",
-    "/readyz/{name}",
-    "/livez",
-    "/signals",
-    "/policy",
-    "/-/reload",
-];
-
-/// Why `path` cannot be the telemetry path: it must be a literal path
-/// (axum would read `{x}`, `{*x}`, `:x` or `*x` as a pattern, or panic on
-/// them), reachable by a request (no space, control character, non-ASCII,
-/// `?` or `#`), meaning one thing to every client (no dot or empty
-/// segment, no percent-encoding a client would normalise:
-/// [`path_normalisation_problem`]), and not one of [`ROUTES`] or under
-/// `/readyz/`.
-pub fn telemetry_path_problem(path: &str) -> Option<&'static str> {
-    if !path.starts_with('/') {
-        return Some("it must start with /");
-    }
-    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
-        return Some(if c == ' ' {
-            "it contains a space, which no request can carry"
-        } else {
-            "it contains a control or non-ASCII character (percent-encode it)"
-        });
-    }
-    if path.contains(['?', '#']) {
-        return Some("a query (?) or fragment (#) is not part of a path");
-    }
-    if path.contains(['{', '}']) {
-        return Some("{ and } would make it a route pattern; it must be a literal path");
-    }
-    if path.split('/').any(|seg| seg.starts_with([':', '*'])) {
-        return Some("a segment starting with : or * would make it a route pattern");
-    }
-    if let Some(why) = path_normalisation_problem(path) {
-        return Some(why);
-    }
-    if ROUTES.contains(&path) || path.starts_with("/readyz/") {
-        return Some("the exporter already serves this path");
-    }
-    None
-}
-
-/// Why a client would not send `path` as written: curl, browsers and
-/// Prometheus remove dot segments (`/a/../b` is `/b`), may merge or drop
-/// empty ones (`//`), decode percent-encoded unreserved characters
-/// (`%2e` is `.`, RFC 3986 6.2.2.2), write hex digits in upper case and
-/// turn `\` into `/`; the router matches the path it receives byte for
-/// byte, so such a path would serve nothing. A trailing `/` is kept by
-/// every client and is allowed.
-fn path_normalisation_problem(path: &str) -> Option<&'static str> {
-    if path.contains('\\') {
-        return Some("a \\ is turned into / by browsers; write / (the path must mean one thing)");
-    }
-    let segments: Vec<&str> = path[1..].split('/').collect();
-    let last = segments.len() - 1;
-    for (i, seg) in segments.iter().enumerate() {
-        if seg.is_empty() && i != last {
-            return Some(
-                "an empty segment (//) is merged or dropped by clients (the path must mean one thing)",
-            );
-        }
-        if *seg == "." || *seg == ".." {
-            return Some(
-                "a dot segment (/./ or /../) is removed by clients (the path must mean one thing)",
-            );
-        }
-    }
-    let bytes = path.as_bytes();
-    for (i, _) in path.match_indices('%') {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit));
-        let Some(hex) = hex else {
-            return Some(
-                "a % not followed by two hex digits is not percent-encoding (write %25 for %)",
-            );
-        };
-        if hex.iter().any(u8::is_ascii_lowercase) {
-            return Some(
-                "percent-encoding in lower case (%2f) is written in upper case by clients (the path must mean one thing)",
-            );
-        }
-        let decoded = u8::from_str_radix(std::str::from_utf8(hex).unwrap_or("00"), 16).unwrap_or(0);
-        if decoded.is_ascii_alphanumeric() || matches!(decoded, b'-' | b'.' | b'_' | b'~') {
-            return Some(
-                "a percent-encoded letter, digit, -, ., _ or ~ (e.g. %2E) is decoded by clients (the path must mean one thing)",
-            );
-        }
-    }
-    None
 }
 
 /// The router with every endpoint and the request metrics. A telemetry
@@ -288,7 +91,7 @@ pub fn app(state: AppState) -> Router {
         .route("/livez", get(livez))
         .route("/signals", get(signals))
         .route("/policy", get(policy))
-        .route("/-/reload", post(reload));
+        .route("/-/reload", post(reload::reload));
     let router = if telemetry_path_problem(&telemetry).is_none() {
         router.route(&telemetry, get(metrics))
     } else {
@@ -331,28 +134,6 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
         body,
     )
         .into_response()
-}
-
-/// `POST /-/reload`: re-read every reloadable file now (as Prometheus
-/// does), only with `--web.enable-lifecycle`; one line per file, 500 when
-/// one failed (its full diagnostics follow; the others are still reloaded).
-async fn reload(State(s): State<AppState>, lifecycle: Option<Extension<Lifecycle>>) -> Response {
-    let Some(Extension(lifecycle)) = lifecycle.filter(|l| l.enabled) else {
-        return respond(
-            StatusCode::FORBIDDEN,
-            TEXT,
-            "Lifecycle API is not enabled (start with --web.enable-lifecycle); SIGHUP and file changes still reload\n".to_string(),
-        );
-    };
-    let files = s.reloadables.clone();
-    let (status, body) = lifecycle
-        .flight
-        .run(move || async move {
-            let report = files.reload_all(crate::reload::ReloadTrigger::Http).await;
-            (report.status(), report.text())
-        })
-        .await;
-    respond(status, TEXT, body)
 }
 
 fn rendered(r: Rendered) -> Response {
@@ -424,66 +205,7 @@ async fn readyz_answer(
     let key = s
         .holds
         .key(peer, uri.path(), uri.query().unwrap_or(""), q.json);
-    rendered(hold(s, target, &q, wait, key).await)
-}
-
-/// The answer of a request with `?wait=`: at once unless its client already
-/// has it ([`longpoll::Holds::admit`]); else held until it changes, the wait
-/// runs out or the shutdown signal, whichever comes first.
-async fn hold(
-    s: &AppState,
-    target: Target<'_>,
-    q: &ReadyzQuery,
-    wait: Duration,
-    key: longpoll::RequestKey,
-) -> Rendered {
-    use longpoll::Ended;
-    // Subscribed before the first render: a publication after it wakes us.
-    let mut changes = s.engine.changes();
-    let clock = &s.runtime.clock;
-    let start = clock.now();
-    let first = render_readyz(s, target, q);
-    let Some(ready) = first.ready else {
-        return first;
-    };
-    let held = match s.holds.admit(key, ready, wait, start) {
-        Ok(held) => held,
-        Err(_) => {
-            s.holds.answered(key, ready, clock.now());
-            return first;
-        }
-    };
-    let deadline = tokio::time::Instant::from_std(start + wait);
-    let stale_after = s.engine.timing().verdict_stale_after();
-    let mut open = true;
-    let (how, answer) = loop {
-        // A wedged engine publishes nothing: wake when the verdict would
-        // turn stale, which changes the answer.
-        let stale_at = s
-            .engine
-            .verdict()
-            .at
-            .checked_add(stale_after + Duration::from_millis(1))
-            .filter(|t| *t > clock.now());
-        let stale_armed = stale_at.is_some();
-        let stale_at = stale_at.unwrap_or(start);
-        tokio::select! {
-            biased;
-            _ = s.holds.shutdown().cancelled() => break (Ended::Shutdown, render_readyz(s, target, q)),
-            _ = tokio::time::sleep_until(deadline) => break (Ended::Waited, render_readyz(s, target, q)),
-            r = changes.changed(), if open => open = r.is_ok(),
-            _ = tokio::time::sleep_until(stale_at.into()), if stale_armed => {}
-        }
-        let now = render_readyz(s, target, q);
-        if now.ready != Some(ready) {
-            break (Ended::Changed, now);
-        }
-    };
-    held.end(how);
-    if let Some(ready) = answer.ready {
-        s.holds.answered(key, ready, clock.now());
-    }
-    answer
+    rendered(longpoll::hold(s, target, &q, wait, key).await)
 }
 
 /// The answer to `target` now, from what the engine published.
