@@ -131,6 +131,7 @@ fn first(ts: &[(f64, String, String, String)], name: &str, state: &str, from: f6
         .map(|t| t.0)
 }
 
+// Long because: one ~550 MB member, filled once (minutes), defragmented while three probes watch; its phases read the same timelines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_ready_after() {
     let _slot = etcd_readiness_testkit::heavy::slot();

@@ -67,6 +67,7 @@ fn enable_auth(endpoint: &str) {
     etcdctl(endpoint, None, &["auth", "enable"]);
 }
 
+// Long because: one authenticated member whose phases (anonymous, the user, without metrics, a restart, a new password) build on each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_user_from_a_password_file_makes_an_authenticated_etcd_ready() {
     let mut cluster = EtcdCluster::builder(1).start();

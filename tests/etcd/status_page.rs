@@ -243,6 +243,7 @@ async fn assert_complete(dom: &str, e: &Exporter) {
     }
 }
 
+// Long because: one member and one headless Chromium, healthy then faulty: the fault phase reads what the healthy one rendered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_in_headless_chromium_healthy_and_after_a_fault() {
     let mut cluster = EtcdCluster::builder(1).start();

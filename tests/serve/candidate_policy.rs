@@ -103,6 +103,7 @@ fn counter(scrape: &str, name: &str) -> f64 {
         .unwrap()
 }
 
+// Long because: the seconds counted between two swaps are the scenario: split, neither half has both swaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_that_would_fail_changes_nothing_and_counts_the_seconds_between_the_swaps() {
     let cluster = EtcdCluster::builder(1).start();

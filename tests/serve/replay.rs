@@ -224,6 +224,7 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+// Long because: one promtool history and one Prometheus; each assertion reads the same replayed day.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_promtool_history_finds_the_crossings_hold_downs_gaps_and_warns() {
     let dir = tempfile::tempdir().unwrap();
@@ -452,6 +453,7 @@ async fn replay_of_a_promtool_history_finds_the_crossings_hold_downs_gaps_and_wa
 /// passes again only after `recover` of unbroken truth, and so does every
 /// check after the gap (the exporter restarted); the window's start is not
 /// taken for a restart, so the healthy member is ready throughout.
+// Long because: one promtool history and one Prometheus; each assertion reads the same replayed day.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_promtool_history_honours_recovery_holds_after_failures_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
@@ -586,6 +588,7 @@ async fn replay_of_a_promtool_history_honours_recovery_holds_after_failures_and_
     }
 }
 
+// Long because: one Prometheus started once for a table of error cases, each a few lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -718,6 +721,7 @@ async fn replay_errors_are_exit_1_with_a_clear_message_and_missing_signals_are_n
     }
 }
 
+// Long because: a live exporter, its etcd and a Prometheus scraping it: the replay is compared with what the exporter itself said.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_live_exporter_scraped_by_prometheus() {
     let dir = tempfile::tempdir().unwrap();

@@ -69,6 +69,7 @@ fn label_set(i: usize) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
+// Long because: one fleet loaded into two stores (the slow part), then compared store against store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_replays_the_same_from_prometheus_3_and_victoriametrics_and_names_what_changes() {
     let need = |r: Result<std::path::PathBuf, etcd_readiness_testkit::binaries::FetchError>| {

@@ -22,6 +22,7 @@ const BAD: &str = "check leader: leader\ncheck linearizable_read: qget_mss < 100
 const V2: &str =
     "check leader: leader\ncheck linearizable_read: qget_ms < 2000\nwarn nospace: !alarm_nospace\n";
 
+// Long because: one exporter through a sequence of ConfigMap swaps; the absence of a blip is judged over the whole sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configmap_swaps_bad_then_good_without_a_readiness_blip() {
     let cluster = EtcdCluster::builder(1).start();

@@ -179,6 +179,7 @@ async fn sample_owner(dns: &Dnsmasq, cat: &Catalogue, store: &SignalStore) {
     .unwrap();
 }
 
+// Long because: one etcd, one backup stand-in and the card policy through each of its terms in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_rev_lag_gates_the_card_policy_against_a_real_etcd() {
     let (etcd, sidecar, dns) = tokio::join!(

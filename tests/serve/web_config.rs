@@ -290,6 +290,7 @@ rate_limit:
 /// lifecycle; the server certificate is rotated in place under the live
 /// scrape (the new certificate is served, scrapes keep succeeding); a
 /// broken new file keeps the last good configuration and says so.
+// Long because: one Prometheus scraping through mTLS and basic auth across a rotation: before and after are the scenario.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_through_mtls_and_basic_auth_across_a_certificate_rotation() {
     let cluster = EtcdCluster::builder(1).start();
