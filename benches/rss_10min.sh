@@ -16,5 +16,10 @@ sleep 60
 echo "rss_kib_after_60s=$(rss)"
 sleep $((secs - 60))
 echo "rss_kib_after_${secs}s=$(rss)"
+# Where it is: anonymous (heap, stacks) or file-backed, and of the latter
+# how much is the binary's own code (its r-x mapping: pages the kernel
+# faulted in around the code that ran, shared with the page cache).
+grep -E '^(RssAnon|RssFile):' "/proc/$exp_pid/status" | tr -s ' \t' ' '
+awk -v bin="$(readlink -f "$bin")" '$0 ~ /^[0-9a-f]+-[0-9a-f]+ / {m = ($2 ~ /x/ && $6 == bin)} m && /^Rss:/ {print "binary_text_rss_kib=" $2}' "/proc/$exp_pid/smaps"
 echo "readyz=$(curl -s "http://127.0.0.1:$wport/readyz")"
 curl -s "http://127.0.0.1:$wport/metrics" | grep -E '^etcd_readiness_sample_duration_seconds_count|^process_resident_memory_bytes'
