@@ -19,6 +19,7 @@ pub mod prometheus;
 pub mod promql;
 pub mod render;
 pub mod summary;
+mod svg;
 pub mod time;
 pub mod timeline;
 pub mod values;
