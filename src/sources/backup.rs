@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::promtext;
 use super::tls_material::{Credentials, HttpClient, TlsKind};
-use super::{Reason, SampleError, Sampler};
+use super::{Pace, Reason, SampleError, Sampler};
 use crate::outside::http_client::{self, SourceError, TlsFiles};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::clock::Clock;
@@ -137,16 +137,12 @@ impl BackupSampler {
 }
 
 impl Sampler for BackupSampler {
-    fn source(&self) -> Source {
-        Source::Backup
-    }
-
-    fn interval(&self) -> Duration {
-        self.cfg.interval
-    }
-
-    fn timeout(&self) -> Duration {
-        self.cfg.timeout
+    fn pace(&self) -> Pace {
+        Pace {
+            source: Source::Backup,
+            interval: self.cfg.interval,
+            timeout: self.cfg.timeout,
+        }
     }
 
     fn signals(&self) -> Vec<SignalId> {

@@ -23,7 +23,7 @@ use super::config::{Aggregate, SignalSpec};
 use super::promtext::{self, Sample};
 use super::scrape::extract;
 use super::tls_material::{Credentials, HttpClient};
-use super::{Reason, SampleError, Sampler};
+use super::{Pace, Reason, SampleError, Sampler};
 use crate::outside::http_client::{self, SourceError, TlsFiles};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::clock::Clock;
@@ -442,16 +442,12 @@ pub enum HealthError {
 }
 
 impl Sampler for EtcdMetricsSampler {
-    fn source(&self) -> Source {
-        Source::EtcdMetrics
-    }
-
-    fn interval(&self) -> Duration {
-        self.cfg.interval
-    }
-
-    fn timeout(&self) -> Duration {
-        self.cfg.timeout
+    fn pace(&self) -> Pace {
+        Pace {
+            source: Source::EtcdMetrics,
+            interval: self.cfg.interval,
+            timeout: self.cfg.timeout,
+        }
     }
 
     fn signals(&self) -> Vec<SignalId> {

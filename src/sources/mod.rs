@@ -53,10 +53,8 @@ pub fn staleness_bound(interval: Duration, timeout: Duration) -> Duration {
 
 /// One source of signals.
 pub trait Sampler: Send + 'static {
-    fn source(&self) -> Source;
-    fn interval(&self) -> Duration;
-    /// The deadline of one round's calls.
-    fn timeout(&self) -> Duration;
+    /// Which source it is and how often and how long it samples.
+    fn pace(&self) -> Pace;
     /// Every signal this sampler writes; the runner gives each the
     /// staleness bound of [`staleness_bound`].
     fn signals(&self) -> Vec<SignalId>;
@@ -68,6 +66,16 @@ pub trait Sampler: Send + 'static {
         store: &SignalStore,
         clock: &Clock,
     ) -> impl std::future::Future<Output = Result<(), SampleError>> + Send;
+}
+
+/// A sampler's source and pace: a round every `interval`, its calls
+/// bounded by `timeout`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pace {
+    pub source: Source,
+    pub interval: Duration,
+    /// The deadline of one round's calls.
+    pub timeout: Duration,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -359,11 +367,12 @@ where
     S: Sampler,
     F: FnMut() -> Result<S, crate::outside::http_client::SourceError> + Send + 'static,
 {
-    let label = first.source().label();
+    let pace = first.pace();
+    let label = pace.source.label();
     sampling.metrics.start_source(&label);
     sampling
         .notifier
-        .expect(&first.source(), first.interval(), first.timeout());
+        .expect(&pace.source, pace.interval, pace.timeout);
     let mut first = Some(first);
     let supervisor = sampling.runtime.supervisor.clone();
     let task = format!("sampler:{label}");
@@ -387,10 +396,13 @@ async fn run<S: Sampler>(mut sampler: S, sampling: Sampling) {
         metrics,
         runtime: Runtime { clock, .. },
     } = sampling;
-    let source = sampler.source();
+    let Pace {
+        source,
+        interval,
+        timeout,
+    } = sampler.pace();
     let label = source.label();
-    let interval = sampler.interval();
-    let bound = staleness_bound(interval, sampler.timeout());
+    let bound = staleness_bound(interval, timeout);
     for id in sampler.signals() {
         store.set_staleness(id, bound);
     }

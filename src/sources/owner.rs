@@ -18,7 +18,7 @@ use hickory_resolver::net::{DnsError, NetError};
 use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::{Name, RData};
 
-use super::{Reason, SampleError, Sampler};
+use super::{Pace, Reason, SampleError, Sampler};
 use crate::outside::http_client::SourceError;
 use crate::runtime::clock::Clock;
 use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
@@ -167,16 +167,12 @@ fn classify(name: &str, e: &NetError) -> SampleError {
 }
 
 impl Sampler for OwnerSampler {
-    fn source(&self) -> Source {
-        Source::Owner
-    }
-
-    fn interval(&self) -> Duration {
-        self.cfg.interval
-    }
-
-    fn timeout(&self) -> Duration {
-        self.cfg.timeout
+    fn pace(&self) -> Pace {
+        Pace {
+            source: Source::Owner,
+            interval: self.cfg.interval,
+            timeout: self.cfg.timeout,
+        }
     }
 
     fn signals(&self) -> Vec<SignalId> {

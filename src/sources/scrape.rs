@@ -3,11 +3,10 @@
 //! labels match exactly, folded with single/sum/max/min into one number.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::config::{Aggregate, ScrapeConfig, SignalSpec, selector};
 use super::promtext::{self, Sample};
-use super::{Reason, SampleError, Sampler};
+use super::{Pace, Reason, SampleError, Sampler};
 use crate::outside::http_client::{self, SourceError};
 use crate::runtime::clock::Clock;
 use etcd_readiness_policy::signals::{Catalogue, SignalId, SignalStore, Source, Value};
@@ -111,16 +110,12 @@ pub fn extract(samples: &[Sample], spec: &SignalSpec) -> Result<f64, SampleError
 }
 
 impl Sampler for ScrapeSampler {
-    fn source(&self) -> Source {
-        Source::Scrape(self.cfg.name.clone())
-    }
-
-    fn interval(&self) -> Duration {
-        self.cfg.interval
-    }
-
-    fn timeout(&self) -> Duration {
-        self.cfg.timeout
+    fn pace(&self) -> Pace {
+        Pace {
+            source: Source::Scrape(self.cfg.name.clone()),
+            interval: self.cfg.interval,
+            timeout: self.cfg.timeout,
+        }
     }
 
     fn signals(&self) -> Vec<SignalId> {

@@ -484,7 +484,7 @@ async fn scrape_source_reads_a_real_etcd_metrics_listener() {
     let mut samplers = ScrapeSampler::all(&config, &cat).unwrap();
     assert_eq!(samplers.len(), 1);
     let scrape = &mut samplers[0];
-    assert_eq!(scrape.source().label(), "scrape:etcd_metrics");
+    assert_eq!(scrape.pace().source.label(), "scrape:etcd_metrics");
 
     // `single` over a histogram's many buckets is an error for that signal only.
     let e = scrape.sample(&store, &Clock::node()).await.unwrap_err();
