@@ -19,9 +19,8 @@
 //! force, into a different slot. Nothing here touches `/readyz`, the
 //! readiness metrics or the live evaluator.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -31,9 +30,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::EngineHandle;
+use super::metrics::StateGauges;
 use etcd_readiness_policy::policy::{Evaluator, Policy};
-use etcd_readiness_policy::sync::TolerantLock;
-use etcd_readiness_policy::verdict::{CheckState, Verdict};
+use etcd_readiness_policy::verdict::Verdict;
 
 /// The candidate's policy and its reload state, as `/policy?policy=candidate`
 /// and the status page show it.
@@ -195,12 +194,6 @@ type CounterF = Counter<f64, AtomicU64>;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NoLabels {}
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CheckStateLabels {
-    check: String,
-    state: String,
-}
-
 /// The candidate's families, registered only with `--policy.candidate`.
 ///
 /// Separate families (`etcd_readiness_candidate_*`), not a `policy` label on
@@ -211,22 +204,18 @@ struct CheckStateLabels {
 #[derive(Clone, Debug)]
 pub struct CandidateMetrics {
     ready: Family<NoLabels, Gauge>,
-    check_state: Family<CheckStateLabels, Gauge>,
+    check_state: StateGauges,
     would_fail_while_ready: CounterF,
     would_pass_while_unready: CounterF,
-    /// The checks exported, in the verdict's order, with the state last
-    /// written to their gauges.
-    exported_checks: Arc<Mutex<Vec<(String, CheckState)>>>,
 }
 
 impl CandidateMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = CandidateMetrics {
             ready: Family::default(),
-            check_state: Family::default(),
+            check_state: StateGauges::default(),
             would_fail_while_ready: CounterF::default(),
             would_pass_while_unready: CounterF::default(),
-            exported_checks: Arc::default(),
         };
         registry.register(
             "etcd_readiness_candidate_ready",
@@ -234,10 +223,10 @@ impl CandidateMetrics {
              (absent until a candidate policy is in force)",
             m.ready.clone(),
         );
-        registry.register(
+        m.check_state.register_as(
+            registry,
             "etcd_readiness_candidate_check_state",
             "1 for the candidate policy's check's current state (pass, fail or unknown), else 0",
-            m.check_state.clone(),
         );
         registry.register(
             "etcd_readiness_candidate_would_fail_while_ready_seconds",
@@ -265,48 +254,11 @@ impl CandidateMetrics {
             self.would_pass_while_unready
                 .inc_by(added.would_pass_while_unready.as_secs_f64());
         }
-        let mut exported = self.exported_checks.locked();
         // While starting the verdict has no checks: keep the families as they are.
         if verdict.reason.is_some() && verdict.checks.is_empty() {
             return;
         }
-        // Between reloads the checks are the same, in the same order: only
-        // a state that changed is written.
-        let same_checks = exported.len() == verdict.checks.len()
-            && exported
-                .iter()
-                .zip(&verdict.checks)
-                .all(|((n, _), c)| *n == c.name);
-        if !same_checks {
-            let current: HashSet<&str> = verdict.checks.iter().map(|c| c.name.as_str()).collect();
-            for (gone, _) in exported
-                .iter()
-                .filter(|(n, _)| !current.contains(n.as_str()))
-            {
-                for s in CheckState::ALL {
-                    self.check_state.remove(&CheckStateLabels {
-                        check: gone.clone(),
-                        state: s.as_str().to_string(),
-                    });
-                }
-            }
-            *exported = Vec::new();
-        }
-        for (i, c) in verdict.checks.iter().enumerate() {
-            match exported.get_mut(i) {
-                Some(e) if e.1 == c.state => continue,
-                Some(e) => e.1 = c.state,
-                None => exported.push((c.name.clone(), c.state)),
-            }
-            for s in CheckState::ALL {
-                self.check_state
-                    .get_or_create(&CheckStateLabels {
-                        check: c.name.clone(),
-                        state: s.as_str().to_string(),
-                    })
-                    .set(i64::from(c.state == s));
-            }
-        }
+        self.check_state.update(&verdict.checks, |_| {}, |_, _| {});
     }
 }
 

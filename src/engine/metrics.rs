@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 
 use etcd_readiness_policy::signals::{Catalogue, SignalStore};
 use etcd_readiness_policy::sync::TolerantLock;
-use etcd_readiness_policy::verdict::{CheckKind, CheckState, Verdict};
+use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
 type GaugeF = Gauge<f64, AtomicU64>;
 
@@ -30,6 +30,74 @@ struct CheckKindLabels {
 struct CheckStateLabels {
     check: String,
     state: String,
+}
+
+/// The one export of checks' states (`…_check_state{check,state}`, 1 for
+/// the state a check is in, else 0), the live policy's and the
+/// candidate's: between reloads the checks are the same, in the same
+/// order, so only a state that changed is written; after a change of the
+/// checks, every one is, and the series of a check gone are removed.
+#[derive(Clone, Debug, Default)]
+pub(super) struct StateGauges {
+    family: Family<CheckStateLabels, Gauge>,
+    /// The checks exported, in the verdict's order, with the state last
+    /// written to their gauges.
+    exported: Arc<Mutex<Vec<(String, CheckKind, CheckState)>>>,
+}
+
+impl StateGauges {
+    /// Register the family as `name`.
+    pub(super) fn register_as(&self, registry: &mut Registry, name: &str, help: &str) {
+        registry.register(name, help, self.family.clone());
+    }
+
+    /// Export `checks`; `changed` is told of each check whose state was
+    /// written, `gone` of each check removed (name and kind).
+    pub(super) fn update(
+        &self,
+        checks: &[CheckReport],
+        mut changed: impl FnMut(&CheckReport),
+        mut gone: impl FnMut(&str, CheckKind),
+    ) {
+        let mut exported = self.exported.locked();
+        let same_checks = exported.len() == checks.len()
+            && exported
+                .iter()
+                .zip(checks)
+                .all(|((n, k, _), c)| *n == c.name && *k == c.kind);
+        if !same_checks {
+            let current: HashSet<(&str, CheckKind)> =
+                checks.iter().map(|c| (c.name.as_str(), c.kind)).collect();
+            for (name, kind, _) in exported.iter() {
+                if !current.contains(&(name.as_str(), *kind)) {
+                    for s in CheckState::ALL {
+                        self.family.remove(&CheckStateLabels {
+                            check: name.clone(),
+                            state: s.as_str().to_string(),
+                        });
+                    }
+                    gone(name, *kind);
+                }
+            }
+            *exported = Vec::new();
+        }
+        for (i, c) in checks.iter().enumerate() {
+            match exported.get_mut(i) {
+                Some(e) if e.2 == c.state => continue,
+                Some(e) => e.2 = c.state,
+                None => exported.push((c.name.clone(), c.kind, c.state)),
+            }
+            for s in CheckState::ALL {
+                self.family
+                    .get_or_create(&CheckStateLabels {
+                        check: c.name.clone(),
+                        state: s.as_str().to_string(),
+                    })
+                    .set(i64::from(c.state == s));
+            }
+            changed(c);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,18 +116,13 @@ struct SignalLabels {
 pub struct EngineMetrics {
     ready: Gauge,
     check_passing: Family<CheckKindLabels, Gauge>,
-    check_state: Family<CheckStateLabels, Gauge>,
+    check_state: StateGauges,
     check_in_state: Family<CheckLabels, GaugeF>,
     transitions: Counter,
     check_transitions: Family<CheckLabels, Counter>,
     signal_value: Family<SignalLabels, GaugeF>,
     signal_known: Family<SignalLabels, Gauge>,
     signal_age: Family<SignalLabels, GaugeF>,
-    /// (check, kind) label sets currently exported, to drop those of checks a
-    /// policy swap removed.
-    /// The checks exported, in the verdict's order, with the state last
-    /// written to their gauges.
-    exported_checks: Arc<Mutex<Vec<(String, CheckKind, CheckState)>>>,
 }
 
 impl EngineMetrics {
@@ -67,14 +130,13 @@ impl EngineMetrics {
         let m = EngineMetrics {
             ready: Gauge::default(),
             check_passing: Family::default(),
-            check_state: Family::default(),
+            check_state: StateGauges::default(),
             check_in_state: Family::default(),
             transitions: Counter::default(),
             check_transitions: Family::default(),
             signal_value: Family::default(),
             signal_known: Family::default(),
             signal_age: Family::default(),
-            exported_checks: Arc::default(),
         };
         registry.register(
             "etcd_readiness_ready",
@@ -86,10 +148,10 @@ impl EngineMetrics {
             "1 when the check passes, else 0 (kind=warn never affects readiness)",
             m.check_passing.clone(),
         );
-        registry.register(
+        m.check_state.register_as(
+            registry,
             "etcd_readiness_check_state",
             "1 for the check's current state (pass, fail or unknown), else 0",
-            m.check_state.clone(),
         );
         registry.register(
             "etcd_readiness_check_in_state_seconds",
@@ -153,54 +215,25 @@ impl EngineMetrics {
 
     /// The checks' gauges; those of a check no longer in the policy removed.
     fn update_checks(&self, verdict: &Verdict) {
-        let mut exported = self.exported_checks.locked();
-        // Between reloads the checks are the same, in the same order: the
-        // gauges of a check whose state did not change keep their values,
-        // and only its time in the state is written.
-        let same_checks = exported.len() == verdict.checks.len()
-            && exported
-                .iter()
-                .zip(&verdict.checks)
-                .all(|((n, k, _), c)| *n == c.name && *k == c.kind);
-        if !same_checks {
-            let current: HashSet<(&str, CheckKind)> = verdict
-                .checks
-                .iter()
-                .map(|c| (c.name.as_str(), c.kind))
-                .collect();
-            for (name, kind, _) in exported.iter() {
-                if !current.contains(&(name.as_str(), *kind)) {
-                    self.remove_check(name, *kind);
-                }
-            }
-            *exported = Vec::new();
-        }
-        for (i, c) in verdict.checks.iter().enumerate() {
+        for c in &verdict.checks {
             self.check_in_state
                 .get_or_create(&CheckLabels {
                     check: c.name.clone(),
                 })
                 .set(c.in_state_for.as_secs_f64());
-            match exported.get_mut(i) {
-                Some(e) if e.2 == c.state => continue,
-                Some(e) => e.2 = c.state,
-                None => exported.push((c.name.clone(), c.kind, c.state)),
-            }
-            self.check_passing
-                .get_or_create(&CheckKindLabels {
-                    check: c.name.clone(),
-                    kind: c.kind.as_str().to_string(),
-                })
-                .set(i64::from(c.state == CheckState::Pass));
-            for s in CheckState::ALL {
-                self.check_state
-                    .get_or_create(&CheckStateLabels {
-                        check: c.name.clone(),
-                        state: s.as_str().to_string(),
-                    })
-                    .set(i64::from(c.state == s));
-            }
         }
+        self.check_state.update(
+            &verdict.checks,
+            |c| {
+                self.check_passing
+                    .get_or_create(&CheckKindLabels {
+                        check: c.name.clone(),
+                        kind: c.kind.as_str().to_string(),
+                    })
+                    .set(i64::from(c.state == CheckState::Pass));
+            },
+            |name, kind| self.remove_check(name, kind),
+        );
     }
 
     /// Each enabled signal's value (absent while unknown), whether it is
@@ -239,17 +272,13 @@ impl EngineMetrics {
         }
     }
 
+    /// The series of a check no longer in the policy but its states'
+    /// ([`StateGauges`] removes those).
     fn remove_check(&self, name: &str, kind: CheckKind) {
         self.check_passing.remove(&CheckKindLabels {
             check: name.to_string(),
             kind: kind.as_str().to_string(),
         });
-        for s in CheckState::ALL {
-            self.check_state.remove(&CheckStateLabels {
-                check: name.to_string(),
-                state: s.as_str().to_string(),
-            });
-        }
         let l = CheckLabels {
             check: name.to_string(),
         };
