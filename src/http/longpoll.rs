@@ -1,6 +1,6 @@
 //! Long-poll readiness: `/readyz?wait=DURATION` (and `/readyz/NAME`,
 //! `?verbose`, `?policy=candidate`, on both listeners). A request that asks
-//! may be held, at most `DURATION` (at most [`MAX_WAIT`]), and is answered
+//! may be held, at most `DURATION` (at most [`super::readyz::MAX_WAIT`]), and is answered
 //! the moment its answer would change, so that a polling kubelet sees a
 //! change when it happens instead of at its next tick.
 //!
@@ -41,9 +41,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::readyz::{ReadyzQuery, Rendered};
 use super::{AppState, Target, render_readyz};
-
-/// The longest `?wait=` accepted; longer is a 400, not a silent clamp.
-pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Requests remembered per listener (their last answer); the oldest is
 /// forgotten first. A forgotten request is answered at once next time.

@@ -9,13 +9,15 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde::Serialize;
 
-use super::longpoll::MAX_WAIT;
 use super::readyz_json::{CandidateFields, Disagreeing, MAX_BODY, MAX_EXPLANATION, ReadyzJson};
 use super::views::Seconds;
 use etcd_readiness_policy::duration::{self, DurationError};
 use etcd_readiness_policy::policy::diag::did_you_mean;
 use etcd_readiness_policy::text::cut;
 use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
+
+/// The longest `?wait=` accepted; longer is a 400, not a silent clamp.
+pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Longest piece of the request (a check name, an `exclude`) echoed back.
 pub const MAX_ECHO: usize = 200;
@@ -31,7 +33,7 @@ pub struct ReadyzQuery {
     /// `policy=live` (the default) or `policy=candidate`.
     pub policy: PolicyChoice,
     /// `wait=DURATION`: how long the answer may be held until it changes
-    /// (`http::longpoll`), at most `longpoll::MAX_WAIT`; `None` without it.
+    /// (`http::longpoll`), at most [`MAX_WAIT`]; `None` without it.
     pub wait: Option<Result<Duration, DurationError>>,
 }
 
@@ -504,7 +506,7 @@ fn candidate_text(status: StatusCode, ctx: &CandidateContext, body: &str) -> Str
     }
 }
 
-/// `?wait=` that is not a duration of at most `longpoll::MAX_WAIT`; the
+/// `?wait=` that is not a duration of at most [`MAX_WAIT`]; the
 /// value as the client sent it is [`shown`], cut and escaped.
 pub fn render_bad_wait(e: &DurationError, json: bool) -> Rendered {
     let e = match e {

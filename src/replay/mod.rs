@@ -19,7 +19,7 @@ pub mod prometheus;
 pub mod promql;
 pub mod render;
 pub mod summary;
-mod svg;
+pub mod svg;
 pub mod time;
 pub mod timeline;
 pub mod values;
@@ -397,7 +397,7 @@ impl<'h> Sink<'h> {
                 line.push('\n');
                 line
             }
-            (None, _) => render::svg(&self.header, &self.svg),
+            (None, _) => svg::svg(&self.header, &self.svg),
         };
         self.write(&text)?;
         self.out.flush().map_err(|source| ReplayError::Output {

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 
 use serde_json::{Value as Json, json};
 
-pub use super::svg::svg;
 use super::timeline::{Grid, Interval, MemberReport};
 use crate::outside::checked::rfc3339;
 use etcd_readiness_policy::text::fmt_duration;
@@ -390,6 +389,7 @@ fn differences(out: &mut String, m: &MemberReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::svg::svg;
     use crate::replay::timeline::CheckSpan;
     use etcd_readiness_policy::verdict::CheckState;
 

@@ -29,7 +29,7 @@ use super::{LABEL, Shared};
 use crate::sources::etcd_auth::{Current, EtcdAuth, LoginMetrics, LoginResult, Who};
 use crate::sources::tls_material::Material;
 use crate::sources::{Reason, SampleError};
-use etcd_readiness_policy::text::fmt_secs_or_ms;
+use etcd_readiness_policy::text::fmt_duration;
 
 /// The client and its login, behind the source's one async lock.
 #[derive(Default)]
@@ -289,7 +289,7 @@ impl Shared {
 impl Slot {
     /// A call while the backoff holds logins: says why and until when.
     fn waiting(&self, newest: &Current, wait: std::time::Duration, refusals: u32) -> SampleError {
-        let wait = fmt_secs_or_ms(round_ms(wait));
+        let wait = fmt_duration(wait.as_secs_f64());
         let message = match (refusals, self.refusal.as_deref()) {
             (0, _) | (_, None) => format!("login: the next login in {wait}"),
             (1, Some(why)) => format!(
@@ -304,8 +304,4 @@ impl Slot {
         };
         SampleError::new(Reason::Login, message)
     }
-}
-
-fn round_ms(d: std::time::Duration) -> std::time::Duration {
-    std::time::Duration::from_millis(d.as_millis().min(u128::from(u64::MAX)) as u64)
 }
