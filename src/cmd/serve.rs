@@ -387,6 +387,8 @@ struct Built {
     http: HttpMetrics,
     etcd: crate::sources::etcd::Families,
     files: FileMetrics,
+    /// What the policy in force compares the etcd reads' latency with.
+    read_floor: ReadFloor,
 }
 
 /// Catalogue and policy, the one runtime, metrics, the engine, the sources.
@@ -394,7 +396,10 @@ fn build(config: &ServeConfig, extend: impl FnOnce(&mut Registry)) -> anyhow::Re
     let catalogue = Arc::new(catalogue_for(config)?);
     let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
-    config.etcd.read_floor.follow(&policy);
+    // Run-time state, not configuration: what the policy in force still
+    // compares the etcd reads' latency with, followed by its reloads.
+    let read_floor = ReadFloor::default();
+    read_floor.follow(&policy);
     let store = Arc::new(SignalStore::new(&catalogue));
     // The one clock, read here and nowhere below (crate::runtime::clock),
     // and the one supervisor: every task is handed this runtime.
@@ -428,6 +433,7 @@ fn build(config: &ServeConfig, extend: impl FnOnce(&mut Registry)) -> anyhow::Re
         http: metrics.http,
         etcd: metrics.etcd,
         files: metrics.files,
+        read_floor,
     })
 }
 
@@ -447,6 +453,7 @@ pub async fn start_with(
         http,
         etcd,
         files,
+        read_floor,
     } = build(&config, extend)?;
     let runtime = sampling.runtime.clone();
     let (listener, probe_listener) = bind_listeners(&config).await?;
@@ -460,6 +467,7 @@ pub async fn start_with(
         &catalogue,
         sampling.clone(),
         etcd,
+        read_floor.clone(),
     ));
     tasks.extend(sources.samplers.into_iter().map(|p| p.spawn(&sampling)));
 
@@ -470,6 +478,7 @@ pub async fn start_with(
         files,
         (sources.scrape, sources.credentials),
         &runtime,
+        &read_floor,
     )
     .await;
 
@@ -548,6 +557,7 @@ async fn start_reloaders(
     files: FileMetrics,
     (scrape, credentials): (Option<PreparedSet>, Vec<Credentials>),
     runtime: &Runtime,
+    read_floor: &ReadFloor,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
     reloaders.start_credentials(config, credentials, &files, runtime);
@@ -566,7 +576,7 @@ async fn start_reloaders(
         Some(path) => {
             let sink = Arc::new(LivePolicy {
                 engine: engine.clone(),
-                read_floor: config.etcd.read_floor.clone(),
+                read_floor: read_floor.clone(),
             });
             let r = Arc::new(Reloader::policy(
                 path.clone(),

@@ -324,7 +324,6 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         timeout: a.sample_timeout,
         freeze: std::time::Duration::ZERO,
         member_http: None,
-        read_floor: Default::default(),
     })
 }
 

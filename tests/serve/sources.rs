@@ -101,7 +101,6 @@ async fn sample_etcd(
             timeout: Duration::from_secs(2),
             freeze: Duration::ZERO,
             member_http: None,
-            read_floor: Default::default(),
         },
         cat,
         Sampling {
@@ -110,6 +109,7 @@ async fn sample_etcd(
             metrics: SourceMetrics::register(&mut Registry::default()),
             runtime: Runtime::new(Clock::node()),
         },
+        Default::default(),
         Default::default(),
     );
     let source = EtcdSource(task);

@@ -135,7 +135,7 @@ impl Shared {
         loop {
             // A reloaded policy may give the reads longer
             // (`EtcdConfig::read_timeout`): their samples are kept as long.
-            let now = self.config.read_timeout();
+            let now = self.read_timeout();
             if deadline != Some(now) {
                 deadline = Some(now);
                 self.set_read_staleness(now);
@@ -193,7 +193,7 @@ impl Shared {
                 if with_sget {
                     let read = within(
                         &self.clock,
-                        cfg.read_timeout(),
+                        self.read_timeout(),
                         "serializable read",
                         self.range(true),
                     );
@@ -269,7 +269,7 @@ impl Shared {
             Ok(_) => Ok(took.as_secs_f64() * 1000.0),
             Err(Failed::Explained(e)) => Err(e),
             Err(Failed::Etcd(e)) => {
-                let left = cfg.read_timeout().saturating_sub(took);
+                let left = self.read_timeout().saturating_sub(took);
                 self.after(Err(explain(
                     what,
                     &e,
@@ -296,7 +296,7 @@ impl Shared {
     ) -> (Instant, Result<f64, SampleError>) {
         let sent_as = self.role(start.now);
         let mut credit = Credit::new(start.now, sent_as, trust);
-        let mut deadline = Deadline::new(start, self.config.read_timeout());
+        let mut deadline = Deadline::new(start, self.read_timeout());
         let mut sent = start.now;
         let mut call = std::pin::pin!(self.range(false));
         loop {
@@ -310,7 +310,7 @@ impl Shared {
                 // with it), the new one is pending from now, credited.
                 call.set(self.range(false));
                 sent = now.now;
-                deadline = Deadline::new(&now, self.config.read_timeout());
+                deadline = Deadline::new(&now, self.read_timeout());
                 let trust = fx.trust.take().unwrap_or(trust);
                 self.record_in(epoch, |store| {
                     note_contention(store, &now);

@@ -102,9 +102,6 @@ pub struct EtcdConfig {
     /// Where Status' stand-ins are read when etcd refuses Status to
     /// `auth`'s user: the member's metrics source; `None` when it is off.
     pub member_http: Option<MemberHttp>,
-    /// How long the policy in force still compares the reads' latency:
-    /// every read is given at least this long.
-    pub read_floor: ReadFloor,
 }
 
 /// The shortest period of any loop: a tiny `--sample.interval` must not
@@ -160,8 +157,8 @@ impl EtcdConfig {
     /// less than the policy accepts would turn a slow answer the policy
     /// calls good into a failure, while one pending that long fails the
     /// check by its lower bound anyway.
-    pub fn read_timeout(&self) -> Duration {
-        self.timeout.max(READ_BOUND).max(self.read_floor.get())
+    pub fn read_timeout(&self, floor: &ReadFloor) -> Duration {
+        self.timeout.max(READ_BOUND).max(floor.get())
     }
 
     /// tonic's own request timeout: later than every deadline of
@@ -260,6 +257,7 @@ pub fn spawn(
     catalogue: &Catalogue,
     sampling: super::Sampling,
     families: Families,
+    read_floor: ReadFloor,
 ) -> JoinHandle<()> {
     let super::Sampling {
         store,
@@ -285,6 +283,7 @@ pub fn spawn(
             wake_reads: Notify::new(),
             member_info: families.member_info.clone(),
             login_metrics: families.logins.clone(),
+            read_floor: read_floor.clone(),
             active_peers,
             clock: clock.clone(),
         });
@@ -314,6 +313,10 @@ struct Shared {
     login_metrics: LoginMetrics,
     /// `active_peers` when the member's metrics source is configured.
     active_peers: Option<SignalId>,
+    /// How long the policy in force still compares the reads' latency:
+    /// every read is given at least this long (run-time state, followed by
+    /// the policy's reloads; not configuration).
+    read_floor: ReadFloor,
     clock: Clock,
 }
 
@@ -377,6 +380,12 @@ impl Shared {
         true
     }
 
+    /// The reads' deadline now ([`EtcdConfig::read_timeout`] under the
+    /// policy in force).
+    fn read_timeout(&self) -> Duration {
+        self.config.read_timeout(&self.read_floor)
+    }
+
     fn round_finished(&self) {
         self.notifier
             .round_finished(&Source::Etcd, self.config.interval, self.clock.now());
@@ -398,7 +407,6 @@ mod tests {
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
             member_http: None,
-            read_floor: ReadFloor::default(),
         }
     }
 
@@ -420,16 +428,22 @@ mod tests {
     #[test]
     fn a_read_is_never_given_less_than_the_policys_latency_bound() {
         let mut c = defaults();
-        assert_eq!(c.read_timeout(), Duration::from_secs(1));
+        assert_eq!(
+            c.read_timeout(&ReadFloor::default()),
+            Duration::from_secs(1)
+        );
         c.timeout = Duration::from_secs(3);
-        assert_eq!(c.read_timeout(), Duration::from_secs(3));
-        assert!(c.client_timeout() > c.read_timeout());
+        assert_eq!(
+            c.read_timeout(&ReadFloor::default()),
+            Duration::from_secs(3)
+        );
+        assert!(c.client_timeout() > c.read_timeout(&ReadFloor::default()));
     }
 
     #[test]
     fn a_reads_sample_outlives_its_own_read_and_the_next_one() {
         let c = defaults();
-        let deadline = c.read_timeout();
+        let deadline = c.read_timeout(&ReadFloor::default());
         let kept = read_kept(c.fast(), deadline);
         // Stamped when sent: answered after the whole deadline, the next
         // read pending for its whole deadline too, it is still not stale.
@@ -441,11 +455,12 @@ mod tests {
     #[test]
     fn a_read_is_given_what_the_policy_in_force_compares_its_latency_with() {
         let c = defaults();
+        let floor = ReadFloor::default();
         let catalogue = Catalogue::builtin();
         let follow = |src: &str| {
             let p = etcd_readiness_policy::policy::Policy::compile("t", src, &catalogue).unwrap();
-            c.read_floor.follow(&p);
-            c.read_timeout()
+            floor.follow(&p);
+            c.read_timeout(&floor)
         };
         assert_eq!(
             follow("leader && qget_ms < 2500"),
