@@ -459,17 +459,13 @@ pub async fn start_with(
     let (listener, probe_listener) = bind_listeners(&config).await?;
     let addr = listener.local_addr()?;
 
-    // Every long-running task is supervised (see crate::runtime::supervise): a panic
-    // is logged, counted and the task is built again from its spec.
-    let mut tasks = vec![engine.spawn()];
-    tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd, &runtime.clock),
-        &catalogue,
-        sampling.clone(),
-        etcd,
-        read_floor.clone(),
-    ));
-    tasks.extend(sources.samplers.into_iter().map(|p| p.spawn(&sampling)));
+    let tasks = spawn_sampling(
+        &config,
+        &engine,
+        (&catalogue, &sampling),
+        (etcd, &read_floor),
+        sources.samplers,
+    );
 
     let (reloaders, web) = start_reloaders(
         &config,
@@ -522,6 +518,28 @@ pub async fn start_with(
         servers,
         shutdown,
     })
+}
+
+/// The engine's task, the etcd source's and every other sampler's. Every
+/// long-running task is supervised (see crate::runtime::supervise): a panic
+/// is logged, counted and the task is built again from its spec.
+fn spawn_sampling(
+    config: &ServeConfig,
+    engine: &EngineHandle,
+    (catalogue, sampling): (&Catalogue, &Sampling),
+    (etcd, read_floor): (crate::sources::etcd::Families, &ReadFloor),
+    samplers: Vec<Prepared>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = vec![engine.spawn()];
+    tasks.push(crate::sources::etcd::spawn(
+        etcd_config_for_this_process(&config.etcd, &sampling.runtime.clock),
+        catalogue,
+        sampling.clone(),
+        etcd,
+        read_floor.clone(),
+    ));
+    tasks.extend(samplers.into_iter().map(|p| p.spawn(sampling)));
+    tasks
 }
 
 /// What the engine needs to judge staleness, from the sampling flags.
