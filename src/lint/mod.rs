@@ -199,6 +199,15 @@ pub(crate) fn is_etcd(c: &Value) -> bool {
             || program.rsplit('/').next() == Some("etcd"))
 }
 
+/// An object's namespace, empty when it has none (the rules that compare
+/// objects compare within one namespace).
+fn namespace_of(d: &Value) -> String {
+    d["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Images that run as root (uid 0) unless told otherwise.
 const ROOT_IMAGES: &[&str] = &[
     "registry.k8s.io/etcd",

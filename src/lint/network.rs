@@ -45,12 +45,7 @@ fn opens(rule: &Value, port: &Value) -> bool {
 /// The findings for every pod with the exporter that a NetworkPolicy in
 /// the same input isolates.
 pub(super) fn findings(docs: &[Value]) -> Vec<Finding> {
-    let ns = |d: &Value| {
-        d["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    };
+    let ns = super::namespace_of;
     let policies: Vec<&Value> = docs
         .iter()
         .filter(|d| d["kind"] == "NetworkPolicy" && restricts_ingress(d))

@@ -49,12 +49,7 @@ fn of(value: &Value, n: i64) -> Option<i64> {
 /// The findings of every PodDisruptionBudget that selects pods of an
 /// exporter's StatefulSet.
 pub(super) fn findings(docs: &[Value]) -> Vec<Finding> {
-    let ns = |d: &Value| {
-        d["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    };
+    let ns = super::namespace_of;
     let clusters: Vec<&Value> = docs
         .iter()
         .filter(|d| d["kind"] == "StatefulSet")
@@ -111,12 +106,7 @@ pub(super) fn findings(docs: &[Value]) -> Vec<Finding> {
 /// same namespace selects: the `pdb` component next to a chart's or an
 /// operator's own budget.
 pub(super) fn overlaps(docs: &[Value]) -> Vec<Finding> {
-    let ns = |d: &Value| {
-        d["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    };
+    let ns = super::namespace_of;
     let budgets: Vec<&Value> = docs
         .iter()
         .filter(|d| d["kind"] == "PodDisruptionBudget")
