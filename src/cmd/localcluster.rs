@@ -49,17 +49,82 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
     })
 }
 
-/// `n` distinct free loopback ports. All listeners are held until every port
-/// is chosen, so the kernel cannot hand the same port out twice (which would
-/// make one etcd member fail to bind and silently shrink the cluster).
+/// `n` distinct free loopback ports for child processes to bind. All
+/// listeners are held until every port is chosen, so one call never hands
+/// out the same port twice. The ports are taken below the kernel's
+/// ephemeral range (`net.ipv4.ip_local_port_range`) when there is room
+/// there: every outgoing connection on the machine (a client, the exporter,
+/// a test) takes its source port from that range, so a port picked by
+/// binding `:0` could be taken by one of them between its release here and
+/// the child's bind, and an etcd member would then fail with "address
+/// already in use" (seen under load). Below the range only another
+/// explicit bind can take it; this process never hands a port out twice,
+/// and the start is random so that concurrent test processes rarely meet.
 pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
+    match below_ephemeral() {
+        Some(range) => pick_in(range, n),
+        None => {
+            let listeners = (0..n)
+                .map(|_| TcpListener::bind("127.0.0.1:0"))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            listeners
+                .iter()
+                .map(|l| Ok(l.local_addr()?.port()))
+                .collect()
+        }
+    }
+}
+
+/// The ports from 10000 up to the start of the ephemeral range, when that
+/// leaves at least a thousand.
+fn below_ephemeral() -> Option<std::ops::Range<u16>> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+    (low >= 11_000).then_some(10_000..low)
+}
+
+/// `n` ports of `range` that bind on 127.0.0.1 (and on ::1 where it
+/// exists) and that this process has not handed out before.
+fn pick_in(range: std::ops::Range<u16>, n: usize) -> std::io::Result<Vec<u16>> {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let handed = handed.get_or_insert_with(HashSet::new);
+    let width = usize::from(range.end - range.start);
+    if handed.len() + n > width / 2 {
+        handed.clear();
+    }
+    let start = fastrand::usize(..width);
+    let mut held = Vec::with_capacity(n);
+    for offset in 0..width {
+        if held.len() == n {
+            break;
+        }
+        let Ok(port) = u16::try_from(range.start as usize + (start + offset) % width) else {
+            continue;
+        };
+        if handed.contains(&port) {
+            continue;
+        }
+        let Ok(v4) = TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        let v6 = TcpListener::bind(("::1", port));
+        if matches!(&v6, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse) {
+            continue;
+        }
+        held.push((port, v4, v6.ok()));
+    }
+    if held.len() < n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            format!("fewer than {n} free loopback ports in {range:?}"),
+        ));
+    }
+    let ports: Vec<u16> = held.iter().map(|(p, _, _)| *p).collect();
+    handed.extend(&ports);
+    Ok(ports)
 }
 
 /// The command line of one etcd member listening on `client` and `peer`
@@ -538,5 +603,31 @@ impl Drop for LocalCluster {
             self.kill(i);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let first = free_ports(30).unwrap();
+        let second = free_ports(30).unwrap();
+        let all: std::collections::HashSet<u16> = first.iter().chain(&second).copied().collect();
+        assert_eq!(
+            all.len(),
+            60,
+            "a port was handed out twice: {first:?} {second:?}"
+        );
+        if let Some(range) = below_ephemeral() {
+            assert!(
+                all.iter().all(|p| range.contains(p)),
+                "{all:?} not in {range:?}"
+            );
+        }
+        for p in first {
+            TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
     }
 }

@@ -5,20 +5,17 @@
 //! sidecar stand-in): no race at all, and no helper here is needed. A child
 //! process (etcd, Prometheus, dnsmasq, the exporter binary) must be told its
 //! port on the command line, so the port is found here by binding and then
-//! released for the child to bind. What can be avoided is avoided, as the
-//! library's `localcluster` does: [`free_ports`] holds every listener until
-//! all `n` ports are chosen, so one call never hands out the same port twice
-//! (which would make one etcd member fail to bind and silently shrink the
-//! cluster). What cannot be avoided without passing the socket to the child
-//! is the gap between the release and the child's bind; Linux hands out
-//! ephemeral ports from a randomised offset, so another bind taking the same
-//! port in those milliseconds is unlikely, and a child that loses the race
-//! fails to bind and says so in its log (every launcher prints it).
+//! released for the child to bind. [`free_ports`] (the library's
+//! `localcluster` helper) holds every listener until all `n` ports are
+//! chosen and takes them below the kernel's ephemeral range, where no
+//! outgoing connection's source port can take one between the release and
+//! the child's bind; a child that still loses a race fails to bind and
+//! says so in its log (every launcher prints it).
 
-use std::net::{TcpListener, UdpSocket};
+use std::net::UdpSocket;
 
 /// `n` distinct free loopback TCP ports (the library's `localcluster`
-/// helper: all listeners held until every port is chosen).
+/// helper).
 pub use etcd_readiness_exporter::cmd::localcluster::free_ports;
 
 /// One free loopback TCP port, for a child to bind.
@@ -29,9 +26,8 @@ pub fn free_tcp_port() -> u16 {
 /// A port free for both UDP and TCP on 127.0.0.1 (dnsmasq binds both).
 pub fn free_udp_tcp_port() -> u16 {
     for _ in 0..50 {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let port = free_tcp_port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
