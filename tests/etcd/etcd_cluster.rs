@@ -517,11 +517,15 @@ async fn a_restarted_member_is_ready_only_after_its_recovery_hold_and_says_so_me
     cluster.restart(member);
 
     // Back: the quorum read answers, but the hold keeps the member out and
-    // the explanation says where it stands, in text and in JSON.
+    // the explanation says where it stands, in text and in JSON. The read
+    // and Status are separate calls: the read may be answered (and the hold
+    // start) while the first Status since the restart is still pending, so
+    // wait for both rather than read the leader check at the hold's start.
     let r = e
         .wait_until("/readyz?verbose", READY, |r| {
             r.body
                 .contains("[-]linearizable_read failed: recovering: true for ")
+                && r.body.contains("[+]leader ok\n")
         })
         .await;
     assert_eq!(r.status, 503, "{}", r.body);
