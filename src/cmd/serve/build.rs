@@ -63,7 +63,7 @@ pub(super) fn build(
     extend: impl FnOnce(&mut Registry),
 ) -> anyhow::Result<Built> {
     let catalogue = Arc::new(catalogue_for(config)?);
-    let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
+    let policy = Policy::compile(&config.policy.shown(), config.policy.text(), &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     // Run-time state, not configuration: what the policy in force still
     // compares the etcd reads' latency with, followed by its reloads.

@@ -216,7 +216,7 @@ fn followed(config: &ServeConfig) -> Vec<Followed> {
         .as_ref()
         .filter(|_| config.scrape.is_some());
     f.extend(scrape.map(|(p, _)| Followed::ScrapeConfig(p.clone())));
-    f.push(Followed::Policy(config.policy_file.clone()));
+    f.push(Followed::Policy(config.policy.file().map(PathBuf::from)));
     f.extend(config.policy_candidate.clone().map(Followed::Candidate));
     f.extend(
         config
@@ -385,6 +385,14 @@ mod tests {
         insta::assert_snapshot!(graph(|a| {
             a.web_probe_listen_address = Some("127.0.0.1:9380".into());
             a.etcd_metrics_url = Some(RedactedUrl::new(""));
+        }));
+    }
+
+    #[test]
+    fn wiring_with_a_policy_file_and_a_candidate() {
+        insta::assert_snapshot!(graph(|a| {
+            a.policy = Some("policies/default.policy".into());
+            a.policy_candidate = Some("policies/candidate.policy".into());
         }));
     }
 

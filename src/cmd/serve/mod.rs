@@ -107,7 +107,7 @@ pub async fn start_with(
         runtime: runtime.clone(),
     };
     let servers = start_listeners(&config, state, bound, web.as_ref(), &runtime, &shutdown).await?;
-    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy.shown(), "serving");
     Ok(Running {
         addr,
         probe_addr,
