@@ -370,11 +370,6 @@ impl LocalCluster {
         self.members[i].metrics_port.map(|p| self.url("http", p))
     }
 
-    /// Every member's client URL.
-    pub fn endpoints(&self) -> Vec<String> {
-        (0..self.members.len()).map(|i| self.endpoint(i)).collect()
-    }
-
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
@@ -483,17 +478,6 @@ impl LocalCluster {
         self.signal(i, "-CONT")?;
         self.members[i].stopped = false;
         Ok(())
-    }
-
-    /// Kill member `i` and start it again on its data directory.
-    pub fn restart(&mut self, i: usize) -> Result<(), ClusterError> {
-        self.kill(i);
-        self.spawn(i)
-    }
-
-    /// Member `i`'s log so far.
-    pub fn log(&self, i: usize) -> String {
-        std::fs::read_to_string(&self.members[i].log).unwrap_or_default()
     }
 
     /// The last lines of every member's log, for a failure message.

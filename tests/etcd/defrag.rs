@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::clock::now_unix;
-use etcd_readiness_testkit::etcd::{LocalCluster, default_etcd};
+use etcd_readiness_testkit::etcd::{LocalCluster, default_etcd, member_log};
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::{poll, sample};
 
@@ -332,8 +332,7 @@ async fn a_defrag_makes_the_member_unready_naming_it_within_half_a_second_and_re
         })
         .collect();
     // etcd's own account of the defrag.
-    let etcd_said: String = cluster
-        .log(0)
+    let etcd_said: String = member_log(&cluster, 0)
         .lines()
         .filter(|l| l.contains("defragment"))
         .map(|l| format!("  {l}\n"))

@@ -42,6 +42,11 @@ pub fn member_command(
     cmd
 }
 
+/// Member `i`'s log so far (empty when it cannot be read).
+pub fn member_log(cluster: &LocalCluster, i: usize) -> String {
+    std::fs::read_to_string(&cluster.members[i].log).unwrap_or_default()
+}
+
 /// Builds an [`EtcdCluster`]: the library's [`LocalCluster`] with test
 /// timings (50 ms heartbeat, 500 ms election timeout: fast failover).
 pub struct EtcdClusterBuilder(Builder);
@@ -121,9 +126,22 @@ impl EtcdCluster {
         self.0.cont(i).unwrap();
     }
 
-    /// Start a killed member again on its data dir.
+    /// Kill member `i` and start it again on its data directory.
     pub fn restart(&mut self, i: usize) {
-        self.0.restart(i).unwrap();
+        self.0.kill(i);
+        self.0.spawn(i).unwrap();
+    }
+
+    /// Member `i`'s log so far.
+    pub fn log(&self, i: usize) -> String {
+        member_log(&self.0, i)
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        (0..self.0.members.len())
+            .map(|i| self.0.endpoint(i))
+            .collect()
     }
 
     /// A plain (non-TLS) client to member `i`, for test writes.
