@@ -51,6 +51,7 @@
 //! loss. No clock is read here: every instant comes from the [`Clock`]
 //! passed in.
 
+pub mod api;
 mod connection;
 mod credit;
 mod deadlines;
@@ -259,6 +260,35 @@ pub fn spawn(
     families: Families,
     read_floor: ReadFloor,
 ) -> JoinHandle<()> {
+    spawn_inner(config, catalogue, sampling, families, read_floor, None)
+}
+
+/// [`spawn`] with `api` in place of the etcd client: the real loops,
+/// deadlines and credit, asking a member a test supplies (a simulated one,
+/// on tokio's paused clock). No member identity family, no login: `api`
+/// stands for the whole session.
+pub fn spawn_with(
+    api: Arc<dyn api::MemberApi>,
+    config: EtcdConfig,
+    catalogue: &Catalogue,
+    sampling: super::Sampling,
+    read_floor: ReadFloor,
+) -> JoinHandle<()> {
+    let families = Families {
+        member_info: None,
+        logins: LoginMetrics::default(),
+    };
+    spawn_inner(config, catalogue, sampling, families, read_floor, Some(api))
+}
+
+fn spawn_inner(
+    config: EtcdConfig,
+    catalogue: &Catalogue,
+    sampling: super::Sampling,
+    families: Families,
+    read_floor: ReadFloor,
+    api: Option<Arc<dyn api::MemberApi>>,
+) -> JoinHandle<()> {
     let super::Sampling {
         store,
         notifier,
@@ -286,6 +316,7 @@ pub fn spawn(
             read_floor: read_floor.clone(),
             active_peers,
             clock: clock.clone(),
+            api: api.clone(),
         });
         async move { sh.run().await }
     })
@@ -318,6 +349,8 @@ struct Shared {
     /// the policy's reloads; not configuration).
     read_floor: ReadFloor,
     clock: Clock,
+    /// The member behind a seam ([`spawn_with`]); `None`: the etcd client.
+    api: Option<Arc<dyn api::MemberApi>>,
 }
 
 const LABEL: &str = "etcd";
