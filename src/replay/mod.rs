@@ -385,7 +385,7 @@ impl<'h> Sink<'h> {
         let text = match (&self.json, self.format) {
             (Some(j), _) => {
                 let s = summary.json(without_data);
-                j.tail(fleet.then_some(("fleet", &s)))
+                j.tail(fleet.then_some(&s))
             }
             (None, Format::Text) if fleet => summary.text(without_data),
             (None, Format::Text) => String::new(),
