@@ -36,11 +36,6 @@ impl Serialize for Secs {
     }
 }
 
-/// Unix milliseconds as JSON seconds ([`Secs`]).
-pub(super) fn secs(ms: i64) -> Secs {
-    Secs(ms)
-}
-
 /// Whether `c` must not reach a terminal or an SVG as it is: control
 /// characters (ESC, CR, LF, BEL, DEL, C1) and the Unicode controls that
 /// reorder or hide text (bidi embeddings, overrides and isolates, zero
@@ -609,9 +604,9 @@ mod tests {
     /// What `json` printed when it pretty-printed the document whole.
     fn whole(h: &Header<'_>, members: &[MemberReport]) -> String {
         let doc = json!({
-            "start": secs(h.grid.start_ms),
-            "end": secs(h.grid.end_ms),
-            "step": secs(h.grid.step_ms),
+            "start": Secs(h.grid.start_ms),
+            "end": Secs(h.grid.end_ms),
+            "step": Secs(h.grid.step_ms),
             "policy_sha256": h.policy_sha256,
             "missing_signals": h.missing_signals,
             "members": members.iter().map(member_json).collect::<Vec<_>>(),
