@@ -284,6 +284,20 @@ pub fn member_line(m: &MemberReport) -> String {
     s
 }
 
+/// The fleet summary as the last line of `--format jsonl`, `{"fleet": …}`,
+/// made printable like every member's line (its labels come from
+/// Prometheus).
+pub fn fleet_line(fleet: &impl Serialize) -> String {
+    #[derive(Serialize)]
+    struct Line<'a, F> {
+        fleet: &'a F,
+    }
+    let mut s =
+        json_escape_unprintable(&serde_json::to_string(&Line { fleet }).unwrap_or_default());
+    s.push('\n');
+    s
+}
+
 /// The `--format json` document.
 pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
     let mut doc = JsonStream::new(h);
@@ -640,6 +654,25 @@ mod tests {
         assert_eq!(v["fleet"], json!({"members": 1, "x": [1, 2]}));
         assert_eq!(v["members"].as_array().map(Vec::len), Some(1));
         assert!(out.ends_with("\n  }\n}\n"), "{out}");
+    }
+
+    #[test]
+    fn the_fleet_line_is_one_printable_json_line() {
+        let mut hostile = report();
+        hostile
+            .labels
+            .insert("pod".to_string(), "etcd-1\u{1b}\u{202e}\u{9b}".to_string());
+        let mut fleet = crate::replay::summary::Summary::new(None);
+        fleet.add(&hostile, None);
+        let line = fleet_line(&fleet.json(0));
+        assert!(line.ends_with("}\n") && line.lines().count() == 1, "{line}");
+        assert!(!line.trim_end().chars().any(unprintable), "{line:?}");
+        let v: Json = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["fleet"]["worst_not_ready"]["labels"]["pod"],
+            "etcd-1\u{1b}\u{202e}\u{9b}"
+        );
+        assert_eq!(v["fleet"], serde_json::to_value(fleet.json(0)).unwrap());
     }
 
     #[test]
