@@ -1,9 +1,11 @@
 //! A real etcd cluster of local processes on free 127.0.0.1 ports: the one
-//! launcher behind `demo`, the integration tests (`tests/support`) and the
-//! benchmarks. Members run the `etcd` binary with their own data directory
-//! and log under a directory that is removed on drop; every member is killed
-//! on drop too. Members can be killed, frozen (SIGSTOP), resumed and
-//! restarted on their data, and asked for Status with a deadline.
+//! launcher behind `demo`, and under the tests' and benchmarks' launchers
+//! (`etcd_readiness_testkit::etcd`, which adds test timings, the heavy-test
+//! slot and what only tests start, such as a lone member). Members run the
+//! `etcd` binary with their own data directory and log under a directory
+//! that is removed on drop; every member is killed on drop too. Members can
+//! be killed, frozen (SIGSTOP), resumed and restarted on their data, and
+//! asked for Status with a deadline.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -127,22 +129,11 @@ fn pick_in(range: std::ops::Range<u16>, n: usize) -> std::io::Result<Vec<u16>> {
     Ok(ports)
 }
 
-/// The command line of one etcd member listening on `client` and `peer`
-/// URLs, in the cluster `initial` (`name=peer,...`). Callers add the cluster
-/// state, timings, TLS and output.
-pub fn etcd_member_command(
-    etcd: &Path,
-    name: &str,
-    data_dir: &Path,
-    client: &str,
-    peer: &str,
-    initial: &str,
-) -> Command {
-    member_command(etcd, name, data_dir, client, (peer, peer), initial)
-}
-
-/// [`etcd_member_command`] listening for peers on `peer.0` and telling them
-/// to dial `peer.1` (a relay in front of it, [`Builder::advertise_peers`]).
+/// The command line of one member listening on `client` and for peers on
+/// `peer.0`, telling them to dial `peer.1` (`peer.0`, or a relay in front of
+/// it, [`Builder::advertise_peers`]), in the cluster `initial`
+/// (`name=peer,...`). The caller adds the cluster state, timings, TLS and
+/// output.
 fn member_command(
     etcd: &Path,
     name: &str,

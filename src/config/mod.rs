@@ -94,11 +94,9 @@ pub struct ServeConfig {
     pub web: WebAccess,
     pub telemetry_path: String,
     pub etcd: EtcdConfig,
-    /// Path shown in diagnostics and /policy (`<default>` for the built-in one).
-    pub policy_path: String,
-    /// The file to watch, when one was given.
-    pub policy_file: Option<PathBuf>,
-    pub policy_text: String,
+    /// The policy's one owner: the file `serve` follows (or the built-in
+    /// policy) and the text read from it at start.
+    pub policy: PolicySource,
     /// `--policy.candidate`: read at start by its reloader, not here (a
     /// broken candidate must not stop the exporter from starting).
     pub policy_candidate: Option<PathBuf>,
@@ -136,7 +134,7 @@ impl ServeConfig {
                 interval: m.interval,
                 max_body_bytes: m.max_body_bytes,
             });
-        let (policy_path, policy_text) = policy_source(a)?;
+        let policy = policy_source(a)?;
         let web = web_access(a, listen)?;
         let scrape = scrape_config(a)?;
         Ok(ServeConfig {
@@ -145,9 +143,7 @@ impl ServeConfig {
             web,
             telemetry_path: a.web_telemetry_path.clone(),
             etcd,
-            policy_path,
-            policy_file: a.policy.clone(),
-            policy_text,
+            policy,
             policy_candidate: a.policy_candidate.clone(),
             policy_reload_interval: a.policy_reload_interval,
             sample_interval: a.sample_interval,
@@ -327,29 +323,66 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
     })
 }
 
-/// `--policy`: its path as shown and its text (the built-in default without it).
-fn policy_source(a: &ServeArgs) -> Result<(String, String), ConfigError> {
-    let (policy_path, policy_text) = match &a.policy {
-        None => ("<default>".to_string(), DEFAULT_POLICY.to_string()),
-        Some(p) => (
-            p.display().to_string(),
-            crate::reload::read_policy_file(p)
-                .map(|(text, _)| text)
-                .map_err(|e| match e {
-                    crate::reload::ReloadError::Read { path, source, .. } => {
-                        ConfigError::PolicyFile(format!("cannot read {}: {source}", path.display()))
-                    }
-                    crate::reload::ReloadError::NotUtf8 { path, offset, .. } => {
-                        ConfigError::PolicyFile(format!(
-                            "{} is not valid UTF-8 (first bad byte at offset {offset})",
-                            path.display()
-                        ))
-                    }
-                    other => ConfigError::PolicyFile(other.to_string()),
-                })?,
-        ),
+/// Where the policy in force at start comes from: the file `--policy`
+/// names (read once, here; its reloader follows it from then on), or the
+/// built-in one. Every other part asks this value for the path.
+#[derive(Clone, Debug)]
+pub struct PolicySource {
+    file: Option<PathBuf>,
+    text: String,
+}
+
+impl PolicySource {
+    /// The built-in policy ([`DEFAULT_POLICY`]).
+    pub fn builtin() -> Self {
+        PolicySource {
+            file: None,
+            text: DEFAULT_POLICY.to_string(),
+        }
+    }
+
+    /// The file `serve` follows, when `--policy` names one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
+    }
+
+    /// The path shown in diagnostics and /policy (`<default>` for the
+    /// built-in one).
+    pub fn shown(&self) -> String {
+        self.file
+            .as_ref()
+            .map_or_else(|| "<default>".to_string(), |p| p.display().to_string())
+    }
+
+    /// The text in force at start.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// `--policy`: the file read once, or the built-in policy without it.
+fn policy_source(a: &ServeArgs) -> Result<PolicySource, ConfigError> {
+    let Some(p) = &a.policy else {
+        return Ok(PolicySource::builtin());
     };
-    Ok((policy_path, policy_text))
+    let text = crate::reload::read_policy_file(p)
+        .map(|(text, _)| text)
+        .map_err(|e| match e {
+            crate::reload::ReloadError::Read { path, source, .. } => {
+                ConfigError::PolicyFile(format!("cannot read {}: {source}", path.display()))
+            }
+            crate::reload::ReloadError::NotUtf8 { path, offset, .. } => {
+                ConfigError::PolicyFile(format!(
+                    "{} is not valid UTF-8 (first bad byte at offset {offset})",
+                    path.display()
+                ))
+            }
+            other => ConfigError::PolicyFile(other.to_string()),
+        })?;
+    Ok(PolicySource {
+        file: Some(p.clone()),
+        text,
+    })
 }
 
 /// `--backup.*`: the backup sidecar source, if `--backup.url` is set.

@@ -8,10 +8,10 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use etcd_readiness_exporter::cmd::localcluster::etcd_member_command;
 use etcd_readiness_testkit::backup::Sidecar;
 use etcd_readiness_testkit::clock::now_unix;
 use etcd_readiness_testkit::dns::Dnsmasq;
+use etcd_readiness_testkit::etcd::member_command;
 use etcd_readiness_testkit::etcd::{EtcdCluster, read_revision, write_until_revision};
 use etcd_readiness_testkit::exporter::{Exporter, Resp};
 use etcd_readiness_testkit::ports::free_ports;
@@ -186,8 +186,8 @@ async fn add_learner(cluster: &EtcdCluster) -> Learner {
         .collect();
     initial.push(format!("learner={peer}"));
     let dir = tempfile::tempdir().unwrap();
-    let child = etcd_member_command(
-        &etcd_readiness_exporter::cmd::localcluster::default_etcd(),
+    let child = member_command(
+        &etcd_readiness_testkit::etcd::default_etcd(),
         "learner",
         &dir.path().join("learner.etcd"),
         &endpoint,

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::cmd::localcluster::ServerTls;
 use etcd_readiness_testkit::atomic_writer::AtomicWriterVolume;
 use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::etcd::ServerTls;
 use etcd_readiness_testkit::exporter::{Exporter, metric_line};
 use etcd_readiness_testkit::pki::{self, Pki};
 use etcd_readiness_testkit::wait::poll;

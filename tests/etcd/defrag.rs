@@ -27,9 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::cmd::localcluster::{LocalCluster, default_etcd};
 use etcd_readiness_exporter::outside::http_client;
 use etcd_readiness_testkit::clock::now_unix;
+use etcd_readiness_testkit::etcd::{LocalCluster, default_etcd};
 use etcd_readiness_testkit::exporter::Exporter;
 use etcd_readiness_testkit::wait::{poll, sample};
 

@@ -8,8 +8,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_readiness_exporter::cmd::localcluster::etcd_member_command;
 use etcd_readiness_testkit::etcd::EtcdCluster;
+use etcd_readiness_testkit::etcd::member_command;
 use etcd_readiness_testkit::exporter::{Exporter, metric_value};
 use etcd_readiness_testkit::ports::{free_ports, free_tcp_port};
 use etcd_readiness_testkit::wait::poll;
@@ -195,8 +195,8 @@ async fn another_member_at_the_endpoint_replaces_the_series() {
     let peer = format!("http://127.0.0.1:{}", free_tcp_port());
     let dir = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(dir.path().join("other.log")).unwrap();
-    let mut cmd = etcd_member_command(
-        &etcd_readiness_exporter::cmd::localcluster::default_etcd(),
+    let mut cmd = member_command(
+        &etcd_readiness_testkit::etcd::default_etcd(),
         "other",
         &dir.path().join("other.etcd"),
         &client,
@@ -242,7 +242,7 @@ fn etcdctl(endpoint: &str, args: &[&str]) -> Result<String, String> {
 /// carries it), MemberList is asked at most once per 30 s and counted, and
 /// once the learner is promoted the name appears at once.
 async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathBuf) {
-    use etcd_readiness_exporter::cmd::localcluster::LocalCluster;
+    use etcd_readiness_testkit::etcd::LocalCluster;
     let cluster = LocalCluster::builder(1).etcd(&etcd).start().expect("etcd");
     let m1 = cluster.endpoint(0);
     // The learner: added, then started on the existing cluster.
@@ -277,7 +277,7 @@ async fn a_learner_is_asked_member_list_at_most_every_30s(etcd: std::path::PathB
     let dir = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(dir.path().join("learner.log")).unwrap();
     let m1_peer = format!("http://127.0.0.1:{}", cluster.members[0].peer_port);
-    let mut cmd = etcd_member_command(
+    let mut cmd = member_command(
         &etcd,
         "learner1",
         &dir.path().join("learner.etcd"),

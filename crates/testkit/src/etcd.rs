@@ -3,16 +3,44 @@
 //! 127.0.0.1 ports: [`EtcdCluster`], a cluster of n with test timings, and
 //! [`Etcd`], one member with a metrics listener, answering before it is
 //! handed out. Each holds a heavy-test slot ([`crate::heavy`]) while it runs;
-//! every member is killed on drop. Also: reading the revision and writing
-//! until it reaches a target.
+//! every member is killed on drop. Also: a lone member's command line
+//! ([`member_command`]), reading the revision and writing until it reaches a
+//! target.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-pub use etcd_readiness_exporter::cmd::localcluster::ServerTls;
-use etcd_readiness_exporter::cmd::localcluster::{Builder, LocalCluster};
+pub use etcd_readiness_exporter::cmd::localcluster::{
+    Builder, LocalCluster, ServerTls, default_etcd,
+};
 
 use crate::heavy::{self, Slot};
 use crate::wait::{poll, wait_until};
+
+/// The command line of one etcd member started outside a [`LocalCluster`]
+/// (a learner joining one, a member of another cluster), listening on
+/// `client` and `peer` URLs, in the cluster `initial` (`name=peer,...`).
+/// Callers add the cluster state, timings, TLS and output.
+pub fn member_command(
+    etcd: &Path,
+    name: &str,
+    data_dir: &Path,
+    client: &str,
+    peer: &str,
+    initial: &str,
+) -> Command {
+    let mut cmd = Command::new(etcd);
+    cmd.args(["--name", name])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen-client-urls", client])
+        .args(["--advertise-client-urls", client])
+        .args(["--listen-peer-urls", peer])
+        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--initial-cluster", initial]);
+    cmd
+}
 
 /// Builds an [`EtcdCluster`]: the library's [`LocalCluster`] with test
 /// timings (50 ms heartbeat, 500 ms election timeout: fast failover).

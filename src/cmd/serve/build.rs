@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
+use super::graph::Wiring;
 use super::metrics::{FileMetrics, register_metrics};
 use super::sources::{PreparedSources, prepare_sources};
 use crate::config::ServeConfig;
@@ -58,10 +59,11 @@ pub(super) struct Built {
 /// Catalogue and policy, the one runtime, metrics, the engine, the sources.
 pub(super) fn build(
     config: &ServeConfig,
+    wiring: &Wiring,
     extend: impl FnOnce(&mut Registry),
 ) -> anyhow::Result<Built> {
     let catalogue = Arc::new(catalogue_for(config)?);
-    let policy = Policy::compile(&config.policy_path, &config.policy_text, &catalogue)
+    let policy = Policy::compile(&config.policy.shown(), config.policy.text(), &catalogue)
         .map_err(|d| anyhow::anyhow!("invalid policy:\n{d}"))?;
     // Run-time state, not configuration: what the policy in force still
     // compares the etcd reads' latency with, followed by its reloads.
@@ -81,7 +83,7 @@ pub(super) fn build(
     };
     // Every source is built from its spec before anything starts.
     let status = metrics.files.scrape.take();
-    let sources = prepare_sources(config, &catalogue, &sampling, status)?;
+    let sources = prepare_sources(wiring, &catalogue, &sampling, status)?;
     let engine = EngineHandle::new(
         Arc::new(policy),
         catalogue.clone(),

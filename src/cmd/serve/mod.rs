@@ -5,11 +5,14 @@
 //! [`Running`] exporter (used by `main`, `demo` and the integration tests);
 //! [`run`] adds logging, signals and graceful shutdown for the binary.
 //!
+//! The topology is a plain value, [`graph::Wiring`], made from the
+//! configuration before anything is built; [`start_with`] realises it.
 //! One idea per file: [`build`] (what exists before any task runs),
 //! [`metrics`] (the families), [`sources`] (prepared and spawned),
 //! [`reloaders`] (the files followed), [`listeners`], [`running`].
 
 mod build;
+pub mod graph;
 mod listeners;
 mod metrics;
 mod reloaders;
@@ -18,6 +21,7 @@ mod sources;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServeArgs, ServeConfig};
@@ -25,11 +29,12 @@ use crate::http::AppState;
 use crate::http::server::raise_nofile_limit;
 
 use build::{Built, build};
-use listeners::{bind_listeners, main_holds, start_listeners};
+use listeners::{addr_of, bind_listeners, main_holds, start_listeners};
 use reloaders::start_reloaders;
 use sources::spawn_sampling;
 
 pub use build::catalogue_for;
+pub use graph::{Role, Wiring};
 pub use listeners::PROBE_MAX_CONNECTIONS;
 pub use running::Running;
 
@@ -40,12 +45,15 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<Running> {
 }
 
 /// [`start`] with a hook to register extra metric families. Reads top to
-/// bottom as the data flows: everything [`build`] makes, the listeners'
-/// sockets, engine and sources running, reloaders, listeners serving.
+/// bottom as the data flows: the [`Wiring`] graph for `config`, everything
+/// [`build`] makes from it, the listeners' sockets, engine and sources
+/// running, reloaders, listeners serving.
 pub async fn start_with(
     config: ServeConfig,
     extend: impl FnOnce(&mut prometheus_client::registry::Registry),
 ) -> anyhow::Result<Running> {
+    let wiring = Wiring::of(&config);
+    tracing::debug!(graph = %wiring.render(), "wiring");
     let Built {
         catalogue,
         sampling,
@@ -56,19 +64,22 @@ pub async fn start_with(
         etcd,
         files,
         read_floor,
-    } = build(&config, extend)?;
+    } = build(&config, &wiring, extend)?;
     let runtime = sampling.runtime.clone();
-    let (listener, probe_listener) = bind_listeners(&config).await?;
-    let addr = listener.local_addr()?;
+    let bound = bind_listeners(&wiring.servers).await?;
+    let (addr, probe_addr) = (addr_of(&bound, Role::Main), addr_of(&bound, Role::Probe));
+    let addr = addr.context("the graph has no main listener")?;
 
+    // sources -> store -> engine
     let tasks = spawn_sampling(
-        &config,
+        &wiring.etcd,
         &engine,
         (&catalogue, &sampling),
         (etcd, &read_floor),
         sources.samplers,
     );
 
+    // files -> the parts they configure
     let (reloaders, web) = start_reloaders(
         &config,
         &catalogue,
@@ -80,6 +91,7 @@ pub async fn start_with(
     )
     .await;
 
+    // engine -> sinks -> servers
     let shutdown = CancellationToken::new();
     let state = AppState {
         holds: main_holds(&config, &shutdown, &http),
@@ -94,17 +106,8 @@ pub async fn start_with(
         candidate_path: config.policy_candidate.clone(),
         runtime: runtime.clone(),
     };
-    let (servers, probe_addr) = start_listeners(
-        &config,
-        state,
-        listener,
-        probe_listener,
-        web.as_ref(),
-        &runtime,
-        &shutdown,
-    )
-    .await?;
-    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy_path, "serving");
+    let servers = start_listeners(&config, state, bound, web.as_ref(), &runtime, &shutdown).await?;
+    tracing::info!(%addr, probe = ?probe_addr, endpoint = %config.etcd.endpoint, policy = %config.policy.shown(), "serving");
     Ok(Running {
         addr,
         probe_addr,

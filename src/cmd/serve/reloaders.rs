@@ -168,14 +168,14 @@ pub(super) async fn start_reloaders(
     // re-read it periodically, on SIGHUP and on POST /-/reload. The
     // built-in policy is shown as loaded without a reloader.
     let initial = engine.policy_status().policy.clone();
-    match &config.policy_file {
+    match config.policy.file() {
         Some(path) => {
             let sink = Arc::new(LivePolicy {
                 engine: engine.clone(),
                 read_floor: read_floor.clone(),
             });
             let r = Arc::new(Reloader::policy(
-                path.clone(),
+                path,
                 catalogue.clone(),
                 sink,
                 files.policy,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::task::JoinHandle;
 
-use crate::config::ServeConfig;
+use super::graph::{Source, Wiring};
 use crate::engine::EngineHandle;
 use crate::reload::ReloadStatus;
 use crate::runtime::clock::Clock;
@@ -28,48 +28,45 @@ pub(super) struct PreparedSources {
     pub(super) credentials: Vec<Credentials>,
 }
 
-/// The optional sources, each built once from its spec — its flags, or
-/// `--config` — before anything starts (a bad flag or file fails here) and
-/// rebuilt from the same spec after a panic. A spec shares its source's
-/// credentials, so a rebuilt sampler uses the material in force.
+/// The optional sources of the graph, each built once from its spec — its
+/// flags, or `--config` — before anything starts (a bad flag or file fails
+/// here) and rebuilt from the same spec after a panic. A spec shares its
+/// source's credentials, so a rebuilt sampler uses the material in force.
 pub(super) fn prepare_sources(
-    config: &ServeConfig,
+    wiring: &Wiring,
     catalogue: &Arc<Catalogue>,
     sampling: &Sampling,
     scrape_status: Option<ReloadStatus>,
 ) -> anyhow::Result<PreparedSources> {
-    let scrape = match (&config.scrape, &config.scrape_file, scrape_status) {
-        (Some(c), Some((path, _)), Some(status)) => Some(
-            ScrapeSet::prepare(path, c, catalogue.clone(), sampling.clone(), status)
-                .context("--config")?,
-        ),
-        _ => None,
-    };
+    let mut scrape_status = scrape_status;
+    let mut scrape = None;
     let mut prepared = Vec::new();
-    let mut credentials: Vec<Credentials> = config.etcd.tls.iter().cloned().collect();
-    if let Some(b) = config.backup.clone() {
+    let mut credentials: Vec<Credentials> = wiring.etcd.tls.iter().cloned().collect();
+    for source in &wiring.samplers {
         let cat = catalogue.clone();
-        // Its error names the flags and says the exporter cannot start.
-        let creds = crate::sources::backup::backup_credentials(&b.tls)?;
-        credentials.extend(creds.clone());
-        let spec = move || BackupSampler::with_credentials(b.clone(), creds.clone(), &cat);
-        prepared.push(sources::prepare(spec).context("--backup.url")?);
-    }
-    if let Some(o) = config.owner.clone() {
-        let cat = catalogue.clone();
-        let spec = move || OwnerSampler::new(o.clone(), &cat);
-        prepared.push(sources::prepare(spec).context("--owner.name")?);
-    }
-    if let Some(m) = config.etcd_metrics.clone() {
-        let cat = catalogue.clone();
-        // An https:// URL takes the etcd source's files, and their reloader.
-        let creds = config
-            .etcd
-            .tls
-            .clone()
-            .filter(|_| m.url.starts_with("https://"));
-        let spec = move || EtcdMetricsSampler::with_credentials(m.clone(), creds.clone(), &cat);
-        prepared.push(sources::prepare(spec).context("--etcd.metrics-url")?);
+        match source.clone() {
+            Source::Backup(b) => {
+                // Its error names the flags and says the exporter cannot start.
+                let creds = crate::sources::backup::backup_credentials(&b.tls)?;
+                credentials.extend(creds.clone());
+                let spec = move || BackupSampler::with_credentials(b.clone(), creds.clone(), &cat);
+                prepared.push(sources::prepare(spec).context("--backup.url")?);
+            }
+            Source::Owner(o) => {
+                let spec = move || OwnerSampler::new(o.clone(), &cat);
+                prepared.push(sources::prepare(spec).context("--owner.name")?);
+            }
+            Source::EtcdMetrics(m, creds) => {
+                let spec =
+                    move || EtcdMetricsSampler::with_credentials(m.clone(), creds.clone(), &cat);
+                prepared.push(sources::prepare(spec).context("--etcd.metrics-url")?);
+            }
+            Source::Scrape(set, path) => {
+                let status = scrape_status.take().unwrap_or_default();
+                let set = ScrapeSet::prepare(&path, &set, cat, sampling.clone(), status);
+                scrape = Some(set.context("--config")?);
+            }
+        }
     }
     Ok(PreparedSources {
         samplers: prepared,
@@ -82,7 +79,7 @@ pub(super) fn prepare_sources(
 /// long-running task is supervised (see crate::runtime::supervise): a panic
 /// is logged, counted and the task is built again from its spec.
 pub(super) fn spawn_sampling(
-    config: &ServeConfig,
+    etcd_config: &EtcdConfig,
     engine: &EngineHandle,
     (catalogue, sampling): (&Catalogue, &Sampling),
     (etcd, read_floor): (crate::sources::etcd::Families, &ReadFloor),
@@ -90,7 +87,7 @@ pub(super) fn spawn_sampling(
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = vec![engine.spawn()];
     tasks.push(crate::sources::etcd::spawn(
-        etcd_config_for_this_process(&config.etcd, &sampling.runtime.clock),
+        etcd_config_for_this_process(etcd_config, &sampling.runtime.clock),
         catalogue,
         sampling.clone(),
         etcd,
