@@ -40,6 +40,10 @@
 //!   of [`EtcdConfig::trust`], stretched to what this member's calls of that
 //!   kind normally take.
 //! - `errors.rs`: error classification by type, and the protocol probe.
+//! - `api.rs`: the seam: the three calls the loops make (Status, a Range,
+//!   the Watch) as the trait [`api::MemberApi`]; [`spawn_with`] runs the
+//!   real loops against a member a test supplies (crates/testkit's
+//!   simulated cluster, on virtual time). Without it, the client as above.
 //! - `status.rs`: what a Status answer writes into the store.
 //! - `without_root.rs`: what stands in for Status where etcd refuses it to
 //!   a user without the root role (etcd 3.5): a serializable read's header,

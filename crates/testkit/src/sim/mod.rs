@@ -1,0 +1,108 @@
+//! A deterministic simulated etcd cluster in virtual time, to score the
+//! exporter's readiness on the benchmark's fault script in seconds rather
+//! than minutes, and the same every time: [`cluster`] (three members:
+//! election, reads, faults), [`kubelet`] (the kubelet's worker on the
+//! shipped stanza), [`scenario`] (one seeded run: the real etcd source
+//! behind its seam, the real engine, scored as benches/fault_accuracy.py
+//! scores). No wall clock: every instant is tokio's, paused.
+
+pub mod cluster;
+pub mod kubelet;
+pub mod scenario;
+
+use std::time::Duration;
+
+/// The truth's and the score's tick.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// The script's phases (their start, s), as benches/fault_accuracy.py names
+/// them.
+pub const PHASES: [(u64, &str); 9] = [
+    (0, "steady"),
+    (5, "leader SIGKILL"),
+    (13, "leader restart"),
+    (23, "quorum lost (2 SIGKILL)"),
+    (31, "quorum back (2 restarts)"),
+    (41, "follower SIGSTOP"),
+    (51, "follower SIGCONT"),
+    (59, "leader partitioned"),
+    (71, "partition healed"),
+];
+
+/// splitmix64: one u64 seed, the same draws.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One run's figures, as the benchmark's `score`: seconds false-ready and
+/// false-unready over the three members, in all and per phase, and the
+/// mean decision lag (their sum over the truth's transitions).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Score {
+    pub false_ready: f64,
+    pub false_unready: f64,
+    pub lag: f64,
+    /// (false-ready, false-unready) per phase of [`PHASES`].
+    pub per_phase: Vec<(f64, f64)>,
+}
+
+impl Score {
+    /// `said[i][k]`: member k's Ready condition at tick i; `truth[i][k]`.
+    pub fn of(said: &[[bool; 3]], truth: &[[Option<bool>; 3]], phases: &[(u64, &str)]) -> Score {
+        let t = TICK.as_secs_f64();
+        let (mut fr, mut fu) = (0u32, 0u32);
+        let mut per = vec![(0u32, 0u32); phases.len()];
+        let mut transitions = 0u32;
+        for (i, (s, tr)) in said.iter().zip(truth).enumerate() {
+            let ph = phases
+                .iter()
+                .rposition(|(at, _)| (i as f64) * t >= *at as f64 - 1e-9)
+                .unwrap_or(0);
+            for k in 0..3 {
+                if i > 0 && tr[k] != truth[i - 1][k] {
+                    transitions += 1;
+                }
+                match (s[k], tr[k]) {
+                    (true, Some(false)) => (fr, per[ph].0) = (fr + 1, per[ph].0 + 1),
+                    (false, Some(true)) => (fu, per[ph].1) = (fu + 1, per[ph].1 + 1),
+                    _ => {}
+                }
+            }
+        }
+        let secs = |n: u32| (n as f64 * t * 10.0).round() / 10.0;
+        Score {
+            false_ready: secs(fr),
+            false_unready: secs(fu),
+            lag: (fr + fu) as f64 * t / transitions.max(1) as f64,
+            per_phase: per.iter().map(|&(a, b)| (secs(a), secs(b))).collect(),
+        }
+    }
+}
+
+/// The `q` quantile (0..=1) of `xs`, nearest rank; 0 for none.
+pub fn quantile(xs: &[f64], q: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n => v[((n - 1) as f64 * q).round() as usize],
+    }
+}
