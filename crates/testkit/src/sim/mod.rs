@@ -178,3 +178,50 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
         n => v[((n - 1) as f64 * q).round() as usize],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_and_back_reads_the_ticks_as_the_benchmark_reads_transitions() {
+        // Ready until 5.3 s, back at 6.0 s; the fault at 5.05, the recovery at 5.85.
+        let state = |i: usize| Some(!(53..60).contains(&i));
+        assert_eq!(
+            out_and_back(state, (5.05, 5.85, 20.0)),
+            (Some(0.25), Some(0.15))
+        );
+        // Already not ready at the fault: 0; never back by the horizon.
+        let down = |i: usize| Some(i < 50);
+        assert_eq!(out_and_back(down, (5.05, 5.85, 20.0)), (Some(0.0), None));
+        // Ready throughout: no figure.
+        assert_eq!(
+            out_and_back(|_| Some(true), (5.05, 5.85, 20.0)),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn a_score_counts_each_tick_against_the_truth_per_phase() {
+        let phases = [(0, "a"), (1, "b")];
+        // Tick 0..20 (2 s): member 0 says ready while the truth says not
+        // at ticks 12..15, and not ready while it can serve at tick 5.
+        let truth: Vec<[Option<bool>; 3]> = (0..20)
+            .map(|i| [Some(!(12..15).contains(&i)), Some(true), None])
+            .collect();
+        let said: Vec<[bool; 3]> = (0..20).map(|i| [i != 5, true, true]).collect();
+        let s = Score::of(&said, &truth, &phases, [0; 4]);
+        assert_eq!((s.false_ready, s.false_unready), (0.3, 0.1), "{s:?}");
+        assert_eq!(s.per_phase, vec![(0.0, 0.1), (0.3, 0.0)]);
+        // Two truth transitions (12 and 15): (3 + 1) ticks over 2.
+        assert!((s.lag - 0.2).abs() < 1e-9, "{s:?}");
+    }
+
+    #[test]
+    fn the_shipped_stanza_is_read_from_the_deploy_files() {
+        let s = kubelet::Stanza::read(kubelet::SHIPPED_PROBE).expect("the shipped stanza");
+        assert!(s.period >= Duration::from_secs(1), "{s:?}");
+        assert!(s.wait.is_none_or(|w| w < s.timeout), "{s:?}");
+        assert!(s.success >= 1 && s.failure >= 1, "{s:?}");
+    }
+}
