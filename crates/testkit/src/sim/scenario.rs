@@ -99,12 +99,14 @@ fn exporter(
     engine
 }
 
-/// The fault script, from `t0`.
-async fn script(cluster: &Cluster, t0: Instant) {
+/// The fault script, from `t0`; the member each fault of
+/// [`super::FAULTS`] is about.
+async fn script(cluster: &Cluster, t0: Instant, about: &Mutex<[usize; 4]>) {
     let at = |s: u64| tokio::time::sleep_until(t0 + Duration::from_secs(s) + OFFSET);
     at(5).await;
     let leader = cluster.leader().unwrap_or(0);
     cluster.apply(Fault::Kill(leader));
+    about.locked()[0] = leader;
     at(13).await;
     cluster.apply(Fault::Restart(leader));
     at(23).await;
@@ -112,17 +114,20 @@ async fn script(cluster: &Cluster, t0: Instant) {
     let other = cluster.follower(Some(leader));
     cluster.apply(Fault::Kill(leader));
     cluster.apply(Fault::Kill(other));
+    about.locked()[1] = 3 - leader - other;
     at(31).await;
     cluster.apply(Fault::Restart(leader));
     cluster.apply(Fault::Restart(other));
     at(41).await;
     let stopped = cluster.follower(None);
     cluster.apply(Fault::Freeze(stopped));
+    about.locked()[2] = stopped;
     at(51).await;
     cluster.apply(Fault::Thaw(stopped));
     at(59).await;
     let leader = cluster.leader().unwrap_or(0);
     cluster.apply(Fault::Cut(leader));
+    about.locked()[3] = leader;
     at(71).await;
     cluster.apply(Fault::Heal(leader));
 }
@@ -150,8 +155,9 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
     let n = (SCRIPT * 10) as usize;
     let truth: Series = Arc::new(Mutex::new(vec![[None; 3]; n]));
     let mut said = vec![[false; 3]; n];
-    let s = cluster.clone();
-    tokio::spawn(async move { script(&s, t0).await });
+    let (s, about) = (cluster.clone(), Arc::new(Mutex::new([0; 4])));
+    let a = about.clone();
+    tokio::spawn(async move { script(&s, t0, &a).await });
     for (i, said) in said.iter_mut().enumerate() {
         tokio::time::sleep_until(t0 + TICK * i as u32).await;
         for (k, ready) in readies.iter().enumerate() {
@@ -165,5 +171,6 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
     }
     tokio::time::sleep(TRUTH_BOUND + TICK).await;
     let truth = truth.locked().clone();
-    Ok(Score::of(&said, &truth, &PHASES))
+    let about = *about.locked();
+    Ok(Score::of(&said, &truth, &PHASES, about))
 }
