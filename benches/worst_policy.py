@@ -3,7 +3,7 @@
 benchmark (benches/policy_cost.sh) and of the worst-policy tests.
 
 It reads the limits from crates/policy/src/policy/limits.rs (and the
-explanation cap from eval.rs), so it stays the worst case when they change,
+explanation cap from eval/explain.rs), so it stays the worst case when they change,
 and writes a policy with the most `let` lines and the most checks the limits
 allow, every check with a hold-down and a recovery hold, every check failing
 through a shared `let` of enough false terms that each check's explanation
@@ -26,7 +26,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMITS = os.path.join(ROOT, "crates/policy/src/policy/limits.rs")
-EVAL = os.path.join(ROOT, "crates/policy/src/policy/eval.rs")
+EVAL = os.path.join(ROOT, "crates/policy/src/policy/eval/explain.rs")
 
 
 def limits():

@@ -363,19 +363,8 @@ mod tests {
 
     fn check(name: &str, state: CheckState) -> CheckReport {
         CheckReport {
-            name: name.into(),
-            kind: CheckKind::Check,
-            state,
-            in_state_for: Duration::ZERO,
             since: at(0),
-            held: false,
-            hold_left: None,
-            recovering: false,
-            recover_left: None,
-            true_for: None,
-            expr: "leader".into(),
-            explanation: String::new(),
-            signals: Vec::new(),
+            ..CheckReport::new(name, CheckKind::Check, state, "leader")
         }
     }
 

@@ -852,20 +852,12 @@ mod tests {
     fn the_change_generation_moves_when_an_answer_may_change_and_only_then() {
         let (h, _) = engine("check leader: leader\n");
         let mut rx = h.changes();
-        let check = |state: CheckState, why: &str| etcd_readiness_policy::verdict::CheckReport {
-            name: "leader".into(),
-            kind: CheckKind::Check,
-            state,
-            in_state_for: Duration::ZERO,
-            since: SystemTime::UNIX_EPOCH,
-            held: false,
-            hold_left: None,
-            recovering: false,
-            recover_left: None,
-            true_for: None,
-            expr: "leader".into(),
-            explanation: why.into(),
-            signals: Vec::new(),
+        let check = |state: CheckState, why: &str| {
+            use etcd_readiness_policy::verdict::CheckReport;
+            CheckReport {
+                explanation: why.into(),
+                ..CheckReport::new("leader", CheckKind::Check, state, "leader")
+            }
         };
         let verdict = |state: CheckState, why: &str| {
             let checks = vec![check(state, why)];

@@ -609,19 +609,10 @@ mod tests {
     fn the_candidate_answer_says_it_decides_nothing() {
         use etcd_readiness_policy::verdict::{CheckKind, CheckReport};
         let check = |name: &str, state: CheckState, why: &str| CheckReport {
-            name: name.into(),
-            kind: CheckKind::Check,
-            state,
             in_state_for: Duration::from_secs(12),
             since: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
-            held: false,
-            hold_left: None,
-            recovering: false,
-            recover_left: None,
-            true_for: None,
-            expr: format!("{name}_expr"),
             explanation: why.into(),
-            signals: Vec::new(),
+            ..CheckReport::new(name, CheckKind::Check, state, &format!("{name}_expr"))
         };
         let failing = Verdict {
             ready: false,

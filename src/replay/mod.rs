@@ -385,18 +385,11 @@ impl<'h> Sink<'h> {
         let text = match (&self.json, self.format) {
             (Some(j), _) => {
                 let s = summary.json(without_data);
-                j.tail(fleet.then_some(("fleet", &s)))
+                j.tail(fleet.then_some(&s))
             }
             (None, Format::Text) if fleet => summary.text(without_data),
             (None, Format::Text) => String::new(),
-            (None, Format::Jsonl) => {
-                let mut line = serde_json::to_string(
-                    &serde_json::json!({"fleet": summary.json(without_data)}),
-                )
-                .unwrap_or_default();
-                line.push('\n');
-                line
-            }
+            (None, Format::Jsonl) => render::fleet_line(&summary.json(without_data)),
             (None, _) => svg::svg(&self.header, &self.svg),
         };
         self.write(&text)?;

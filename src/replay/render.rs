@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::{Value as Json, json};
+use serde::{Serialize, Serializer};
 
 use super::timeline::{Grid, Interval, MemberReport};
 use crate::outside::checked::rfc3339;
@@ -23,11 +23,16 @@ pub struct Header<'a> {
 }
 
 /// Unix milliseconds as JSON seconds: an integer when whole.
-pub(super) fn secs(ms: i64) -> Json {
-    if ms % 1000 == 0 {
-        json!(ms / 1000)
-    } else {
-        json!(ms as f64 / 1000.0)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Secs(pub(super) i64);
+
+impl Serialize for Secs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0 % 1000 == 0 {
+            s.serialize_i64(self.0 / 1000)
+        } else {
+            s.serialize_f64(self.0 as f64 / 1000.0)
+        }
     }
 }
 
@@ -72,83 +77,157 @@ pub fn label_set(labels: &BTreeMap<String, String>) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
-fn interval_json(i: &Interval, with_explanations: bool) -> Json {
-    let mut o = json!({
-        "from": secs(i.from_ms),
-        "to": secs(i.to_ms),
-        "ready": i.ready,
-        "failing": i.failing,
-    });
-    if with_explanations {
-        let why: serde_json::Map<String, Json> = i
-            .failing
-            .iter()
-            .zip(&i.explanations)
-            .map(|(n, e)| (n.clone(), json!(e)))
-            .collect();
-        o["explanations"] = Json::Object(why);
+/// One stretch of a verdict as the JSON holds it. The fields of every JSON
+/// object replay prints are declared in alphabetical order: the order the
+/// document has always had.
+#[derive(Serialize)]
+struct IntervalJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explanations: Option<BTreeMap<&'a str, &'a str>>,
+    failing: &'a [String],
+    from: Secs,
+    ready: Option<bool>,
+    to: Secs,
+}
+
+impl<'a> IntervalJson<'a> {
+    fn new(i: &'a Interval, with_explanations: bool) -> Self {
+        let why = with_explanations.then(|| {
+            i.failing
+                .iter()
+                .zip(&i.explanations)
+                .map(|(n, e)| (n.as_str(), e.as_str()))
+                .collect()
+        });
+        IntervalJson {
+            explanations: why,
+            failing: &i.failing,
+            from: Secs(i.from_ms),
+            ready: i.ready,
+            to: Secs(i.to_ms),
+        }
     }
-    o
+}
+
+/// One check's span as the JSON holds it.
+#[derive(Serialize)]
+struct CheckJson<'a> {
+    check: &'a str,
+    explanation: &'a str,
+    from: Secs,
+    held: bool,
+    kind: &'static str,
+    recovering: bool,
+    state: &'static str,
+    to: Secs,
 }
 
 /// One member as the JSON document (and each JSON line) holds it.
-pub fn member_json(m: &MemberReport) -> Json {
-    json!({
-        "labels": m.labels,
-        "ready_seconds": secs(m.ready_ms),
-        "not_ready_seconds": secs(m.not_ready_ms),
-        "unknown_seconds": secs(m.unknown_ms),
-        "flips": m.flips,
-        "recorded_flips": m.recorded_flips,
-        "intervals": m.intervals.iter().map(|i| interval_json(i, true)).collect::<Vec<_>>(),
-        "differs_from_recorded": m.differs_from_recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
-        "recorded": m.recorded.iter().map(|i| interval_json(i, false)).collect::<Vec<_>>(),
-        "checks": m.checks.iter().map(|c| json!({
-            "check": c.check,
-            "kind": c.kind.as_str(),
-            "state": c.state.as_str(),
-            "held": c.held,
-            "recovering": c.recovering,
-            "from": secs(c.from_ms),
-            "to": secs(c.to_ms),
-            "explanation": c.explanation,
-        })).collect::<Vec<_>>(),
-        "missing_signals": m.missing_signals,
-    })
+#[derive(Serialize)]
+pub struct MemberJson<'a> {
+    checks: Vec<CheckJson<'a>>,
+    differs_from_recorded: Vec<IntervalJson<'a>>,
+    flips: u64,
+    intervals: Vec<IntervalJson<'a>>,
+    labels: &'a BTreeMap<String, String>,
+    missing_signals: &'a [String],
+    not_ready_seconds: Secs,
+    ready_seconds: Secs,
+    recorded: Vec<IntervalJson<'a>>,
+    recorded_flips: u64,
+    unknown_seconds: Secs,
 }
+
+/// Stretches as the JSON holds them.
+fn intervals_json(v: &[Interval], with_explanations: bool) -> Vec<IntervalJson<'_>> {
+    v.iter()
+        .map(|i| IntervalJson::new(i, with_explanations))
+        .collect()
+}
+
+/// One member as the JSON document (and each JSON line) holds it.
+pub fn member_json(m: &MemberReport) -> MemberJson<'_> {
+    MemberJson {
+        checks: m
+            .checks
+            .iter()
+            .map(|c| CheckJson {
+                check: &c.check,
+                explanation: &c.explanation,
+                from: Secs(c.from_ms),
+                held: c.held,
+                kind: c.kind.as_str(),
+                recovering: c.recovering,
+                state: c.state.as_str(),
+                to: Secs(c.to_ms),
+            })
+            .collect(),
+        differs_from_recorded: intervals_json(&m.differs_from_recorded, false),
+        flips: m.flips,
+        intervals: intervals_json(&m.intervals, true),
+        labels: &m.labels,
+        missing_signals: &m.missing_signals,
+        not_ready_seconds: Secs(m.not_ready_ms),
+        ready_seconds: Secs(m.ready_ms),
+        recorded: intervals_json(&m.recorded, false),
+        recorded_flips: m.recorded_flips,
+        unknown_seconds: Secs(m.unknown_ms),
+    }
+}
+
+/// The fields of the `--format json` document before `members`.
+#[derive(Serialize)]
+struct DocHead {
+    end: Secs,
+}
+
+/// The fields after `members`, and the fleet summary (when there is one)
+/// last.
+#[derive(Serialize)]
+struct DocTail<'a, F> {
+    missing_signals: &'a [String],
+    policy_sha256: &'a str,
+    start: Secs,
+    step: Secs,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<&'a F>,
+}
+
+/// The fields of `value` (an object) as they stand pretty-printed in the
+/// document, one level deep: without its braces.
+fn fields_of(value: &impl Serialize) -> String {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+    let inner = pretty.strip_prefix("{\n").unwrap_or(&pretty);
+    inner.strip_suffix("\n}").unwrap_or(inner).to_string()
+}
+
+/// The indentation of the document's fields, and so of `"members"`.
+const INDENT: &str = "  ";
 
 /// The `--format json` document written as replay goes, member by member,
 /// byte for byte what pretty-printing it whole gives: [`JsonStream::head`],
 /// a [`JsonStream::member`] each, then [`JsonStream::tail`].
 pub struct JsonStream {
     head: String,
-    tail: String,
-    /// The indentation of the `"members"` key.
-    indent: String,
+    start: Secs,
+    step: Secs,
+    policy_sha256: String,
+    missing_signals: Vec<String>,
     members: usize,
 }
 
-/// Stands for the members in the pretty-printed document around them.
-const MEMBERS_HERE: &str = "\"@members@\"";
-
 impl JsonStream {
     pub fn new(h: &Header<'_>) -> JsonStream {
-        let doc = json!({
-            "start": secs(h.grid.start_ms),
-            "end": secs(h.grid.end_ms),
-            "step": secs(h.grid.step_ms),
-            "policy_sha256": h.policy_sha256,
-            "missing_signals": h.missing_signals,
-            "members": "@members@",
-        });
-        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        let at = text.find(MEMBERS_HERE).unwrap_or(text.len());
-        let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let indent = text[line..at].chars().take_while(|c| *c == ' ').collect();
+        let head = DocHead {
+            end: Secs(h.grid.end_ms),
+        };
+        let head = format!("{{\n{},\n{INDENT}\"members\": ", fields_of(&head));
         JsonStream {
-            head: json_escape_unprintable(&text[..at]),
-            tail: json_escape_unprintable(text.get(at + MEMBERS_HERE.len()..).unwrap_or("")),
-            indent,
+            head: json_escape_unprintable(&head),
+            start: Secs(h.grid.start_ms),
+            step: Secs(h.grid.step_ms),
+            policy_sha256: h.policy_sha256.to_string(),
+            missing_signals: h.missing_signals.clone(),
             members: 0,
         }
     }
@@ -161,7 +240,7 @@ impl JsonStream {
     /// The next member, with what separates it from the one before.
     pub fn member(&mut self, m: &MemberReport) -> String {
         let pretty = serde_json::to_string_pretty(&member_json(m)).unwrap_or_default();
-        let inner = format!("{}  ", self.indent);
+        let inner = format!("{INDENT}  ");
         let mut out = String::from(if self.members == 0 { "[\n" } else { ",\n" });
         for (i, line) in pretty.lines().enumerate() {
             if i > 0 {
@@ -174,24 +253,25 @@ impl JsonStream {
         json_escape_unprintable(&out)
     }
 
-    /// Everything after the last member; `extra` (the fleet summary) is
-    /// added as a last field.
-    pub fn tail(&self, extra: Option<(&str, &Json)>) -> String {
+    /// Everything after the last member; `fleet` (the fleet summary) is
+    /// added as the last field.
+    pub fn tail(&self, fleet: Option<&impl Serialize>) -> String {
         let mut out = if self.members == 0 {
             "[]".to_string()
         } else {
-            format!("\n{}]", self.indent)
+            format!("\n{INDENT}]")
         };
-        let mut tail = self.tail.clone();
-        if let Some((key, value)) = extra {
-            let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
-            let value = pretty.replace('\n', &format!("\n{}", self.indent));
-            let field = format!(",\n{}{}: {}", self.indent, json!(key), value);
-            let close = tail.rfind("\n}").unwrap_or(tail.len());
-            tail.insert_str(close, &json_escape_unprintable(&field));
-        }
-        out.push_str(&tail);
-        out.push('\n');
+        let tail = DocTail {
+            missing_signals: &self.missing_signals,
+            policy_sha256: &self.policy_sha256,
+            start: self.start,
+            step: self.step,
+            fleet,
+        };
+        out.push_str(&json_escape_unprintable(&format!(
+            ",\n{}\n}}\n",
+            fields_of(&tail)
+        )));
         out
     }
 }
@@ -204,6 +284,20 @@ pub fn member_line(m: &MemberReport) -> String {
     s
 }
 
+/// The fleet summary as the last line of `--format jsonl`, `{"fleet": …}`,
+/// made printable like every member's line (its labels come from
+/// Prometheus).
+pub fn fleet_line(fleet: &impl Serialize) -> String {
+    #[derive(Serialize)]
+    struct Line<'a, F> {
+        fleet: &'a F,
+    }
+    let mut s =
+        json_escape_unprintable(&serde_json::to_string(&Line { fleet }).unwrap_or_default());
+    s.push('\n');
+    s
+}
+
 /// The `--format json` document.
 pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
     let mut doc = JsonStream::new(h);
@@ -211,7 +305,7 @@ pub fn json(h: &Header<'_>, members: &[MemberReport]) -> String {
     for m in members {
         out.push_str(&doc.member(m));
     }
-    out.push_str(&doc.tail(None));
+    out.push_str(&doc.tail(None::<&()>));
     out
 }
 
@@ -392,6 +486,7 @@ mod tests {
     use crate::replay::svg::svg;
     use crate::replay::timeline::CheckSpan;
     use etcd_readiness_policy::verdict::CheckState;
+    use serde_json::{Value as Json, json};
 
     fn report() -> MemberReport {
         let iv = |from_ms, to_ms, ready, failing: &[&str], why: &[&str]| Interval {
@@ -523,9 +618,9 @@ mod tests {
     /// What `json` printed when it pretty-printed the document whole.
     fn whole(h: &Header<'_>, members: &[MemberReport]) -> String {
         let doc = json!({
-            "start": secs(h.grid.start_ms),
-            "end": secs(h.grid.end_ms),
-            "step": secs(h.grid.step_ms),
+            "start": Secs(h.grid.start_ms),
+            "end": Secs(h.grid.end_ms),
+            "step": Secs(h.grid.step_ms),
             "policy_sha256": h.policy_sha256,
             "missing_signals": h.missing_signals,
             "members": members.iter().map(member_json).collect::<Vec<_>>(),
@@ -554,11 +649,30 @@ mod tests {
         let mut doc = JsonStream::new(&h);
         let mut out = doc.head().to_string();
         out.push_str(&doc.member(&report()));
-        out.push_str(&doc.tail(Some(("fleet", &json!({"members": 1, "x": [1, 2]})))));
+        out.push_str(&doc.tail(Some(&json!({"members": 1, "x": [1, 2]}))));
         let v: Json = serde_json::from_str(&out).unwrap();
         assert_eq!(v["fleet"], json!({"members": 1, "x": [1, 2]}));
         assert_eq!(v["members"].as_array().map(Vec::len), Some(1));
         assert!(out.ends_with("\n  }\n}\n"), "{out}");
+    }
+
+    #[test]
+    fn the_fleet_line_is_one_printable_json_line() {
+        let mut hostile = report();
+        hostile
+            .labels
+            .insert("pod".to_string(), "etcd-1\u{1b}\u{202e}\u{9b}".to_string());
+        let mut fleet = crate::replay::summary::Summary::new(None);
+        fleet.add(&hostile, None);
+        let line = fleet_line(&fleet.json(0));
+        assert!(line.ends_with("}\n") && line.lines().count() == 1, "{line}");
+        assert!(!line.trim_end().chars().any(unprintable), "{line:?}");
+        let v: Json = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["fleet"]["worst_not_ready"]["labels"]["pod"],
+            "etcd-1\u{1b}\u{202e}\u{9b}"
+        );
+        assert_eq!(v["fleet"], serde_json::to_value(fleet.json(0)).unwrap());
     }
 
     #[test]

@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::{Value as Json, json};
+use serde::Serialize;
 
-use super::render::{dur, label_set, secs};
+use super::render::{Secs, dur, label_set};
 use super::timeline::MemberReport;
 
 /// How many members, clusters and checks the summary names.
@@ -275,44 +275,121 @@ impl Summary {
     }
 
     /// The summary as JSON (docs/replay.md lists the fields).
-    pub fn json(&self, without_data: u64) -> Json {
-        let named = |n: &Named| {
-            json!({
-                "labels": n.labels,
-                "seconds": secs(n.ms),
-                "checks": n.checks.iter().map(|(c, ms)| json!({"check": c, "seconds": secs(*ms)})).collect::<Vec<_>>(),
-            })
-        };
-        let clusters = |map: &BTreeMap<String, ClusterTally>| {
-            Self::top(map)
-                .into_iter()
-                .map(|(k, t)| {
-                    json!({"value": k, "members": t.members, "hurt_members": t.hurt_members, "hurt_seconds": secs(t.hurt_ms)})
+    pub fn json(&self, without_data: u64) -> FleetJson<'_> {
+        FleetJson {
+            changed: self.changed,
+            checks: (self.top_checks().into_iter())
+                .map(|(c, t)| CheckJson {
+                    check: c,
+                    hurt_seconds: Secs(t.hurt_ms),
+                    members: t.members,
                 })
-                .collect::<Vec<_>>()
-        };
-        json!({
-            "members": self.members,
-            "without_data": without_data,
-            "changed": self.changed,
-            "not_ready_seconds": secs(self.not_ready_ms),
-            "recorded_not_ready_seconds": secs(self.recorded_not_ready_ms),
-            "worst_not_ready": self.worst.as_ref().map(|w| json!({"labels": w.labels, "seconds": secs(w.ms)})),
-            "hurt_seconds": secs(self.hurt_ms),
-            "hurt_members": self.hurt_members,
-            "spared_seconds": secs(self.spared_ms),
-            "spared_members": self.spared_members,
-            "flips": self.flips,
-            "recorded_flips": self.recorded_flips,
-            "most_hurt_members": self.most_hurt.iter().map(named).collect::<Vec<_>>(),
-            "most_hurt_clusters": clusters(&self.clusters),
-            "cluster_label": self.cluster_label,
-            "most_hurt_by_cluster_label": clusters(&self.by_label),
-            "checks": self.top_checks().into_iter().map(|(c, t)| {
-                json!({"check": c, "members": t.members, "hurt_seconds": secs(t.hurt_ms)})
-            }).collect::<Vec<_>>(),
-        })
+                .collect(),
+            cluster_label: self.cluster_label.as_deref(),
+            flips: self.flips,
+            hurt_members: self.hurt_members,
+            hurt_seconds: Secs(self.hurt_ms),
+            members: self.members,
+            most_hurt_by_cluster_label: clusters_json(&self.by_label),
+            most_hurt_clusters: clusters_json(&self.clusters),
+            most_hurt_members: self.most_hurt.iter().map(NamedJson::most_hurt).collect(),
+            not_ready_seconds: Secs(self.not_ready_ms),
+            recorded_flips: self.recorded_flips,
+            recorded_not_ready_seconds: Secs(self.recorded_not_ready_ms),
+            spared_members: self.spared_members,
+            spared_seconds: Secs(self.spared_ms),
+            without_data,
+            worst_not_ready: self.worst.as_ref().map(|w| NamedJson {
+                checks: None,
+                labels: &w.labels,
+                seconds: Secs(w.ms),
+            }),
+        }
     }
+}
+
+/// The most hurt clusters (or values of `--cluster-label`) as the JSON
+/// lists them.
+fn clusters_json(map: &BTreeMap<String, ClusterTally>) -> Vec<ClusterJson<'_>> {
+    Summary::top(map)
+        .into_iter()
+        .map(|(k, t)| ClusterJson {
+            hurt_members: t.hurt_members,
+            hurt_seconds: Secs(t.hurt_ms),
+            members: t.members,
+            value: k,
+        })
+        .collect()
+}
+
+/// The fleet summary as JSON: the `fleet` field of `--format json`, the
+/// last line of `--format jsonl`. The fields of every object in
+/// alphabetical order, the order the document has always had.
+#[derive(Serialize)]
+pub struct FleetJson<'a> {
+    changed: u64,
+    checks: Vec<CheckJson<'a>>,
+    cluster_label: Option<&'a str>,
+    flips: u64,
+    hurt_members: u64,
+    hurt_seconds: Secs,
+    members: u64,
+    most_hurt_by_cluster_label: Vec<ClusterJson<'a>>,
+    most_hurt_clusters: Vec<ClusterJson<'a>>,
+    most_hurt_members: Vec<NamedJson<'a>>,
+    not_ready_seconds: Secs,
+    recorded_flips: u64,
+    recorded_not_ready_seconds: Secs,
+    spared_members: u64,
+    spared_seconds: Secs,
+    without_data: u64,
+    worst_not_ready: Option<NamedJson<'a>>,
+}
+
+/// A member the summary names: the hurt checks' time for the most hurt,
+/// none for the worst.
+#[derive(Serialize)]
+struct NamedJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checks: Option<Vec<CheckSeconds<'a>>>,
+    labels: &'a BTreeMap<String, String>,
+    seconds: Secs,
+}
+
+impl<'a> NamedJson<'a> {
+    /// One of the most hurt members, with its checks' hurt time.
+    fn most_hurt(n: &'a Named) -> Self {
+        let checks = n.checks.iter().map(|(c, ms)| CheckSeconds {
+            check: c,
+            seconds: Secs(*ms),
+        });
+        NamedJson {
+            checks: Some(checks.collect()),
+            labels: &n.labels,
+            seconds: Secs(n.ms),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CheckSeconds<'a> {
+    check: &'a str,
+    seconds: Secs,
+}
+
+#[derive(Serialize)]
+struct ClusterJson<'a> {
+    hurt_members: u64,
+    hurt_seconds: Secs,
+    members: u64,
+    value: &'a str,
+}
+
+#[derive(Serialize)]
+struct CheckJson<'a> {
+    check: &'a str,
+    hurt_seconds: Secs,
+    members: u64,
 }
 
 fn plural(n: u64) -> &'static str {
@@ -323,6 +400,7 @@ fn plural(n: u64) -> &'static str {
 mod tests {
     use super::*;
     use crate::replay::timeline::Interval;
+    use serde_json::json;
 
     fn labels(ns: &str, pod: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -457,7 +535,7 @@ mod tests {
                 hurt_ms: 360_000
             }
         );
-        let j = s.json(1);
+        let j = serde_json::to_value(s.json(1)).unwrap();
         assert_eq!(j["without_data"], 1);
         assert_eq!(j["hurt_seconds"], 1260);
         assert_eq!(

@@ -38,17 +38,8 @@ fn report(
     value: Option<serde_json::Value>,
 ) -> CheckReport {
     CheckReport {
-        name: name.to_string(),
-        kind,
-        state,
         in_state_for: Duration::from_secs(12),
         since: at(1_700_000_000),
-        held: false,
-        hold_left: None,
-        recovering: false,
-        recover_left: None,
-        true_for: None,
-        expr: expr.to_string(),
         explanation: why.to_string(),
         signals: vec![UsedSignal {
             name: expr
@@ -59,6 +50,7 @@ fn report(
                 .to_string(),
             value,
         }],
+        ..CheckReport::new(name, kind, state, expr)
     }
 }
 

@@ -22,7 +22,6 @@ use serde::Deserialize;
 
 use crate::policy::Policy;
 use crate::policy::diag::did_you_mean;
-use crate::policy::parse::parse_duration;
 use crate::signals::{Catalogue, SignalId, SignalType, Value};
 use crate::simulation::{Clock, Sample, Simulation, Start, Step};
 use crate::verdict::CheckState;
@@ -203,11 +202,11 @@ fn parse_value(v: &str, ty: SignalType) -> Option<Value> {
             .map(Value::Num),
         SignalType::Duration => {
             let secs = if v.ends_with(|c: char| c.is_ascii_alphabetic()) {
-                parse_duration(v)
+                crate::duration::parse_secs(v)
             } else {
-                v.parse::<f64>().unwrap_or(f64::NAN)
+                v.parse::<f64>().ok()
             };
-            secs.is_finite().then_some(Value::Num(secs))
+            secs.filter(|s| s.is_finite()).map(Value::Num)
         }
     }
 }

@@ -98,6 +98,30 @@ pub struct CheckReport {
     pub signals: Vec<UsedSignal>,
 }
 
+impl CheckReport {
+    /// Check `name` (`expr` its expression's text) in `state` since the
+    /// Unix epoch, for no time yet, nothing held, without explanation or
+    /// signals: the one base every hand-made report (the tests' fixtures)
+    /// sets its other fields on, `CheckReport { explanation, ..CheckReport::new(…) }`.
+    pub fn new(name: &str, kind: CheckKind, state: CheckState, expr: &str) -> CheckReport {
+        CheckReport {
+            name: name.to_string(),
+            kind,
+            state,
+            in_state_for: Duration::ZERO,
+            since: SystemTime::UNIX_EPOCH,
+            held: false,
+            hold_left: None,
+            recovering: false,
+            recover_left: None,
+            true_for: None,
+            expr: expr.to_string(),
+            explanation: String::new(),
+            signals: Vec::new(),
+        }
+    }
+}
+
 /// The readiness verdict at one instant.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {

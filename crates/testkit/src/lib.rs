@@ -28,6 +28,7 @@ pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod prometheus;
+pub mod sim;
 pub mod slowlink;
 pub mod victoriametrics;
 pub mod wait;

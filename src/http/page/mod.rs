@@ -667,22 +667,14 @@ mod tests {
 
     fn report(name: &str, kind: CheckKind, state: CheckState, why: &str) -> CheckReport {
         CheckReport {
-            name: name.into(),
-            kind,
-            state,
             in_state_for: Duration::from_secs(60),
             since: at(840),
-            held: false,
-            hold_left: None,
-            recovering: false,
-            recover_left: None,
-            true_for: None,
-            expr: format!("{name}_expr"),
             explanation: why.into(),
             signals: vec![UsedSignal {
                 name: "leader".into(),
                 value: None,
             }],
+            ..CheckReport::new(name, kind, state, &format!("{name}_expr"))
         }
     }
 

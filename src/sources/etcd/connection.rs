@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use super::api::{Call, Watch};
 use super::{LABEL, Shared};
 use crate::sources::{Reason, SampleError};
 use etcd_readiness_policy::signals::Value;
@@ -51,9 +52,13 @@ impl Shared {
     }
 
     /// Open a watch on the probe key and wait for etcd's "created" answer.
-    pub(super) async fn open_watch(&self) -> Result<etcd_client::WatchStream, SampleError> {
-        let key = self.config.probe_key.clone();
+    pub(super) async fn open_watch(&self) -> Result<Box<dyn Watch>, SampleError> {
         self.metrics.request(LABEL, "watch");
+        if let Some(api) = &self.api {
+            let opened = self.bounded("watch", api.watch()).await;
+            return self.after(opened);
+        }
+        let key = self.config.probe_key.clone();
         let opened = self
             .bounded(
                 "watch",
@@ -65,11 +70,25 @@ impl Shared {
             .await;
         let mut stream = self.after(opened)?;
         match self.bounded("watch", stream.message()).await? {
-            Some(r) if r.created() => Ok(stream),
+            Some(r) if r.created() => Ok(Box::new(stream)),
             _ => Err(SampleError::new(
                 Reason::Rpc,
                 "watch: the member did not create the watch",
             )),
         }
+    }
+}
+
+impl Watch for etcd_client::WatchStream {
+    fn ended(&mut self) -> Call<'_, ()> {
+        Box::pin(async move {
+            loop {
+                match self.message().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        })
     }
 }

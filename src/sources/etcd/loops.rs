@@ -47,12 +47,9 @@ impl Shared {
                     // Sample at once: the member answers again.
                     self.wake_status.notify_one();
                     self.wake_reads.notify_one();
-                    let why = loop {
-                        match stream.message().await {
-                            Ok(Some(_)) => continue,
-                            Ok(None) => break "the member closed the watch stream".to_string(),
-                            Err(e) => break classify("watch stream", &e, cfg.timeout).message,
-                        }
+                    let why = match stream.ended().await {
+                        Ok(()) => "the member closed the watch stream".to_string(),
+                        Err(e) => classify("watch stream", &e, cfg.timeout).message,
                     };
                     was_lost = true;
                     self.lost(&why);
@@ -248,22 +245,19 @@ impl Shared {
         } else {
             "linearizable read"
         };
-        let ready = self.ready().await?;
-        let key = cfg.probe_key.clone();
-        self.metrics.request(LABEL, "range");
-        let sent = self.clock.now();
-        // Boxed: the calls' futures are large, and this one is awaited in
-        // every read's.
-        let answer = Box::pin(self.in_session(ready, |mut c| {
-            let (key, opts) = (key.clone(), opts.clone());
-            async move {
-                match c.get(key.clone(), Some(opts.clone())).await {
-                    Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
+        let answer = match &self.api {
+            Some(api) => {
+                self.metrics.request(LABEL, "range");
+                let sent = self.clock.now();
+                let answer = match api.range(serializable).await {
+                    Err(e) if leader_changed(&e) => api.range(serializable).await,
                     r => r,
-                }
+                };
+                (sent, answer.map_err(Failed::Etcd))
             }
-        }))
-        .await;
+            None => self.client_range(opts).await?,
+        };
+        let (sent, answer) = answer;
         let took = self.clock.now().saturating_duration_since(sent);
         match answer {
             Ok(_) => Ok(took.as_secs_f64() * 1000.0),
@@ -280,6 +274,31 @@ impl Shared {
                 .await))
             }
         }
+    }
+
+    /// [`Shared::range`] on the session's client: when it was sent (once the
+    /// session was ready), and its answer.
+    async fn client_range(
+        &self,
+        opts: GetOptions,
+    ) -> Result<(Instant, Result<(), Failed>), SampleError> {
+        let ready = self.ready().await?;
+        let key = self.config.probe_key.clone();
+        self.metrics.request(LABEL, "range");
+        let sent = self.clock.now();
+        // Boxed: the calls' futures are large, and this one is awaited in
+        // every read's.
+        let answer = Box::pin(self.in_session(ready, |mut c| {
+            let (key, opts) = (key.clone(), opts.clone());
+            async move {
+                match c.get(key.clone(), Some(opts.clone())).await {
+                    Err(e) if leader_changed(&e) => c.get(key, Some(opts)).await,
+                    r => r,
+                }
+            }
+        }))
+        .await;
+        Ok((sent, answer.map(|_| ())))
     }
 
     /// The linearizable read of the round started at `start`, pending in

@@ -40,6 +40,10 @@
 //!   of [`EtcdConfig::trust`], stretched to what this member's calls of that
 //!   kind normally take.
 //! - `errors.rs`: error classification by type, and the protocol probe.
+//! - `api.rs`: the seam: the three calls the loops make (Status, a Range,
+//!   the Watch) as the trait [`api::MemberApi`]; [`spawn_with`] runs the
+//!   real loops against a member a test supplies (crates/testkit's
+//!   simulated cluster, on virtual time). Without it, the client as above.
 //! - `status.rs`: what a Status answer writes into the store.
 //! - `without_root.rs`: what stands in for Status where etcd refuses it to
 //!   a user without the root role (etcd 3.5): a serializable read's header,
@@ -51,6 +55,7 @@
 //! loss. No clock is read here: every instant comes from the [`Clock`]
 //! passed in.
 
+pub mod api;
 mod connection;
 mod credit;
 mod deadlines;
@@ -259,6 +264,35 @@ pub fn spawn(
     families: Families,
     read_floor: ReadFloor,
 ) -> JoinHandle<()> {
+    spawn_inner(config, catalogue, sampling, families, read_floor, None)
+}
+
+/// [`spawn`] with `api` in place of the etcd client: the real loops,
+/// deadlines and credit, asking a member a test supplies (a simulated one,
+/// on tokio's paused clock). No member identity family, no login: `api`
+/// stands for the whole session.
+pub fn spawn_with(
+    api: Arc<dyn api::MemberApi>,
+    config: EtcdConfig,
+    catalogue: &Catalogue,
+    sampling: super::Sampling,
+    read_floor: ReadFloor,
+) -> JoinHandle<()> {
+    let families = Families {
+        member_info: None,
+        logins: LoginMetrics::default(),
+    };
+    spawn_inner(config, catalogue, sampling, families, read_floor, Some(api))
+}
+
+fn spawn_inner(
+    config: EtcdConfig,
+    catalogue: &Catalogue,
+    sampling: super::Sampling,
+    families: Families,
+    read_floor: ReadFloor,
+    api: Option<Arc<dyn api::MemberApi>>,
+) -> JoinHandle<()> {
     let super::Sampling {
         store,
         notifier,
@@ -286,6 +320,7 @@ pub fn spawn(
             read_floor: read_floor.clone(),
             active_peers,
             clock: clock.clone(),
+            api: api.clone(),
         });
         async move { sh.run().await }
     })
@@ -318,6 +353,8 @@ struct Shared {
     /// the policy's reloads; not configuration).
     read_floor: ReadFloor,
     clock: Clock,
+    /// The member behind a seam ([`spawn_with`]); `None`: the etcd client.
+    api: Option<Arc<dyn api::MemberApi>>,
 }
 
 const LABEL: &str = "etcd";

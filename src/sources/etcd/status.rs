@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::StatusResponse;
-
 use super::Ids;
+use super::api::MemberStatus;
 use super::without_root::{Answer, NoStandIn, StandIn};
 use crate::sources::SampleError;
 use etcd_readiness_policy::signals::{SignalStore, Value};
@@ -64,7 +63,8 @@ pub(super) fn record_answer(
     at: Instant,
 ) {
     match answer {
-        Answer::Status(st) => record_status(ids, store, st, changes, at),
+        Answer::Status(st) => record_status(ids, store, &MemberStatus::from(st), changes, at),
+        Answer::Member(st) => record_status(ids, store, st, changes, at),
         Answer::WithoutRoot(s) => record_stand_in(ids, store, s, changes, at),
     }
 }
@@ -72,13 +72,13 @@ pub(super) fn record_answer(
 pub(super) fn record_status(
     ids: &Ids,
     store: &SignalStore,
-    status: &StatusResponse,
+    status: &MemberStatus,
     changes: &mut LeaderChanges,
     at: Instant,
 ) {
     changes.seen = None;
-    let member_id = status.header().map_or(0, |h| h.member_id());
-    let leader = status.leader();
+    let member_id = status.member_id;
+    let leader = status.leader;
     let ok = |id, v| store.record_ok(id, v, at);
     ok(ids.etcd_up, Value::Bool(true));
     ok(ids.leader, Value::Bool(leader != 0));
@@ -86,31 +86,24 @@ pub(super) fn record_status(
         ids.is_leader,
         Value::Bool(leader != 0 && leader == member_id),
     );
-    ok(ids.learner, Value::Bool(status.is_learner()));
-    if let Some(h) = status.header() {
-        ok(ids.revision, Value::Num(h.revision() as f64));
+    ok(ids.learner, Value::Bool(status.is_learner));
+    if let Some(revision) = status.revision {
+        ok(ids.revision, Value::Num(revision as f64));
     }
-    ok(ids.raft_term, Value::Num(status.raft_term() as f64));
-    ok(ids.raft_index, Value::Num(status.raft_index() as f64));
+    ok(ids.raft_term, Value::Num(status.raft_term as f64));
+    ok(ids.raft_index, Value::Num(status.raft_index as f64));
     ok(
         ids.applied_index,
-        Value::Num(status.raft_applied_index() as f64),
+        Value::Num(status.raft_applied_index as f64),
     );
     ok(
         ids.apply_lag,
-        Value::Num(
-            status
-                .raft_index()
-                .saturating_sub(status.raft_applied_index()) as f64,
-        ),
+        Value::Num(status.raft_index.saturating_sub(status.raft_applied_index) as f64),
     );
-    ok(ids.db_size_bytes, Value::Num(status.db_size() as f64));
-    ok(
-        ids.db_in_use_bytes,
-        Value::Num(status.raft_used_db_size() as f64),
-    );
+    ok(ids.db_size_bytes, Value::Num(status.db_size as f64));
+    ok(ids.db_in_use_bytes, Value::Num(status.db_in_use as f64));
     // Status.errors lists raised alarms as e.g. "memberID:123 alarm:NOSPACE".
-    let errors = status.errors();
+    let errors = &status.errors;
     ok(
         ids.alarm_nospace,
         Value::Bool(errors.iter().any(|e| e.contains("NOSPACE"))),

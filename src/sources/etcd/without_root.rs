@@ -65,6 +65,8 @@ pub struct MemberHttp {
 /// What one round gave: Status itself, or its stand-ins.
 pub(super) enum Answer {
     Status(StatusResponse),
+    /// Status from a [`super::api::MemberApi`] (a simulated member).
+    Member(super::api::MemberStatus),
     WithoutRoot(Box<StandIn>),
 }
 
@@ -73,6 +75,7 @@ impl Answer {
     pub(super) fn header(&self) -> Option<&ResponseHeader> {
         match self {
             Answer::Status(st) => st.header(),
+            Answer::Member(_) => None,
             Answer::WithoutRoot(s) => s.header.as_ref(),
         }
     }
@@ -81,6 +84,7 @@ impl Answer {
     pub(super) fn is_learner(&self) -> bool {
         match self {
             Answer::Status(st) => st.is_learner(),
+            Answer::Member(st) => st.is_learner,
             Answer::WithoutRoot(s) => s.gauges.as_ref().is_ok_and(|g| g.is_learner == Ok(true)),
         }
     }
@@ -177,7 +181,7 @@ impl Shared {
         let now = self.clock.now();
         if choice.retry_status_at.is_none_or(|at| now >= at) {
             match self.status_unless_refused().await? {
-                Some(st) => {
+                Some(answer) => {
                     if choice.retry_status_at.take().is_some() {
                         tracing::info!(
                             "etcd answers Maintenance.Status to the exporter's user again: the Status \
@@ -185,7 +189,7 @@ impl Shared {
                         );
                         self.set_status_staleness(self.config.fast());
                     }
-                    return Ok(Answer::Status(st));
+                    return Ok(answer);
                 }
                 None => {
                     let first = choice.retry_status_at.is_none();
@@ -222,8 +226,12 @@ impl Shared {
     }
 
     /// Status, `None` when etcd refuses it as `PermissionDenied`.
-    async fn status_unless_refused(&self) -> Result<Option<StatusResponse>, SampleError> {
+    async fn status_unless_refused(&self) -> Result<Option<Answer>, SampleError> {
         self.metrics.request(LABEL, "status");
+        if let Some(api) = &self.api {
+            let r = self.bounded("Status", api.status()).await;
+            return self.after(r).map(|st| Some(Answer::Member(st)));
+        }
         let r = self
             .bounded(
                 "Status",
@@ -234,7 +242,7 @@ impl Shared {
                         {
                             Ok(None)
                         }
-                        r => r.map(Some),
+                        r => r.map(|st| Some(Answer::Status(st))),
                     }
                 })),
             )

@@ -124,7 +124,7 @@ fn clause(c: Pair<'_, Rule>) -> Clause {
     let d = c.into_inner().nth(1).expect("clause duration");
     Clause {
         kind,
-        secs: parse_duration(d.as_str()),
+        secs: duration_literal(d.as_str()),
         span: span_of(&d),
         clause_span,
     }
@@ -251,7 +251,7 @@ fn build_inner(pair: Pair<'_, Rule>) -> Result<(Expr, usize), Diagnostic> {
         Rule::boolean => leaf(ExprKind::Bool(pair.as_str() == "true"), span),
         Rule::number => leaf(ExprKind::Num(parse_num(pair.as_str())), span),
         Rule::size => leaf(ExprKind::Num(parse_size(pair.as_str())), span),
-        Rule::duration => leaf(ExprKind::Duration(parse_duration(pair.as_str())), span),
+        Rule::duration => leaf(ExprKind::Duration(duration_literal(pair.as_str())), span),
         r => unreachable!("unexpected expression rule {r:?}"),
     })
 }
@@ -285,9 +285,9 @@ fn parse_num(s: &str) -> f64 {
 }
 
 /// Seconds in a duration literal such as `250ms`, `1.5s`, `2m`, `1m30s`
-/// (the one grammar of [`crate::duration`]); NaN if it is not one, which the
-/// checker reports.
-pub fn parse_duration(s: &str) -> f64 {
+/// (the one grammar, [`crate::duration::parse_secs`]); NaN if it is not
+/// one, which the checker reports.
+fn duration_literal(s: &str) -> f64 {
     crate::duration::parse_secs(s).unwrap_or(f64::NAN)
 }
 
@@ -553,9 +553,9 @@ mod tests {
 
     #[test]
     fn literals() {
-        assert_eq!(parse_duration("250ms"), 0.25);
-        assert_eq!(parse_duration("2m"), 120.0);
-        assert_eq!(parse_duration("1h"), 3600.0);
+        assert_eq!(duration_literal("250ms"), 0.25);
+        assert_eq!(duration_literal("2m"), 120.0);
+        assert_eq!(duration_literal("1h"), 3600.0);
         assert_eq!(parse_size("2GiB"), 2.0 * 1024.0 * 1024.0 * 1024.0);
         assert_eq!(parse_num("5_000"), 5000.0);
     }

@@ -1,0 +1,176 @@
+//! One seeded run of the benchmark's fault script (benches/fault_accuracy.py)
+//! on the simulated cluster: three exporters (the real etcd source behind
+//! [`spawn_with`], the real engine, the default policy, default flags), a
+//! kubelet worker per member on the shipped stanza, the truth (a
+//! linearizable read through the member, sent every 100 ms, answered within
+//! 1 s), scored as the benchmark scores.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use etcd_readiness_exporter::config::DEFAULT_POLICY;
+use etcd_readiness_exporter::engine::metrics::EngineMetrics;
+use etcd_readiness_exporter::engine::{EngineHandle, Timing};
+use etcd_readiness_exporter::runtime::Runtime;
+use etcd_readiness_exporter::runtime::clock::Clock;
+use etcd_readiness_exporter::sources::etcd::{EtcdConfig, ReadFloor, spawn_with};
+use etcd_readiness_exporter::sources::{RoundNotifier, Sampling, SourceMetrics};
+use etcd_readiness_policy::policy::Policy;
+use etcd_readiness_policy::signals::{Catalogue, SignalStore};
+use etcd_readiness_policy::sync::TolerantLock;
+use tokio::time::Instant;
+
+use super::cluster::{Cluster, Fault, Links};
+use super::kubelet::{Ready, Stanza, worker};
+use super::{PHASES, Rng, Score, TICK};
+
+/// The script's length (s) and the warm-up before it (the cluster elects,
+/// the exporters and the workers start).
+const SCRIPT: u64 = 88;
+const WARMUP: Duration = Duration::from_secs(6);
+/// A fault lands half a truth tick after its instant.
+const OFFSET: Duration = Duration::from_millis(50);
+/// The truth's bound: a read served within this is "can serve".
+const TRUTH_BOUND: Duration = Duration::from_secs(1);
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("no runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the default policy does not compile: {0}")]
+    Policy(String),
+}
+
+/// Run seed `seed` of the script with `links`, the workers on `stanza`.
+pub fn run(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(SimError::Runtime)?;
+    rt.block_on(run_in(seed, links, stanza))
+}
+
+/// One exporter at member `api` with the default flags and policy.
+fn exporter(
+    api: Arc<dyn etcd_readiness_exporter::sources::etcd::api::MemberApi>,
+    catalogue: &Arc<Catalogue>,
+    policy: &Arc<Policy>,
+) -> EngineHandle {
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let runtime = Runtime::new(Clock::manual(wall, None));
+    let store = Arc::new(SignalStore::new(catalogue));
+    let notifier = RoundNotifier::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let timing = Timing {
+        sample_interval: Duration::from_secs(1),
+        sample_timeout: Duration::from_millis(500),
+    };
+    let engine = EngineHandle::new(
+        policy.clone(),
+        catalogue.clone(),
+        store.clone(),
+        notifier.clone(),
+        EngineMetrics::register(&mut registry),
+        timing,
+        runtime.clone(),
+    );
+    engine.spawn();
+    let floor = ReadFloor::default();
+    floor.follow(policy);
+    let config = EtcdConfig {
+        endpoint: "http://sim:2379".into(),
+        tls: None,
+        auth: None,
+        probe_key: "health".into(),
+        interval: timing.sample_interval,
+        timeout: timing.sample_timeout,
+        freeze: Duration::ZERO,
+        member_http: None,
+    };
+    let sampling = Sampling {
+        store,
+        notifier,
+        metrics: SourceMetrics::register(&mut registry),
+        runtime,
+    };
+    spawn_with(api, config, catalogue, sampling, floor);
+    engine
+}
+
+/// The fault script, from `t0`; the member each fault of
+/// [`super::FAULTS`] is about.
+async fn script(cluster: &Cluster, t0: Instant, about: &Mutex<[usize; 4]>) {
+    let at = |s: u64| tokio::time::sleep_until(t0 + Duration::from_secs(s) + OFFSET);
+    at(5).await;
+    let leader = cluster.leader().unwrap_or(0);
+    cluster.apply(Fault::Kill(leader));
+    about.locked()[0] = leader;
+    at(13).await;
+    cluster.apply(Fault::Restart(leader));
+    at(23).await;
+    let leader = cluster.leader().unwrap_or(0);
+    let other = cluster.follower(Some(leader));
+    cluster.apply(Fault::Kill(leader));
+    cluster.apply(Fault::Kill(other));
+    about.locked()[1] = 3 - leader - other;
+    at(31).await;
+    cluster.apply(Fault::Restart(leader));
+    cluster.apply(Fault::Restart(other));
+    at(41).await;
+    let stopped = cluster.follower(None);
+    cluster.apply(Fault::Freeze(stopped));
+    about.locked()[2] = stopped;
+    at(51).await;
+    cluster.apply(Fault::Thaw(stopped));
+    at(59).await;
+    let leader = cluster.leader().unwrap_or(0);
+    cluster.apply(Fault::Cut(leader));
+    about.locked()[3] = leader;
+    at(71).await;
+    cluster.apply(Fault::Heal(leader));
+}
+
+type Series = Arc<Mutex<Vec<[Option<bool>; 3]>>>;
+
+async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
+    let cluster = Cluster::new(seed, links);
+    let mut rng = Rng::new(seed ^ 0x005e_ed0f_ca5e);
+    tokio::spawn(cluster.clone().drive());
+    let catalogue = Arc::new(Catalogue::builtin());
+    let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue)
+        .map_err(|e| SimError::Policy(format!("{e:?}")))?;
+    let policy = Arc::new(policy);
+    let t0 = Instant::now() + WARMUP;
+    let mut readies = Vec::new();
+    for i in 0..3 {
+        let engine = exporter(cluster.api(i), &catalogue, &policy);
+        let ready = Ready::default();
+        let phase = stanza.period.mul_f64(rng.f64());
+        let start = t0 - WARMUP + Duration::from_secs(1) + phase;
+        tokio::spawn(worker(engine, stanza, start, ready.clone()));
+        readies.push(ready);
+    }
+    let n = (SCRIPT * 10) as usize;
+    let truth: Series = Arc::new(Mutex::new(vec![[None; 3]; n]));
+    let mut said = vec![[false; 3]; n];
+    let (s, about) = (cluster.clone(), Arc::new(Mutex::new([0; 4])));
+    let a = about.clone();
+    tokio::spawn(async move { script(&s, t0, &a).await });
+    for (i, said) in said.iter_mut().enumerate() {
+        tokio::time::sleep_until(t0 + TICK * i as u32).await;
+        for (k, ready) in readies.iter().enumerate() {
+            said[k] = ready.get();
+            let (api, truth) = (cluster.api(k), truth.clone());
+            tokio::spawn(async move {
+                let ok = tokio::time::timeout(TRUTH_BOUND, api.range(false)).await;
+                truth.locked()[i][k] = Some(matches!(ok, Ok(Ok(()))));
+            });
+        }
+    }
+    tokio::time::sleep(TRUTH_BOUND + TICK).await;
+    let truth = truth.locked().clone();
+    let about = *about.locked();
+    Ok(Score::of(&said, &truth, &PHASES, about))
+}
