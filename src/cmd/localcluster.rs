@@ -133,8 +133,9 @@ fn pick_in(range: std::ops::Range<u16>, n: usize) -> std::io::Result<Vec<u16>> {
 /// `peer.0`, telling them to dial `peer.1` (`peer.0`, or a relay in front of
 /// it, [`Builder::advertise_peers`]), in the cluster `initial`
 /// (`name=peer,...`). The caller adds the cluster state, timings, TLS and
-/// output.
-fn member_command(
+/// output. The testkit's lone members (a learner, a member of another
+/// cluster) are started from the same command line.
+pub fn member_command(
     etcd: &Path,
     name: &str,
     data_dir: &Path,

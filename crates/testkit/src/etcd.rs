@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use etcd_readiness_exporter::cmd::localcluster;
 pub use etcd_readiness_exporter::cmd::localcluster::{
     Builder, LocalCluster, ServerTls, default_etcd,
 };
@@ -30,16 +31,7 @@ pub fn member_command(
     peer: &str,
     initial: &str,
 ) -> Command {
-    let mut cmd = Command::new(etcd);
-    cmd.args(["--name", name])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen-client-urls", client])
-        .args(["--advertise-client-urls", client])
-        .args(["--listen-peer-urls", peer])
-        .args(["--initial-advertise-peer-urls", peer])
-        .args(["--initial-cluster", initial]);
-    cmd
+    localcluster::member_command(etcd, name, data_dir, client, (peer, peer), initial)
 }
 
 /// Member `i`'s log so far (empty when it cannot be read).
