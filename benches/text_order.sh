@@ -82,6 +82,13 @@ for line in open(pff):
     m = re.search(r"address=(0x[0-9a-f]+) ip=0x[0-9a-f]+ error_code=(0x[0-9a-f]+)", line)
     if m and base is not None and int(m.group(2), 16) & 0x10 and lo <= int(m.group(1), 16) < hi:
         at(int(m.group(1), 16) - base + text_delta)
+# Keep what the previous list named and the build still has: natively run code
+# that it packed no longer faults, so a new run alone would drop it.
+try:
+    kept = set(open(outf).read().split())
+except FileNotFoundError:
+    kept = set()
+ran |= {i for i, s in enumerate(secs) if s[2] in kept}
 names = [secs[i][2] for i in sorted(ran)]
 with open(outf, "w") as out:
     out.write("".join(n + "\n" for n in names))
