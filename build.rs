@@ -32,6 +32,8 @@ use std::process::Command;
 
 #[path = "build/git_dir.rs"]
 mod git_dir;
+#[path = "build/link_order.rs"]
+mod link_order;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
@@ -61,6 +63,8 @@ fn main() {
     println!("cargo:rustc-env=ERE_BUILD_TARGET={target}");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/git_dir.rs");
+    println!("cargo:rerun-if-changed=build/link_order.rs");
+    link_order::emit(&manifest_dir);
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     // What is compiled into the binary: an edit there may change the dirty flag.
     for p in ["src", "crates/policy/src", "Cargo.toml", "Cargo.lock"] {
