@@ -103,7 +103,7 @@ pub async fn start_with(
         telemetry_path: config.telemetry_path.clone(),
         started: runtime.clock.now(),
         reloadables: reloaders.reloadables(),
-        candidate_path: config.policy_candidate.clone(),
+        candidate: reloaders.candidate.clone(),
         runtime: runtime.clone(),
     };
     let servers = start_listeners(&config, state, bound, web.as_ref(), &runtime, &shutdown).await?;
