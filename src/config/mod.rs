@@ -97,8 +97,9 @@ pub struct ServeConfig {
     /// The policy's one owner: the file `serve` follows (or the built-in
     /// policy) and the text read from it at start.
     pub policy: PolicySource,
-    /// `--policy.candidate`: read at start by its reloader, not here (a
-    /// broken candidate must not stop the exporter from starting).
+    /// `--policy.candidate`: handed through the wiring graph to its
+    /// reloader, which reads it at start (a broken candidate must not stop
+    /// the exporter from starting) and keeps the path from then on.
     pub policy_candidate: Option<PathBuf>,
     pub policy_reload_interval: Duration,
     pub sample_interval: Duration,

@@ -54,8 +54,9 @@ pub struct AppState {
     pub started: Instant,
     /// Every reloadable file, in the order `POST /-/reload` reports them.
     pub reloadables: crate::reload::Reloadables,
-    /// The candidate policy's file, with `--policy.candidate` (`/policy`).
-    pub candidate_path: Option<std::path::PathBuf>,
+    /// The candidate policy's reloader, with `--policy.candidate`: `/policy`
+    /// shows the file it reads (the path is kept there, and nowhere else).
+    pub candidate: Option<Arc<crate::reload::Reloader>>,
     /// This listener's long polls (`/readyz?wait=`): each listener has its own.
     pub holds: Arc<longpoll::Holds>,
     /// The clock the handlers read and the supervisor whose tasks `/livez`
@@ -314,7 +315,7 @@ async fn policy(State(s): State<AppState>) -> Response {
     let candidate = candidate_status.as_deref().map(|c| views::CandidateView {
         last_reload_error: c.last_reload_error.as_deref(),
         loaded_at: c.loaded_at.map(views::UnixTime),
-        path: s.candidate_path.as_ref().map(|p| p.display().to_string()),
+        path: s.candidate.as_ref().map(|r| r.path().display().to_string()),
         sha256: c.policy.as_ref().map(|p| p.sha256()),
         summary: c.policy.as_ref().map(|p| p.summary()),
         text: c.policy.as_ref().map(|p| p.source()),

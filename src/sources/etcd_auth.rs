@@ -149,6 +149,16 @@ impl EtcdAuth {
         })))
     }
 
+    /// The files read: the user file, if the user comes from one, and the
+    /// password file.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        let user = match &self.0.user {
+            User::File(f) => Some(f.clone()),
+            User::Name(_) => None,
+        };
+        user.into_iter().chain([self.0.file.clone()]).collect()
+    }
+
     /// The user and password for the next login.
     pub fn current(&self) -> Arc<Current> {
         self.0.current.load_full()

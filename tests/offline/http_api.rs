@@ -138,7 +138,7 @@ fn state_with(timing: Timing) -> (AppState, EngineHandle) {
         telemetry_path: "/metrics".to_string(),
         started: runtime.clock.now(),
         reloadables: Default::default(),
-        candidate_path: None,
+        candidate: None,
         runtime,
     };
     (st, engine)

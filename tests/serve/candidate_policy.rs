@@ -316,6 +316,9 @@ async fn a_broken_candidate_is_kept_out_like_a_broken_policy_and_the_live_one_do
     );
     let p = e.policy_json().await;
     assert!(p["candidate"]["sha256"].is_null(), "{p}");
+    // No policy loaded: the path shown is the one its reloader reads.
+    let shown = cand.path().display().to_string();
+    assert_eq!(p["candidate"]["path"], shown.as_str(), "{p}");
     let scrape = e.get("/metrics").await.body;
     assert!(
         !scrape.contains("etcd_readiness_candidate_ready"),

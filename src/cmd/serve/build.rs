@@ -74,7 +74,7 @@ pub(super) fn build(
     // and the one supervisor: every task is handed this runtime.
     let runtime = Runtime::new(Clock::node());
     let notifier = RoundNotifier::new();
-    let (mut metrics, registry) = register_metrics(config, &runtime, extend);
+    let (mut metrics, registry) = register_metrics(wiring, &runtime, extend);
     let sampling = Sampling {
         store: store.clone(),
         notifier: notifier.clone(),

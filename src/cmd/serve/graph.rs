@@ -5,7 +5,8 @@
 //! files `serve` follows feed the parts they configure. Each edge is named
 //! once, in [`Wiring::edges`]. `start_with` realises the graph: the samplers
 //! are prepared from [`Wiring::samplers`], the etcd source runs on
-//! [`Wiring::etcd`], the listeners are bound and served from
+//! [`Wiring::etcd`], the reloaders and their metric families follow
+//! [`Wiring::files`], the listeners are bound and served from
 //! [`Wiring::servers`]; [`Wiring::render`] is what its unit test snapshots.
 
 use std::fmt::Write as _;
@@ -13,12 +14,15 @@ use std::path::PathBuf;
 
 use crate::config::ServeConfig;
 use crate::http::listen::ListenAddr;
+use crate::outside::http_client::TlsFiles;
 use crate::sources::backup::BackupConfig;
 use crate::sources::config::Config as ScrapeFile;
 use crate::sources::etcd::EtcdConfig;
+use crate::sources::etcd_auth::EtcdAuth;
 use crate::sources::etcd_metrics::EtcdMetricsConfig;
 use crate::sources::owner::OwnerConfig;
 use crate::sources::tls_material::Credentials;
+use crate::web::WebConfig;
 
 /// What `serve` runs for one configuration, layer by layer.
 #[derive(Clone, Debug)]
@@ -49,23 +53,24 @@ pub enum Source {
     Scrape(ScrapeFile, PathBuf),
 }
 
-/// A file `serve` follows, or the built-in policy (which it does not).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A file `serve` follows, or the built-in policy (which it does not), with
+/// what its reloader starts from.
+#[derive(Clone, Debug)]
 pub enum Followed {
     /// `--policy`, or the built-in policy when `None`.
     Policy(Option<PathBuf>),
     /// `--policy.candidate`.
     Candidate(PathBuf),
-    /// `--web.config.file`.
-    Web(PathBuf),
-    /// `--config`.
-    ScrapeConfig(PathBuf),
+    /// `--web.config.file`, as loaded.
+    Web(WebConfig),
+    /// `--config`, and the SHA-256 of the text its sources came from.
+    ScrapeConfig(PathBuf, String),
     /// `--etcd.cacert`/`--etcd.cert`/`--etcd.key`.
-    EtcdTls,
+    EtcdTls(TlsFiles),
     /// `--backup.cacert`/`--backup.cert`/`--backup.key`.
-    BackupTls,
-    /// `--etcd.password-file`.
-    EtcdPassword,
+    BackupTls(TlsFiles),
+    /// `--etcd.password-file` (and `--etcd.user-file`), as loaded.
+    EtcdPassword(EtcdAuth),
 }
 
 /// Where the engine's verdicts go.
@@ -204,27 +209,22 @@ fn samplers(config: &ServeConfig) -> Vec<Source> {
 /// The files `config` has `serve` follow, in the order they are started.
 fn followed(config: &ServeConfig) -> Vec<Followed> {
     let mut f = Vec::new();
-    f.extend(config.etcd.tls.as_ref().map(|_| Followed::EtcdTls));
+    let etcd_tls = config.etcd.tls.as_ref().map(|c| c.files().clone());
+    f.extend(etcd_tls.map(Followed::EtcdTls));
     let backup_tls = config
         .backup
         .as_ref()
-        .filter(|b| b.tls != Default::default());
-    f.extend(backup_tls.map(|_| Followed::BackupTls));
-    f.extend(config.etcd.auth.as_ref().map(|_| Followed::EtcdPassword));
+        .filter(|b| b.tls != TlsFiles::default());
+    f.extend(backup_tls.map(|b| Followed::BackupTls(b.tls.clone())));
+    f.extend(config.etcd.auth.clone().map(Followed::EtcdPassword));
     let scrape = config
         .scrape_file
         .as_ref()
         .filter(|_| config.scrape.is_some());
-    f.extend(scrape.map(|(p, _)| Followed::ScrapeConfig(p.clone())));
+    f.extend(scrape.map(|(p, sha)| Followed::ScrapeConfig(p.clone(), sha.clone())));
     f.push(Followed::Policy(config.policy.file().map(PathBuf::from)));
     f.extend(config.policy_candidate.clone().map(Followed::Candidate));
-    f.extend(
-        config
-            .web
-            .config
-            .as_ref()
-            .map(|w| Followed::Web(w.path.clone())),
-    );
+    f.extend(config.web.config.clone().map(Followed::Web));
     f
 }
 
@@ -254,10 +254,10 @@ impl Followed {
             Followed::Policy(_) => "policy",
             Followed::Candidate(_) => "candidate",
             Followed::Web(_) => "web-config",
-            Followed::ScrapeConfig(_) => "scrape-config",
-            Followed::EtcdTls => "etcd-tls",
-            Followed::BackupTls => "backup-tls",
-            Followed::EtcdPassword => "etcd-password",
+            Followed::ScrapeConfig(..) => "scrape-config",
+            Followed::EtcdTls(_) => "etcd-tls",
+            Followed::BackupTls(_) => "backup-tls",
+            Followed::EtcdPassword(_) => "etcd-password",
         }
         .to_string()
     }
@@ -265,11 +265,26 @@ impl Followed {
     fn label(&self) -> String {
         match self {
             Followed::Policy(None) => "policy (built in, not followed)".to_string(),
-            Followed::Policy(Some(p))
-            | Followed::Candidate(p)
-            | Followed::Web(p)
-            | Followed::ScrapeConfig(p) => format!("{} ({})", self.name(), p.display()),
+            Followed::Policy(Some(p)) | Followed::Candidate(p) | Followed::ScrapeConfig(p, _) => {
+                format!("{} ({})", self.name(), p.display())
+            }
+            Followed::Web(w) => format!("{} ({})", self.name(), w.path.display()),
             _ => self.name(),
+        }
+    }
+
+    /// The paths its reloader reads.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            Followed::Policy(p) => p.iter().cloned().collect(),
+            Followed::Candidate(p) | Followed::ScrapeConfig(p, _) => vec![p.clone()],
+            Followed::Web(w) => vec![w.path.clone()],
+            Followed::EtcdTls(t) | Followed::BackupTls(t) => [&t.ca, &t.cert, &t.key]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+            Followed::EtcdPassword(auth) => auth.paths(),
         }
     }
 
@@ -283,8 +298,8 @@ impl Followed {
             ],
             Followed::Candidate(_) => vec![to("engine", "candidate policy")],
             Followed::Web(_) => vec![to("main", "TLS, auth, headers")],
-            Followed::ScrapeConfig(_) => vec![to("scrape", "sources (restarted on change)")],
-            Followed::EtcdTls => {
+            Followed::ScrapeConfig(..) => vec![to("scrape", "sources (restarted on change)")],
+            Followed::EtcdTls(_) => {
                 let mut v = vec![to("etcd", "client certificate, CA")];
                 let https = w
                     .samplers
@@ -295,8 +310,8 @@ impl Followed {
                 }
                 v
             }
-            Followed::BackupTls => vec![to("backup", "client certificate, CA")],
-            Followed::EtcdPassword => vec![to("etcd", "password")],
+            Followed::BackupTls(_) => vec![to("backup", "client certificate, CA")],
+            Followed::EtcdPassword(_) => vec![to("etcd", "password")],
         }
     }
 }
@@ -413,5 +428,68 @@ mod tests {
                 "edge {e:?} names a node not in {nodes:?}"
             );
         }
+    }
+
+    /// What a file flag's file holds, for a `serve` that starts.
+    fn content(flag: &str, pem: &rcgen::CertifiedKey<rcgen::KeyPair>) -> String {
+        let text = |s: &str| s.to_string();
+        match flag {
+            "policy" | "policy.candidate" => text(crate::config::DEFAULT_POLICY),
+            "etcd.cacert" | "etcd.cert" | "backup.cacert" | "backup.cert" => pem.cert.pem(),
+            "etcd.key" | "backup.key" => pem.signing_key.serialize_pem(),
+            "etcd.user-file" => text("root\n"),
+            "etcd.password-file" => text("secret\n"),
+            "web.config.file" => text(""),
+            "config" => text(
+                "sources:\n- name: a\n  url: http://127.0.0.1:9/\n  signals: {s: {metric: m}}\n",
+            ),
+            other => panic!(
+                "--{other} names a file: give it one here, and the graph its reloader (Followed)"
+            ),
+        }
+    }
+
+    #[test]
+    fn the_files_followed_are_the_files_the_flags_name() {
+        use clap::{Args, Parser};
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pem = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let mut argv = vec![
+            "serve".to_string(),
+            "--etcd.endpoint=https://127.0.0.1:2379".to_string(),
+            "--backup.url=https://127.0.0.1:8080".to_string(),
+        ];
+        let mut named = std::collections::BTreeSet::new();
+        // Every flag whose value is a FILE, so a new one fails here.
+        for arg in ServeArgs::augment_args(clap::Command::new("serve")).get_arguments() {
+            let file = arg
+                .get_value_names()
+                .is_some_and(|v| v.iter().any(|n| n == "FILE"));
+            let (Some(flag), true) = (arg.get_long(), file) else {
+                continue;
+            };
+            let path = dir.path().join(flag);
+            std::fs::write(&path, content(flag, &pem)).unwrap();
+            argv.push(format!("--{flag}={}", path.display()));
+            named.insert(path);
+        }
+        let args = Wrap::try_parse_from(argv).expect("valid flags").args;
+        let config = ServeConfig::from_args(&args).expect("a config that starts");
+        let followed: std::collections::BTreeSet<PathBuf> = Wiring::of(&config)
+            .files
+            .iter()
+            .flat_map(Followed::paths)
+            .collect();
+        let missing: Vec<_> = named.difference(&followed).collect();
+        let extra: Vec<_> = followed.difference(&named).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "named by a flag but not followed: {missing:?}; followed but named by no flag: {extra:?}"
+        );
     }
 }

@@ -1,11 +1,12 @@
 //! Every metric family `serve` exports, registered explicitly, each by the
-//! component that owns it, before the registry is frozen.
+//! component that owns it, before the registry is frozen. A followed file's
+//! families are registered when the [`Wiring`] follows it.
 
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use crate::config::ServeConfig;
+use super::graph::{Followed, Wiring};
 use crate::engine::{CandidateMetrics, EngineMetrics};
 use crate::http::HttpMetrics;
 use crate::reload::{ReloadMetrics, ReloadStatus};
@@ -38,13 +39,15 @@ pub(super) struct FileMetrics {
     pub(super) etcd_password: Option<ReloadStatus>,
 }
 
+/// The families of everything `wiring` runs, then `extend`'s.
 pub(super) fn register_metrics(
-    config: &ServeConfig,
+    wiring: &Wiring,
     runtime: &Runtime,
     extend: impl FnOnce(&mut Registry),
 ) -> (Metrics, Arc<Registry>) {
     let mut registry = Registry::default();
     let r = &mut registry;
+    let follows = |is: fn(&Followed) -> bool| wiring.files.iter().any(is);
     let metrics = Metrics {
         engine: EngineMetrics::register(r),
         sources: SourceMetrics::register(r),
@@ -52,33 +55,22 @@ pub(super) fn register_metrics(
         etcd: crate::sources::etcd::Families::register(r),
         files: FileMetrics {
             policy: ReloadMetrics::register(r),
-            candidate: config.policy_candidate.as_ref().map(|_| {
+            candidate: follows(|f| matches!(f, Followed::Candidate(_))).then(|| {
                 (
                     ReloadMetrics::register_candidate(r),
                     CandidateMetrics::register(r),
                 )
             }),
-            web: config.web.config.as_ref().map(|_| WebMetrics::register(r)),
-            scrape: config
-                .scrape_file
-                .as_ref()
-                .map(|_| crate::sources::scrape_set::register_status(r)),
+            web: follows(|f| matches!(f, Followed::Web(_))).then(|| WebMetrics::register(r)),
+            scrape: follows(|f| matches!(f, Followed::ScrapeConfig(..)))
+                .then(|| crate::sources::scrape_set::register_status(r)),
             tls: TlsMetrics::register(r),
-            etcd_tls: config
-                .etcd
-                .tls
-                .as_ref()
-                .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Etcd)),
-            etcd_password: config
-                .etcd
-                .auth
-                .as_ref()
-                .map(|_| crate::sources::etcd_auth::register_status(r)),
-            backup_tls: config
-                .backup
-                .as_ref()
-                .filter(|b| b.tls != Default::default())
-                .map(|_| crate::sources::tls_material::register_status(r, TlsKind::Backup)),
+            etcd_tls: follows(|f| matches!(f, Followed::EtcdTls(_)))
+                .then(|| crate::sources::tls_material::register_status(r, TlsKind::Etcd)),
+            etcd_password: follows(|f| matches!(f, Followed::EtcdPassword(_)))
+                .then(|| crate::sources::etcd_auth::register_status(r)),
+            backup_tls: follows(|f| matches!(f, Followed::BackupTls(_)))
+                .then(|| crate::sources::tls_material::register_status(r, TlsKind::Backup)),
         },
     };
     runtime.supervisor.register(r);

@@ -80,16 +80,16 @@ pub async fn start_with(
     );
 
     // files -> the parts they configure
-    let (reloaders, web) = start_reloaders(
-        &config,
-        &catalogue,
-        &engine,
-        files,
-        (sources.scrape, sources.credentials),
-        &runtime,
-        &read_floor,
-    )
-    .await;
+    let inputs = reloaders::Inputs {
+        wiring: &wiring,
+        catalogue: &catalogue,
+        engine: &engine,
+        runtime: &runtime,
+        read_floor: &read_floor,
+        resync: config.policy_reload_interval,
+    };
+    let (reloaders, web) =
+        start_reloaders(&inputs, files, (sources.scrape, sources.credentials)).await;
 
     // engine -> sinks -> servers
     let shutdown = CancellationToken::new();
@@ -103,7 +103,7 @@ pub async fn start_with(
         telemetry_path: config.telemetry_path.clone(),
         started: runtime.clock.now(),
         reloadables: reloaders.reloadables(),
-        candidate_path: config.policy_candidate.clone(),
+        candidate: reloaders.candidate.clone(),
         runtime: runtime.clone(),
     };
     let servers = start_listeners(&config, state, bound, web.as_ref(), &runtime, &shutdown).await?;

@@ -3,21 +3,23 @@
 //! the web config, the `--config` scrape sources, the sources' TLS files and
 //! etcd's password file; and what `POST /-/reload` reloads.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::graph::{Followed, Wiring};
 use super::metrics::FileMetrics;
-use crate::config::ServeConfig;
 use crate::engine::{CandidateMetrics, CandidateSink, EngineHandle};
 use crate::reload::{
-    LastGood, Load, ReloadMetrics, ReloadTrigger, Reloadable, Reloadables, Reloader, WatchOptions,
-    WatcherHandle,
+    LastGood, Load, ReloadMetrics, ReloadStatus, ReloadTrigger, Reloadable, Reloadables, Reloader,
+    WatchOptions, WatcherHandle,
 };
 use crate::runtime::Runtime;
-use crate::runtime::clock::Clock;
 use crate::sources::etcd::ReadFloor;
+use crate::sources::etcd_auth::PasswordFile;
 use crate::sources::scrape_set::{PreparedSet, ScrapeReloader};
 use crate::sources::tls_material::{CredentialFiles, Credentials, CredentialsReloader, TlsKind};
-use crate::web::{WebFile, WebReloader, WebState};
+use crate::web::{WebConfig, WebFile, WebMetrics, WebReloader, WebState};
 use etcd_readiness_policy::policy::Policy;
 use etcd_readiness_policy::signals::Catalogue;
 
@@ -73,14 +75,8 @@ impl Reloaders {
     }
 
     /// Watch `reloader`'s files as the supervised task `name`.
-    fn watch<L: Load>(
-        &mut self,
-        name: &str,
-        reloader: &Arc<LastGood<L>>,
-        config: &ServeConfig,
-        runtime: &Runtime,
-    ) {
-        self.watch_woken(name, reloader, config, runtime, None);
+    fn watch<L: Load>(&mut self, name: &str, reloader: &Arc<LastGood<L>>, inputs: &Inputs) {
+        self.watch_woken(name, reloader, inputs, None);
     }
 
     /// [`Self::watch`], also re-reading when `wake` is notified.
@@ -88,12 +84,11 @@ impl Reloaders {
         &mut self,
         name: &str,
         reloader: &Arc<LastGood<L>>,
-        config: &ServeConfig,
-        runtime: &Runtime,
+        inputs: &Inputs,
         wake: Option<Arc<tokio::sync::Notify>>,
     ) {
         let opts = WatchOptions {
-            resync_interval: config.policy_reload_interval,
+            resync_interval: inputs.resync,
             wake,
             ..WatchOptions::default()
         };
@@ -101,109 +96,142 @@ impl Reloaders {
             name,
             reloader.clone(),
             opts,
-            &runtime.supervisor,
+            &inputs.runtime.supervisor,
         ));
     }
 
-    /// Each set of the sources' TLS files and etcd's password file: re-read
-    /// on a change, periodically, on SIGHUP and (TLS) when a handshake with
-    /// it is refused.
-    fn start_credentials(
+    /// A set of the sources' TLS files: re-read on a change, periodically,
+    /// on SIGHUP and when a handshake with it is refused.
+    fn start_tls(
         &mut self,
-        config: &ServeConfig,
-        credentials: Vec<Credentials>,
+        creds: &Credentials,
+        status: Option<ReloadStatus>,
         files: &FileMetrics,
-        runtime: &Runtime,
+        inputs: &Inputs,
     ) {
-        for creds in credentials {
-            let status = match creds.kind() {
-                TlsKind::Etcd => files.etcd_tls.clone(),
-                TlsKind::Backup => files.backup_tls.clone(),
-            };
-            let r = CredentialFiles::reloader(
-                creds.clone(),
-                status.unwrap_or_default(),
-                files.tls.clone(),
-                runtime.clock.clone(),
-            );
-            let wake = Some(creds.recheck());
-            self.watch_woken(creds.kind().watcher(), &r, config, runtime, wake);
-            self.tls.push(r);
-        }
-        if let (Some(auth), Some(status)) = (&config.etcd.auth, &files.etcd_password) {
-            let r = crate::sources::etcd_auth::PasswordFile::reloader(
-                auth.clone(),
-                status.clone(),
-                runtime.clock.clone(),
-            );
-            self.watch("etcd-password-watcher", &r, config, runtime);
-            self.password = Some(r);
-        }
+        let r = CredentialFiles::reloader(
+            creds.clone(),
+            status.unwrap_or_default(),
+            files.tls.clone(),
+            inputs.runtime.clock.clone(),
+        );
+        let wake = Some(creds.recheck());
+        self.watch_woken(creds.kind().watcher(), &r, inputs, wake);
+        self.tls.push(r);
+    }
+
+    /// The policy in force, from --policy: watched (ConfigMap-safe), re-read
+    /// periodically, on SIGHUP and on POST /-/reload. The built-in policy
+    /// (`path` `None`) is shown as loaded without a reloader.
+    fn start_policy(&mut self, path: Option<&Path>, metrics: ReloadMetrics, inputs: &Inputs) {
+        let initial = inputs.engine.policy_status().policy.clone();
+        let Some(path) = path else {
+            metrics.loaded(initial.sha256(), inputs.runtime.clock.wall());
+            return;
+        };
+        let sink = Arc::new(LivePolicy {
+            engine: inputs.engine.clone(),
+            read_floor: inputs.read_floor.clone(),
+        });
+        let r = Arc::new(Reloader::policy(
+            path,
+            inputs.catalogue.clone(),
+            sink,
+            metrics,
+            Some(&initial),
+            inputs.runtime.clock.clone(),
+        ));
+        self.watch("policy-watcher", &r, inputs);
+        self.policy = Some(r);
+    }
+
+    /// The web config, into the main listener's [`WebState`].
+    fn start_web(
+        &mut self,
+        config: &WebConfig,
+        metrics: WebMetrics,
+        inputs: &Inputs,
+    ) -> Arc<WebState> {
+        tracing::info!(path = %config.path.display(), summary = %config.summary(), "web config loaded");
+        let web = WebState::new(config.clone(), metrics, inputs.runtime.clock.clone());
+        let r = WebFile::reloader(web.clone());
+        self.watch("web-config-watcher", &r, inputs);
+        self.web = Some(r);
+        web
     }
 }
 
-/// Every file `serve` follows, each with its reloader and watcher: the
-/// `--config` scrape sources (whose tasks their reloader owns), the policy
-/// (the built-in one is shown as loaded without a reloader), the candidate
-/// policy, the web config, the sources' TLS files.
+/// What the reloaders are started from: the graph (whose files they
+/// follow), and the parts those files configure.
+pub(super) struct Inputs<'a> {
+    pub(super) wiring: &'a Wiring,
+    pub(super) catalogue: &'a Arc<Catalogue>,
+    pub(super) engine: &'a EngineHandle,
+    pub(super) runtime: &'a Runtime,
+    /// What the policy in force compares the etcd reads' latency with.
+    pub(super) read_floor: &'a ReadFloor,
+    /// How often a followed file is re-read when nothing says it changed.
+    pub(super) resync: Duration,
+}
+
+/// A reloader and a watcher for each file of [`Wiring::files`], in its
+/// order, and nothing else: the sources' TLS files (each set's
+/// [`Credentials`] as the prepared sources hold them), etcd's password file,
+/// the `--config` scrape sources (whose tasks their reloader owns), the
+/// policy, the candidate policy, the web config.
 pub(super) async fn start_reloaders(
-    config: &ServeConfig,
-    catalogue: &Arc<Catalogue>,
-    engine: &EngineHandle,
-    files: FileMetrics,
+    inputs: &Inputs<'_>,
+    mut files: FileMetrics,
     (scrape, credentials): (Option<PreparedSet>, Vec<Credentials>),
-    runtime: &Runtime,
-    read_floor: &ReadFloor,
 ) -> (Reloaders, Option<Arc<WebState>>) {
     let mut reloaders = Reloaders::default();
-    reloaders.start_credentials(config, credentials, &files, runtime);
-    // The scrape sources run under their reloader, which restarts those a
-    // changed --config changes.
-    if let (Some(prepared), Some((path, sha))) = (scrape, &config.scrape_file) {
-        let r = prepared.start().reloader(path.clone(), sha.clone());
-        reloaders.watch("scrape-config-watcher", &r, config, runtime);
-        reloaders.scrape = Some(r);
-    }
-    // The policy in force came from --policy: watch it (ConfigMap-safe),
-    // re-read it periodically, on SIGHUP and on POST /-/reload. The
-    // built-in policy is shown as loaded without a reloader.
-    let initial = engine.policy_status().policy.clone();
-    match config.policy.file() {
-        Some(path) => {
-            let sink = Arc::new(LivePolicy {
-                engine: engine.clone(),
-                read_floor: read_floor.clone(),
-            });
-            let r = Arc::new(Reloader::policy(
-                path,
-                catalogue.clone(),
-                sink,
-                files.policy,
-                Some(&initial),
-                runtime.clock.clone(),
-            ));
-            reloaders.watch("policy-watcher", &r, config, runtime);
-            reloaders.policy = Some(r);
+    let mut scrape = scrape;
+    let mut web = None;
+    let creds = |kind| credentials.iter().find(|c| c.kind() == kind);
+    for file in &inputs.wiring.files {
+        match file {
+            Followed::EtcdTls(_) => {
+                if let Some(c) = creds(TlsKind::Etcd) {
+                    reloaders.start_tls(c, files.etcd_tls.take(), &files, inputs);
+                }
+            }
+            Followed::BackupTls(_) => {
+                if let Some(c) = creds(TlsKind::Backup) {
+                    reloaders.start_tls(c, files.backup_tls.take(), &files, inputs);
+                }
+            }
+            Followed::EtcdPassword(auth) => {
+                let status = files.etcd_password.take().unwrap_or_default();
+                let r = PasswordFile::reloader(auth.clone(), status, inputs.runtime.clock.clone());
+                reloaders.watch("etcd-password-watcher", &r, inputs);
+                reloaders.password = Some(r);
+            }
+            // The scrape sources run under their reloader, which restarts
+            // those a changed --config changes.
+            Followed::ScrapeConfig(path, sha) => {
+                if let Some(prepared) = scrape.take() {
+                    let r = prepared.start().reloader(path.clone(), sha.clone());
+                    reloaders.watch("scrape-config-watcher", &r, inputs);
+                    reloaders.scrape = Some(r);
+                }
+            }
+            Followed::Policy(path) => {
+                reloaders.start_policy(path.as_deref(), files.policy.clone(), inputs)
+            }
+            Followed::Candidate(path) => {
+                if let Some(metrics) = files.candidate.take() {
+                    let r = start_candidate(path, inputs, metrics).await;
+                    reloaders.watch("candidate-watcher", &r, inputs);
+                    reloaders.candidate = Some(r);
+                }
+            }
+            Followed::Web(config) => {
+                if let Some(metrics) = files.web.take() {
+                    web = Some(reloaders.start_web(config, metrics, inputs));
+                }
+            }
         }
-        None => files.policy.loaded(initial.sha256(), runtime.clock.wall()),
     }
-    if let (Some(path), Some(metrics)) = (&config.policy_candidate, files.candidate) {
-        let r = start_candidate(path, catalogue, engine, metrics, &runtime.clock).await;
-        reloaders.watch("candidate-watcher", &r, config, runtime);
-        reloaders.candidate = Some(r);
-    }
-    let web = match (config.web.config.clone(), files.web) {
-        (Some(c), Some(m)) => {
-            tracing::info!(path = %c.path.display(), summary = %c.summary(), "web config loaded");
-            let web = WebState::new(c, m, runtime.clock.clone());
-            let r = WebFile::reloader(web.clone());
-            reloaders.watch("web-config-watcher", &r, config, runtime);
-            reloaders.web = Some(r);
-            Some(web)
-        }
-        _ => None,
-    };
-
     (reloaders, web)
 }
 
@@ -212,21 +240,20 @@ pub(super) async fn start_reloaders(
 /// first load is a reload like any other: a broken candidate is logged,
 /// exported and shown, and serving goes on.
 async fn start_candidate(
-    path: &std::path::Path,
-    catalogue: &Arc<Catalogue>,
-    engine: &EngineHandle,
+    path: &Path,
+    inputs: &Inputs<'_>,
     (reload, verdicts): (ReloadMetrics, CandidateMetrics),
-    clock: &Clock,
 ) -> Arc<Reloader> {
+    let engine = inputs.engine;
     engine.set_candidate_metrics(verdicts);
     engine.set_candidate_reload_error(None);
     let sink = Arc::new(CandidateSink(engine.clone()));
     let r = Arc::new(Reloader::candidate(
         path.to_path_buf(),
-        catalogue.clone(),
+        inputs.catalogue.clone(),
         sink,
         reload,
-        clock.clone(),
+        inputs.runtime.clock.clone(),
     ));
     let first = r.clone();
     let _ = tokio::task::spawn_blocking(move || first.reload_now(ReloadTrigger::Manual)).await;
