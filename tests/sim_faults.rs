@@ -8,7 +8,7 @@
 //! the lag) fails.
 //!
 //! `cargo test --test sim_faults` runs [`DEFAULT_SEEDS`] seeds per variant;
-//! `cargo test --release --test sim_faults -- --ignored` runs
+//! `cargo test --profile sim --test sim_faults -- --ignored` runs
 //! [`FULL_SEEDS`] (1,000 in all). `SIM_BLESS=1` writes the baseline of the
 //! run instead of comparing with it.
 
@@ -235,9 +235,9 @@ fn the_fault_script_scores_no_worse_than_the_baseline() {
     scored_against_the_baseline(DEFAULT_SEEDS);
 }
 
-/// 1,000 runs in all: `cargo test --release --test sim_faults -- --ignored`.
+/// 1,000 runs in all: `cargo test --profile sim --test sim_faults -- --ignored`.
 #[test]
-#[ignore = "1,000 runs: about 140 s in a release build on two busy cores"]
+#[ignore = "1,000 runs: about 110 s in the sim profile on two busy cores"]
 fn a_thousand_seeds_score_no_worse_than_the_baseline() {
     scored_against_the_baseline(FULL_SEEDS);
 }
