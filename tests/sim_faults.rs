@@ -22,8 +22,6 @@ use etcd_readiness_testkit::sim::{FAULTS, PHASES, Score, quantile};
 
 const DEFAULT_SEEDS: u64 = 2;
 const FULL_SEEDS: u64 = 200;
-/// The runs' threads: the machine's two cores.
-const THREADS: usize = 2;
 /// How much worse than the baseline a median or p90 may be: the runs are
 /// deterministic, so any change is the code's; this lets a change of one
 /// tick per member pass and no more.
@@ -62,7 +60,7 @@ fn variants() -> Vec<(&'static str, Links)> {
     ]
 }
 
-/// Seeds `0..n` of every variant, on [`THREADS`] threads that each take
+/// Seeds `0..n` of every variant, on a thread per core, each taking
 /// the next run not yet taken (so that none waits for another at the end of
 /// a variant); per variant its runs, in seed order.
 fn runs(n: u64) -> Vec<(&'static str, Vec<Score>)> {
@@ -73,7 +71,8 @@ fn runs(n: u64) -> Vec<(&'static str, Vec<Score>)> {
         .collect();
     let next = AtomicUsize::new(0);
     let mut done: Vec<(usize, Score)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..THREADS)
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let workers: Vec<_> = (0..cores)
             .map(|_| {
                 s.spawn(|| {
                     let mut mine = Vec::new();
