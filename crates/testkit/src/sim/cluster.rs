@@ -152,6 +152,29 @@ impl State {
         changed
     }
 
+    /// The first instant of the [`STEP`] grid after `last` (the last step)
+    /// and not before `now` at which [`State::step`] has something due (far
+    /// off while nothing is).
+    fn next_step(&self, last: Instant, now: Instant) -> Instant {
+        let due = (0..3)
+            .filter(|&i| self.alive(i))
+            .map(|i| {
+                let m = &self.m[i];
+                let due = match m.role {
+                    Role::Leader => (m.last_beat + HEARTBEAT).min(m.quorum_at + ELECTION),
+                    _ => m.election_at,
+                };
+                due.max(m.serving_from)
+            })
+            .min()
+            .unwrap_or(last + Duration::from_secs(3600));
+        let grid = |t: Instant| {
+            let from = t.saturating_duration_since(self.origin).as_nanos();
+            self.origin + STEP * from.div_ceil(STEP.as_nanos()) as u32
+        };
+        grid(due).max(grid(now)).max(last + STEP)
+    }
+
     fn lead(&mut self, i: usize, now: Instant) -> bool {
         let mut changed = false;
         if now.duration_since(self.m[i].last_beat) >= HEARTBEAT {
@@ -319,12 +342,24 @@ impl Cluster {
         self.changed.send_modify(|v| *v += 1);
     }
 
-    /// Step the members until the task is aborted.
+    /// Step the members until the task is aborted: at the instants of the
+    /// [`STEP`] grid at which a step can change anything (a heartbeat, a
+    /// leader's quorum check, an election timeout due), re-planned whenever
+    /// the cluster changes; a step between them would find nothing due.
     pub async fn drive(self: Arc<Self>) {
+        let mut rx = self.changed.subscribe();
+        let mut last = Instant::now();
         loop {
-            tokio::time::sleep(STEP).await;
-            if self.state.locked().step(Instant::now()) {
-                self.bump();
+            let at = self.state.locked().next_step(last, Instant::now());
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(at) => {
+                    last = at;
+                    if self.state.locked().step(at) {
+                        self.bump();
+                    }
+                }
+                r = rx.changed() => if r.is_err() { return },
             }
         }
     }

@@ -5,7 +5,7 @@
 //! linearizable read through the member, sent every 100 ms, answered within
 //! 1 s), scored as the benchmark scores.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use etcd_readiness_exporter::config::DEFAULT_POLICY;
@@ -50,6 +50,21 @@ pub fn run(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
         .build()
         .map_err(SimError::Runtime)?;
     rt.block_on(run_in(seed, links, stanza))
+}
+
+/// The builtin catalogue and the default policy compiled against it: the
+/// same for every run, so built once per process and shared (neither has
+/// any state a run could change).
+fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
+    type Shared = Result<(Arc<Catalogue>, Arc<Policy>), String>;
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    let made = SHARED.get_or_init(|| {
+        let catalogue = Arc::new(Catalogue::builtin());
+        let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue)
+            .map_err(|e| format!("{e:?}"))?;
+        Ok((catalogue, Arc::new(policy)))
+    });
+    made.clone().map_err(SimError::Policy)
 }
 
 /// One exporter at member `api` with the default flags and policy.
@@ -138,10 +153,7 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
     let cluster = Cluster::new(seed, links);
     let mut rng = Rng::new(seed ^ 0x005e_ed0f_ca5e);
     tokio::spawn(cluster.clone().drive());
-    let catalogue = Arc::new(Catalogue::builtin());
-    let policy = Policy::compile("<default>", DEFAULT_POLICY, &catalogue)
-        .map_err(|e| SimError::Policy(format!("{e:?}")))?;
-    let policy = Arc::new(policy);
+    let (catalogue, policy) = shared()?;
     let t0 = Instant::now() + WARMUP;
     let mut readies = Vec::new();
     for i in 0..3 {
