@@ -217,6 +217,35 @@ mod tests {
         assert!((s.lag - 0.2).abs() < 1e-9, "{s:?}");
     }
 
+    /// The benchmark's fault script, as `benches/fault_accuracy.py` writes
+    /// it: the sim scores the same phases and fault kinds, so an edit of one
+    /// without the other fails here.
+    #[test]
+    fn the_phases_and_faults_are_the_benchmarks() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../benches/fault_accuracy.py"
+        );
+        let script = std::fs::read_to_string(path).expect("benches/fault_accuracy.py");
+        let list = |name: &str| -> String {
+            let start = script.find(&format!("\n{name} = [\n")).expect(name);
+            let body = &script[start + name.len() + 6..];
+            body[..body.find("\n]").expect("the list's end")].to_string()
+        };
+        let phases: Vec<String> = PHASES
+            .iter()
+            .map(|(at, name)| format!("    ({at}, \"{name}\"),"))
+            .collect();
+        assert_eq!(list("PHASES"), phases.join("\n"));
+        let faults = list("FAULTS");
+        let faults: Vec<&str> = faults.lines().collect();
+        assert_eq!(faults.len(), FAULTS.len(), "{faults:?}");
+        for ((name, fault, recover), line) in FAULTS.iter().zip(&faults) {
+            let head = format!("    (\"{name}\", {fault}, {recover}, ");
+            assert!(line.starts_with(&head), "{line:?} is not {head:?}…");
+        }
+    }
+
     #[test]
     fn the_shipped_stanza_is_read_from_the_deploy_files() {
         let s = kubelet::Stanza::read(kubelet::SHIPPED_PROBE).expect("the shipped stanza");
