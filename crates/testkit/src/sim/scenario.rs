@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::cluster::{Cluster, Fault, Links};
 use super::kubelet::{Ready, Stanza, worker};
-use super::{PHASES, Rng, Score, TICK};
+use super::{FAULTS, PHASES, Rng, Score, TICK};
 
 /// The script's length (s) and the warm-up before it (the cluster elects,
 /// the exporters and the workers start).
@@ -114,36 +114,36 @@ fn exporter(
     engine
 }
 
-/// The fault script, from `t0`; the member each fault of
-/// [`super::FAULTS`] is about.
+/// The fault script, from `t0`, at the times of [`FAULTS`] (the
+/// benchmark's); the member each fault is about.
 async fn script(cluster: &Cluster, t0: Instant, about: &Mutex<[usize; 4]>) {
     let at = |s: u64| tokio::time::sleep_until(t0 + Duration::from_secs(s) + OFFSET);
-    at(5).await;
+    at(FAULTS[0].1).await;
     let leader = cluster.leader().unwrap_or(0);
     cluster.apply(Fault::Kill(leader));
     about.locked()[0] = leader;
-    at(13).await;
+    at(FAULTS[0].2).await;
     cluster.apply(Fault::Restart(leader));
-    at(23).await;
+    at(FAULTS[1].1).await;
     let leader = cluster.leader().unwrap_or(0);
     let other = cluster.follower(Some(leader));
     cluster.apply(Fault::Kill(leader));
     cluster.apply(Fault::Kill(other));
     about.locked()[1] = 3 - leader - other;
-    at(31).await;
+    at(FAULTS[1].2).await;
     cluster.apply(Fault::Restart(leader));
     cluster.apply(Fault::Restart(other));
-    at(41).await;
+    at(FAULTS[2].1).await;
     let stopped = cluster.follower(None);
     cluster.apply(Fault::Freeze(stopped));
     about.locked()[2] = stopped;
-    at(51).await;
+    at(FAULTS[2].2).await;
     cluster.apply(Fault::Thaw(stopped));
-    at(59).await;
+    at(FAULTS[3].1).await;
     let leader = cluster.leader().unwrap_or(0);
     cluster.apply(Fault::Cut(leader));
     about.locked()[3] = leader;
-    at(71).await;
+    at(FAULTS[3].2).await;
     cluster.apply(Fault::Heal(leader));
 }
 
