@@ -13,7 +13,7 @@ use etcd_readiness_exporter::engine::metrics::EngineMetrics;
 use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::runtime::Runtime;
 use etcd_readiness_exporter::runtime::clock::Clock;
-use etcd_readiness_exporter::sources::etcd::{EtcdConfig, ReadFloor, spawn_with};
+use etcd_readiness_exporter::sources::etcd::{EtcdConfig, EtcdSettings, ReadFloor, spawn_with};
 use etcd_readiness_exporter::sources::{RoundNotifier, Sampling, SourceMetrics};
 use etcd_readiness_policy::policy::Policy;
 use etcd_readiness_policy::signals::{Catalogue, SignalStore};
@@ -103,6 +103,11 @@ fn exporter(
         timeout: timing.sample_timeout,
         freeze: Duration::ZERO,
         member_http: None,
+        // The simulated members run etcd's defaults.
+        etcd: EtcdSettings {
+            heartbeat: super::cluster::HEARTBEAT,
+            election: super::cluster::ELECTION,
+        },
     };
     let sampling = Sampling {
         store,
