@@ -16,7 +16,8 @@
 # The rules Prometheus evaluates are the mixin's (`.ci/mixin --render`) with a
 # test-only _config that shortens the `for:` of the alerts the faults cause;
 # they are checked to differ from the shipped dashboards/alerts.yaml in their
-# `for:` lines only.
+# `for:` lines only. Likewise the exporters' policy is policies/gardener.policy
+# with its `recover` holds at 3 s, checked to differ in those only.
 # Every child is killed on exit; every wait has a deadline.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
