@@ -610,3 +610,35 @@ impl Watch for SimWatch {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed peer's stream closes at once, a cut-off one's after
+    /// [`CONN_READ_TIMEOUT`] (on both sides); a healed cut's links are back
+    /// within [`REJOIN`], not before.
+    #[tokio::test(start_paused = true)]
+    async fn peer_streams_close_as_rafthttp_notices_and_a_healed_cut_rejoins_late() {
+        let c = Cluster::new(1, Links::default());
+        tokio::spawn(c.clone().drive());
+        let counts = |c: &Cluster| [0, 1, 2].map(|i| c.active_peers(i));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        c.apply(Fault::Kill(2));
+        assert_eq!(counts(&c), [1, 1, 0]);
+        c.apply(Fault::Restart(2));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        c.apply(Fault::Cut(0));
+        tokio::time::sleep(CONN_READ_TIMEOUT - STEP).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        tokio::time::sleep(STEP).await;
+        assert_eq!(counts(&c), [0, 1, 1]);
+        c.apply(Fault::Heal(0));
+        tokio::time::sleep(REJOIN.0 - STEP).await;
+        assert_eq!(counts(&c), [0, 1, 1]);
+        tokio::time::sleep(REJOIN.1 - REJOIN.0 + STEP * 2).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+    }
+}
