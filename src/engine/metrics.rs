@@ -16,7 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use etcd_readiness_policy::signals::{Catalogue, Reading, Source};
+use etcd_readiness_policy::signals::{Catalogue, Reading};
 use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
@@ -123,14 +123,14 @@ enum Series {
     Unsure,
     /// Removed from the family by this cache, and not created since.
     Absent,
-    /// In the family, written through this handle.
-    Present(GaugeF),
+    /// In the family, written through this handle; the value last written.
+    Present(GaugeF, f64),
 }
 
 impl Series {
-    /// Export `value` (create the series if needed), or remove the series
-    /// while there is none; the family is looked up only when the
-    /// presence changes.
+    /// Export `value` (create the series if needed, write it only if it
+    /// changed), or remove the series while there is none; the family is
+    /// looked up only when the presence changes.
     fn put(
         &mut self,
         family: &Family<SignalLabels, GaugeF>,
@@ -138,13 +138,16 @@ impl Series {
         value: Option<f64>,
     ) {
         match (value, &*self) {
-            (Some(v), Series::Present(g)) => {
-                g.set(v);
+            (Some(v), Series::Present(g, last)) => {
+                if v.to_bits() != last.to_bits() {
+                    g.set(v);
+                    *self = Series::Present(g.clone(), v);
+                }
             }
             (Some(v), _) => {
                 let g = family.get_or_create(labels).clone();
                 g.set(v);
-                *self = Series::Present(g);
+                *self = Series::Present(g, v);
             }
             (None, Series::Absent) => {}
             (None, _) => {
@@ -164,27 +167,36 @@ struct CheckHandles {
     in_state: GaugeF,
 }
 
-/// One enabled signal's series, for the definition named `name` of
-/// source `source` (the catalogue's signal at the same index).
+/// One enabled signal's series: its index in the catalogue (and the
+/// readings), its labels, its knownness gauge with the value last written.
 #[derive(Debug)]
 struct SignalHandles {
-    name: String,
-    source: Source,
+    index: usize,
     labels: SignalLabels,
     known: Gauge,
+    known_last: i64,
     value: Series,
     age: Series,
+}
+
+/// The handles of the enabled signals of one catalogue, by index.
+#[derive(Debug)]
+struct SignalSet {
+    /// The catalogue they were made for, kept (so that no other takes its
+    /// address while the set is in use).
+    catalogue: Arc<Catalogue>,
+    signals: Vec<SignalHandles>,
 }
 
 /// The series handles kept between evaluations. A handle stays valid
 /// while its series is in the family; the checks' are rebuilt when the
 /// verdict's checks (names, kinds, order) differ from those they were
-/// made for, and dropped when a check's series are removed; a signal's
-/// when the catalogue's definition at its index differs.
+/// made for, and dropped when a check's series are removed; the signals'
+/// when the catalogue is another.
 #[derive(Debug, Default)]
 struct Handles {
     checks: Vec<CheckHandles>,
-    signals: Vec<Option<SignalHandles>>,
+    signals: Option<SignalSet>,
 }
 
 /// Families the evaluation loop updates after every evaluation.
@@ -279,7 +291,7 @@ impl EngineMetrics {
 
     /// Mirror a verdict and the readings it was evaluated on (one per
     /// signal of `catalogue`, by index) into the gauges.
-    pub fn update(&self, verdict: &Verdict, readings: &[Reading], catalogue: &Catalogue) {
+    pub fn update(&self, verdict: &Verdict, readings: &[Reading], catalogue: &Arc<Catalogue>) {
         self.ready.set(i64::from(verdict.ready));
         let mut handles = self.handles.locked();
         self.update_checks(&mut handles.checks, verdict);
@@ -338,50 +350,60 @@ impl EngineMetrics {
     }
 
     /// Each enabled signal's value (absent while unknown), whether it is
-    /// known, and the age of its last good sample.
+    /// known, and the age of its last good sample; each written only when
+    /// it changed.
     fn update_signals(
         &self,
-        handles: &mut Vec<Option<SignalHandles>>,
+        set: &mut Option<SignalSet>,
         readings: &[Reading],
-        catalogue: &Catalogue,
+        catalogue: &Arc<Catalogue>,
     ) {
-        if handles.len() < readings.len() {
-            handles.resize_with(readings.len(), || None);
-        }
-        for ((id, def), (reading, slot)) in catalogue.iter().zip(readings.iter().zip(handles)) {
-            if !catalogue.is_enabled(id) {
+        let set = match set {
+            Some(s) if Arc::ptr_eq(&s.catalogue, catalogue) => s,
+            _ => set.insert(self.signal_set(catalogue)),
+        };
+        for h in &mut set.signals {
+            let Some(reading) = readings.get(h.index) else {
                 continue;
-            }
-            let h = match slot {
-                Some(h) if h.name == def.name && h.source == def.source => h,
-                _ => slot.insert(self.signal_handles(&def.name, &def.source)),
             };
-            h.value.put(
-                &self.signal_value,
-                &h.labels,
-                reading.get().map(|v| v.as_f64()),
-            );
-            h.known.set(i64::from(reading.value.is_ok()));
+            let value = reading.get().map(|v| v.as_f64());
+            h.value.put(&self.signal_value, &h.labels, value);
+            let known = i64::from(reading.value.is_ok());
+            if known != h.known_last {
+                h.known.set(known);
+                h.known_last = known;
+            }
             let age = reading.last_good_age.map(|a| a.as_secs_f64());
             h.age.put(&self.signal_age, &h.labels, age);
         }
     }
 
-    /// The handles of the signal `name` of `source`: its knownness series
-    /// created (it is always exported); its value and age as found at the
-    /// next write.
-    fn signal_handles(&self, name: &str, source: &Source) -> SignalHandles {
-        let labels = SignalLabels {
-            signal: name.to_string(),
-            source: source.label(),
-        };
-        SignalHandles {
-            name: name.to_string(),
-            source: source.clone(),
-            known: self.signal_known.get_or_create(&labels).clone(),
-            labels,
-            value: Series::Unsure,
-            age: Series::Unsure,
+    /// The handles of `catalogue`'s enabled signals: their knownness
+    /// series created (they are always exported); their values and ages
+    /// as found at the first write.
+    fn signal_set(&self, catalogue: &Arc<Catalogue>) -> SignalSet {
+        let signals = catalogue
+            .iter()
+            .filter(|(id, _)| catalogue.is_enabled(*id))
+            .map(|(id, def)| {
+                let labels = SignalLabels {
+                    signal: def.name.clone(),
+                    source: def.source.label(),
+                };
+                let known = self.signal_known.get_or_create(&labels).clone();
+                SignalHandles {
+                    index: id.index(),
+                    known_last: known.get(),
+                    known,
+                    labels,
+                    value: Series::Unsure,
+                    age: Series::Unsure,
+                }
+            })
+            .collect();
+        SignalSet {
+            catalogue: catalogue.clone(),
+            signals,
         }
     }
 
