@@ -229,15 +229,25 @@ impl History {
         self.readings.load_full()
     }
 
-    /// Record what one evaluation published: the transitions it made and
-    /// the readings it evaluated. Called by the engine only.
-    pub fn observe(&self, verdict: &Verdict, readings: &[Reading], now: Instant, wall: SystemTime) {
+    /// Publish the readings of the evaluation at `now` (`wall`).
+    fn publish_readings(&self, readings: &[Reading], now: Instant, wall: SystemTime) {
         self.readings.store(Arc::new(PublishedReadings {
             at: now,
             wall,
             readings: readings.to_vec(),
         }));
+    }
+
+    /// Record what one evaluation published: the transitions it made and
+    /// the readings it evaluated. Called by the engine only.
+    pub fn observe(&self, verdict: &Verdict, readings: &[Reading], now: Instant, wall: SystemTime) {
+        self.publish_readings(readings, now, wall);
         let mut ring = self.ring.locked();
+        // The same lanes in the same states: no transition, nothing to
+        // publish (what the walk below finds, without building it).
+        if ring.unchanged_by(verdict) {
+            return;
+        }
         let mut lanes: Vec<(Lane, LaneState)> = Vec::with_capacity(verdict.checks.len() + 1);
         lanes.push((Lane::Readiness, LaneState::of_verdict(verdict)));
         let starting = verdict.reason.is_some() && verdict.checks.is_empty();
@@ -327,6 +337,21 @@ fn at_or_find<T>(
 }
 
 impl Ring {
+    /// Whether `verdict` has exactly the lanes in force (readiness, then
+    /// its checks by name, in order, none kept aside) each in the state it
+    /// is in: then observing it changes nothing.
+    fn unchanged_by(&self, verdict: &Verdict) -> bool {
+        let Some(((first, state, _), checks)) = self.current.split_first() else {
+            return false;
+        };
+        *first == Lane::Readiness
+            && *state == LaneState::of_verdict(verdict)
+            && checks.len() == verdict.checks.len()
+            && checks.iter().zip(&verdict.checks).all(|((l, s, _), c)| {
+                matches!(l, Lane::Check(n) if **n == *c.name) && *s == LaneState::of_report(c)
+            })
+    }
+
     fn push(&mut self, t: Transition) {
         if self.buf.len() >= self.capacity
             && let Some(old) = self.buf.pop_front()

@@ -1,12 +1,14 @@
 //! The evaluation loop's metric families — readiness, each check's state and
 //! transitions, each signal's value, knownness and age — registered by the
 //! engine's owner with [`EngineMetrics::register`] and updated after every
-//! evaluation.
+//! evaluation (every 20 ms while a read is pending): through series handles
+//! kept between evaluations ([`Handles`]), so that an evaluation hashes no
+//! label set and allocates no label string unless the checks, the signals
+//! or a series' presence changed.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -14,7 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use etcd_readiness_policy::signals::{Catalogue, SignalStore};
+use etcd_readiness_policy::signals::{Catalogue, Reading};
 use etcd_readiness_policy::sync::TolerantLock;
 use etcd_readiness_policy::verdict::{CheckKind, CheckReport, CheckState, Verdict};
 
@@ -111,6 +113,92 @@ struct SignalLabels {
     source: String,
 }
 
+/// A series that an evaluation may remove (a signal's value while unknown,
+/// its age before a good sample): its handle while it is exported, or
+/// whether it is known to be absent.
+#[derive(Clone, Debug, Default)]
+enum Series {
+    /// Not known: the family may or may not hold it.
+    #[default]
+    Unsure,
+    /// Removed from the family by this cache, and not created since.
+    Absent,
+    /// In the family, written through this handle; the value last written.
+    Present(GaugeF, f64),
+}
+
+impl Series {
+    /// Export `value` (create the series if needed, write it only if it
+    /// changed), or remove the series while there is none; the family is
+    /// looked up only when the presence changes.
+    fn put(
+        &mut self,
+        family: &Family<SignalLabels, GaugeF>,
+        labels: &SignalLabels,
+        value: Option<f64>,
+    ) {
+        match (value, &*self) {
+            (Some(v), Series::Present(g, last)) => {
+                if v.to_bits() != last.to_bits() {
+                    g.set(v);
+                    *self = Series::Present(g.clone(), v);
+                }
+            }
+            (Some(v), _) => {
+                let g = family.get_or_create(labels).clone();
+                g.set(v);
+                *self = Series::Present(g, v);
+            }
+            (None, Series::Absent) => {}
+            (None, _) => {
+                family.remove(labels);
+                *self = Series::Absent;
+            }
+        }
+    }
+}
+
+/// One check's per-evaluation series, for the check named `name` of kind
+/// `kind` (the verdict's check at the same position).
+#[derive(Debug)]
+struct CheckHandles {
+    name: String,
+    kind: CheckKind,
+    in_state: GaugeF,
+}
+
+/// One enabled signal's series: its index in the catalogue (and the
+/// readings), its labels, its knownness gauge with the value last written.
+#[derive(Debug)]
+struct SignalHandles {
+    index: usize,
+    labels: SignalLabels,
+    known: Gauge,
+    known_last: i64,
+    value: Series,
+    age: Series,
+}
+
+/// The handles of the enabled signals of one catalogue, by index.
+#[derive(Debug)]
+struct SignalSet {
+    /// The catalogue they were made for, kept (so that no other takes its
+    /// address while the set is in use).
+    catalogue: Arc<Catalogue>,
+    signals: Vec<SignalHandles>,
+}
+
+/// The series handles kept between evaluations. A handle stays valid
+/// while its series is in the family; the checks' are rebuilt when the
+/// verdict's checks (names, kinds, order) differ from those they were
+/// made for, and dropped when a check's series are removed; the signals'
+/// when the catalogue is another.
+#[derive(Debug, Default)]
+struct Handles {
+    checks: Vec<CheckHandles>,
+    signals: Option<SignalSet>,
+}
+
 /// Families the evaluation loop updates after every evaluation.
 #[derive(Clone, Debug)]
 pub struct EngineMetrics {
@@ -123,8 +211,8 @@ pub struct EngineMetrics {
     signal_value: Family<SignalLabels, GaugeF>,
     signal_known: Family<SignalLabels, Gauge>,
     signal_age: Family<SignalLabels, GaugeF>,
+    handles: Arc<Mutex<Handles>>,
 }
-
 impl EngineMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = EngineMetrics {
@@ -137,6 +225,7 @@ impl EngineMetrics {
             signal_value: Family::default(),
             signal_known: Family::default(),
             signal_age: Family::default(),
+            handles: Arc::default(),
         };
         registry.register(
             "etcd_readiness_ready",
@@ -200,28 +289,42 @@ impl EngineMetrics {
             .inc();
     }
 
-    /// Mirror a verdict and the store into the gauges.
-    pub fn update(
-        &self,
-        verdict: &Verdict,
-        store: &SignalStore,
-        catalogue: &Catalogue,
-        now: Instant,
-    ) {
+    /// Mirror a verdict and the readings it was evaluated on (one per
+    /// signal of `catalogue`, by index) into the gauges.
+    pub fn update(&self, verdict: &Verdict, readings: &[Reading], catalogue: &Arc<Catalogue>) {
         self.ready.set(i64::from(verdict.ready));
-        self.update_checks(verdict);
-        self.update_signals(store, catalogue, now);
+        let mut handles = self.handles.locked();
+        self.update_checks(&mut handles.checks, verdict);
+        self.update_signals(&mut handles.signals, readings, catalogue);
     }
 
     /// The checks' gauges; those of a check no longer in the policy removed.
-    fn update_checks(&self, verdict: &Verdict) {
-        for c in &verdict.checks {
-            self.check_in_state
-                .get_or_create(&CheckLabels {
-                    check: c.name.clone(),
+    fn update_checks(&self, handles: &mut Vec<CheckHandles>, verdict: &Verdict) {
+        let same_checks = handles.len() == verdict.checks.len()
+            && handles
+                .iter()
+                .zip(&verdict.checks)
+                .all(|(h, c)| h.name == c.name && h.kind == c.kind);
+        if !same_checks {
+            *handles = verdict
+                .checks
+                .iter()
+                .map(|c| CheckHandles {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                    in_state: self
+                        .check_in_state
+                        .get_or_create(&CheckLabels {
+                            check: c.name.clone(),
+                        })
+                        .clone(),
                 })
-                .set(c.in_state_for.as_secs_f64());
+                .collect();
         }
+        for (h, c) in handles.iter().zip(&verdict.checks) {
+            h.in_state.set(c.in_state_for.as_secs_f64());
+        }
+        let mut removed = false;
         self.check_state.update(
             &verdict.checks,
             |c| {
@@ -232,43 +335,75 @@ impl EngineMetrics {
                     })
                     .set(i64::from(c.state == CheckState::Pass));
             },
-            |name, kind| self.remove_check(name, kind),
+            |name, kind| {
+                self.remove_check(name, kind);
+                removed = true;
+            },
         );
+        // A check that changed kind keeps its name: its series just
+        // removed are those of a handle kept above. Made anew (and so
+        // exported again) at the next evaluation, as the family's lookup
+        // at every evaluation did.
+        if removed {
+            handles.clear();
+        }
     }
 
     /// Each enabled signal's value (absent while unknown), whether it is
-    /// known, and the age of its last good sample.
-    fn update_signals(&self, store: &SignalStore, catalogue: &Catalogue, now: Instant) {
-        for info in store.snapshot(now) {
-            if !catalogue.is_enabled(info.id) {
+    /// known, and the age of its last good sample; each written only when
+    /// it changed.
+    fn update_signals(
+        &self,
+        set: &mut Option<SignalSet>,
+        readings: &[Reading],
+        catalogue: &Arc<Catalogue>,
+    ) {
+        let set = match set {
+            Some(s) if Arc::ptr_eq(&s.catalogue, catalogue) => s,
+            _ => set.insert(self.signal_set(catalogue)),
+        };
+        for h in &mut set.signals {
+            let Some(reading) = readings.get(h.index) else {
                 continue;
-            }
-            let def = catalogue.get(info.id);
-            let labels = SignalLabels {
-                signal: def.name.clone(),
-                source: def.source.label(),
             };
-            match info.reading.get() {
-                Some(v) => {
-                    self.signal_value.get_or_create(&labels).set(v.as_f64());
-                }
-                None => {
-                    self.signal_value.remove(&labels);
-                }
+            let value = reading.get().map(|v| v.as_f64());
+            h.value.put(&self.signal_value, &h.labels, value);
+            let known = i64::from(reading.value.is_ok());
+            if known != h.known_last {
+                h.known.set(known);
+                h.known_last = known;
             }
-            self.signal_known
-                .get_or_create(&labels)
-                .set(i64::from(info.reading.value.is_ok()));
-            match info.reading.last_good_age {
-                Some(age) => {
-                    self.signal_age
-                        .get_or_create(&labels)
-                        .set(age.as_secs_f64());
+            let age = reading.last_good_age.map(|a| a.as_secs_f64());
+            h.age.put(&self.signal_age, &h.labels, age);
+        }
+    }
+
+    /// The handles of `catalogue`'s enabled signals: their knownness
+    /// series created (they are always exported); their values and ages
+    /// as found at the first write.
+    fn signal_set(&self, catalogue: &Arc<Catalogue>) -> SignalSet {
+        let signals = catalogue
+            .iter()
+            .filter(|(id, _)| catalogue.is_enabled(*id))
+            .map(|(id, def)| {
+                let labels = SignalLabels {
+                    signal: def.name.clone(),
+                    source: def.source.label(),
+                };
+                let known = self.signal_known.get_or_create(&labels).clone();
+                SignalHandles {
+                    index: id.index(),
+                    known_last: known.get(),
+                    known,
+                    labels,
+                    value: Series::Unsure,
+                    age: Series::Unsure,
                 }
-                None => {
-                    self.signal_age.remove(&labels);
-                }
-            }
+            })
+            .collect();
+        SignalSet {
+            catalogue: catalogue.clone(),
+            signals,
         }
     }
 

@@ -426,7 +426,7 @@ impl EngineHandle {
         if verdict.reason.is_none() {
             log_transitions(st, &verdict, &sh.metrics, now);
         }
-        sh.metrics.update(&verdict, &sh.store, &sh.catalogue, now);
+        sh.metrics.update(&verdict, &st.readings, &sh.catalogue);
         sh.history.observe(&verdict, &st.readings, now, wall);
         // The candidate: the same readings, the same instant, nothing decided.
         let mut candidate_changed = false;
@@ -776,6 +776,53 @@ mod tests {
                 "step {i}: {text}"
             );
         }
+    }
+
+    /// The metrics' kept series handles follow a series' removal: a
+    /// signal's value is absent while it is unknown and back once known,
+    /// its age kept; a check that changes kind (same name) has its time in
+    /// state exported again from the evaluation after the change, as when
+    /// every evaluation looked its series up.
+    #[test]
+    fn removed_series_come_back_through_the_kept_handles() {
+        let (h, registry) = engine("check leader: leader\n");
+        let t0 = Instant::now();
+        let w0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        h.notifier()
+            .round_finished(&Source::Etcd, Duration::from_secs(1), t0);
+        let leader = h.catalogue().id("leader");
+        let value = "etcd_readiness_signal_value{signal=\"leader\",source=\"etcd\"}";
+        let age = "etcd_readiness_signal_age_seconds{signal=\"leader\",source=\"etcd\"}";
+        let in_state = "etcd_readiness_check_in_state_seconds{check=\"leader\"}";
+        let at = |ms: u64| {
+            (
+                t0 + Duration::from_millis(ms),
+                w0 + Duration::from_millis(ms),
+            )
+        };
+        let eval = |ms: u64| {
+            let (now, wall) = at(ms);
+            h.evaluate_at(now, wall);
+            encode(&registry, Format::Text004)
+        };
+        h.store().record_ok(leader, Value::Bool(true), t0);
+        let text = eval(0);
+        assert!(text.contains(&format!("{value} 1")), "{text}");
+        h.store().record_err(leader, Arc::from("down"), at(20).0);
+        for ms in [20, 40] {
+            let text = eval(ms);
+            assert!(!text.contains(value), "{text}");
+            assert!(text.contains(age), "{text}");
+        }
+        h.store().record_ok(leader, Value::Bool(false), at(60).0);
+        let text = eval(60);
+        assert!(text.contains(&format!("{value} 0")), "{text}");
+
+        h.set_policy(compile(&h, "warn leader: leader\n"));
+        let text = eval(80);
+        assert!(text.contains(&format!("{in_state} ")), "{text}");
+        assert!(text.contains("check=\"leader\",kind=\"warn\""), "{text}");
+        assert!(!text.contains("check=\"leader\",kind=\"check\""), "{text}");
     }
 
     /// The candidate is evaluated at every evaluation on the same readings
