@@ -236,7 +236,7 @@ fn the_fault_script_scores_no_worse_than_the_baseline() {
 
 /// 1,000 runs in all: `cargo test --profile sim --test sim_faults -- --ignored`.
 #[test]
-#[ignore = "1,000 runs: about 110 s in the sim profile on two busy cores"]
+#[ignore = "1,000 runs: about 51 s in the sim profile on two cores; CI runs them (.ci/test)"]
 fn a_thousand_seeds_score_no_worse_than_the_baseline() {
     scored_against_the_baseline(FULL_SEEDS);
 }

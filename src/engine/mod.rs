@@ -186,7 +186,9 @@ impl EngineHandle {
                     } else {
                         TICK
                     };
+                    // Biased: reproducible on virtual time (sources/mod.rs).
                     tokio::select! {
+                        biased;
                         _ = me.shared.notifier.notified() => {}
                         _ = tokio::time::sleep(wait) => {}
                     }

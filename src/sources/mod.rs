@@ -411,7 +411,11 @@ async fn run<S: Sampler>(mut sampler: S, sampling: Sampling) {
     let requests = notifier.round_requests(&source);
     let mut last_requested: Option<Instant> = None;
     loop {
+        // Biased, as every select of the sampling and evaluation loops: the
+        // same branch wins every time both are ready (tokio's default
+        // picks at random), so a run on virtual time is reproducible.
         tokio::select! {
+            biased;
             _ = ticker.tick() => {}
             _ = requests.notified() => {
                 // A requested round, no sooner than MIN_REQUESTED_GAP after

@@ -310,7 +310,9 @@ pub(super) async fn wake_at_expiry<T>(
     call: impl std::future::Future<Output = T>,
 ) -> T {
     let mut call = std::pin::pin!(call);
+    // Biased: an answer ready at the trust's end wins, every time.
     tokio::select! {
+        biased;
         r = &mut call => return r,
         // A millisecond past `trust`: the store calls a call outdated once
         // it has waited *longer* than that.

@@ -114,9 +114,11 @@ impl Shared {
             // Start to start: a late answer (a thaw, the end of an election)
             // is followed at once by a fresh call, not a period later.
             let next = started + choice.period(fast, self.config.member_http.as_ref());
+            // Biased, as every select here: reproducible on virtual time.
             tokio::select! {
-                _ = tokio::time::sleep_until(next.into()) => {}
+                biased;
                 _ = self.wake_status.notified() => {}
+                _ = tokio::time::sleep_until(next.into()) => {}
             }
         }
     }
@@ -143,8 +145,9 @@ impl Shared {
             let next = self.clock.now() + self.config.fast();
             self.read_round(&mut reads).await;
             tokio::select! {
-                _ = tokio::time::sleep_until(next.into()) => {}
+                biased;
                 _ = self.wake_reads.notified() => { reads.next_sget = self.clock.now(); }
+                _ = tokio::time::sleep_until(next.into()) => {}
             }
         }
     }
@@ -345,7 +348,9 @@ impl Shared {
                 return (sent, Err(deadline.timed_out("linearizable read")));
             }
             let next = step.next.map_or(deadline.at(), |n| n.min(deadline.at()));
+            // An answer ready at the step's instant wins.
             tokio::select! {
+                biased;
                 r = &mut call => return (sent, r),
                 _ = tokio::time::sleep_until(next.into()) => {}
             }
