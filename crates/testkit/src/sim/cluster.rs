@@ -436,6 +436,22 @@ impl Cluster {
         Err(refused())
     }
 
+    /// What member `i`'s `/metrics` says of its peers now
+    /// (`etcd_network_active_peers`, summed): the peers whose connections
+    /// are open, those that run (a frozen one's stay open; a killed one's
+    /// close at once) and are not cut off from it (the sim closes them at
+    /// the cut, etcd within its stream's read timeout). Answered as Status
+    /// is: late while `i` is frozen, refused while it is down.
+    pub async fn active_peers(&self, i: usize) -> Result<f64, etcd_client::Error> {
+        self.until(i, |s| {
+            let open = (0..3)
+                .filter(|&p| p != i && s.m[p].up && !s.m[p].cut && !s.m[i].cut)
+                .count();
+            s.local(i, Instant::now(), |_| open as f64)
+        })
+        .await
+    }
+
     /// Member `i` (0-based) as a [`MemberApi`].
     pub fn api(self: &Arc<Self>, i: usize) -> Arc<dyn MemberApi> {
         Arc::new(SimMember {

@@ -55,7 +55,7 @@ pub fn run(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
 /// The builtin catalogue and the default policy compiled against it: the
 /// same for every run, so built once per process and shared (neither has
 /// any state a run could change).
-fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
+pub fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
     type Shared = Result<(Arc<Catalogue>, Arc<Policy>), String>;
     static SHARED: OnceLock<Shared> = OnceLock::new();
     let made = SHARED.get_or_init(|| {
@@ -67,8 +67,26 @@ fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
     made.clone().map_err(SimError::Policy)
 }
 
-/// One exporter at member `api` with the default flags and policy.
-fn exporter(
+/// The etcd source's configuration in every exporter of the sim: the
+/// default flags (`--sample.interval 1s --sample.timeout 500ms`, no CPU
+/// limit), the member behind the seam.
+pub fn etcd_config() -> EtcdConfig {
+    EtcdConfig {
+        endpoint: "http://sim:2379".into(),
+        tls: None,
+        auth: None,
+        probe_key: "health".into(),
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_millis(500),
+        freeze: Duration::ZERO,
+        member_http: None,
+    }
+}
+
+/// One exporter at member `api` with the default flags ([`etcd_config`])
+/// and policy: the real etcd source ([`spawn_with`]) and the real engine,
+/// running; its handle.
+pub fn exporter(
     api: Arc<dyn etcd_readiness_exporter::sources::etcd::api::MemberApi>,
     catalogue: &Arc<Catalogue>,
     policy: &Arc<Policy>,
@@ -78,9 +96,10 @@ fn exporter(
     let store = Arc::new(SignalStore::new(catalogue));
     let notifier = RoundNotifier::new();
     let mut registry = prometheus_client::registry::Registry::default();
+    let config = etcd_config();
     let timing = Timing {
-        sample_interval: Duration::from_secs(1),
-        sample_timeout: Duration::from_millis(500),
+        sample_interval: config.interval,
+        sample_timeout: config.timeout,
     };
     let engine = EngineHandle::new(
         policy.clone(),
@@ -94,16 +113,6 @@ fn exporter(
     engine.spawn();
     let floor = ReadFloor::default();
     floor.follow(policy);
-    let config = EtcdConfig {
-        endpoint: "http://sim:2379".into(),
-        tls: None,
-        auth: None,
-        probe_key: "health".into(),
-        interval: timing.sample_interval,
-        timeout: timing.sample_timeout,
-        freeze: Duration::ZERO,
-        member_http: None,
-    };
     let sampling = Sampling {
         store,
         notifier,
