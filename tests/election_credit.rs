@@ -55,7 +55,8 @@ const SPAN: Duration = Duration::from_secs(16);
 const QGET: &str = "linearizable_read";
 
 /// Whether each exporter reads its member's peer count (its metrics
-/// source), or not (the credit decides without it: `Peers::NotRead`).
+/// source), or not: no metrics source runs, the count never answers, and
+/// the credit decides without it (`Peers::NotRead`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PeerCount {
     Read,
