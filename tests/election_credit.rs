@@ -4,19 +4,20 @@
 //! each member's verdict sampled over virtual time. What is pinned is the
 //! outcome, readiness and the `linearizable_read` check's state and
 //! reason, at instants stated through the product's own values
-//! ([`EtcdConfig::trust`], [`EtcdConfig::fast`], [`ELECTION_TRUST`],
-//! [`ELECTION_RENEWALS`]) within one tolerance ([`SLACK`]):
+//! ([`EtcdConfig::trust`], [`EtcdConfig::fast`], the member's election
+//! timeout `EtcdConfig::etcd`, [`RENEWALS`]) within one tolerance
+//! ([`SLACK`]):
 //!
 //! - a serving follower whose leader is killed stays ready through the
 //!   election, its read answered by the new leader (renewed once where the
 //!   election takes longer than the credit);
 //! - a quorum loss's survivor: unready within the trust where its peer
-//!   count is read, at [`ELECTION_TRUST`] where it is not (today's
+//!   count is read, after one election timeout where it is not (today's
 //!   behaviour, pinned);
 //! - a frozen member: unready within the trust, ready at once after thaw;
 //! - a leader cut off from its peers: no credit;
 //! - a member whose last read failed: no credit (once per outage);
-//! - a read still pending at [`ELECTION_TRUST`]: sent again once, the
+//! - a read still pending after one election timeout: sent again once, the
 //!   member ready up to two election timeouts and no longer;
 //! - a credit withdrawn when the member freezes or its last peer goes.
 //!
@@ -33,11 +34,13 @@ use std::time::Duration;
 use etcd_readiness_exporter::engine::{EngineHandle, PENDING_TICK};
 use etcd_readiness_exporter::sources::MIN_REQUESTED_GAP;
 use etcd_readiness_exporter::sources::etcd::EtcdConfig;
-use etcd_readiness_exporter::sources::etcd::api::{ELECTION_RENEWALS, ELECTION_TRUST};
+use etcd_readiness_exporter::sources::etcd::settings::ELECTION_DRAW_MAX;
 use etcd_readiness_policy::verdict::CheckState;
-use etcd_readiness_testkit::sim::cluster::{Cluster, ELECTION, Fault, HEARTBEAT, Links, STEP};
-use etcd_readiness_testkit::sim::member::{Logged, Read, ReadLog, spawn_peer_count};
-use etcd_readiness_testkit::sim::scenario::{etcd_config, exporter, shared};
+use etcd_readiness_testkit::sim::cluster::{
+    Cluster, ELECTION, Fault, HEARTBEAT, Links, REJOIN, STEP,
+};
+use etcd_readiness_testkit::sim::member::{Logged, Read, ReadLog};
+use etcd_readiness_testkit::sim::scenario::{etcd_config, exporter_with, shared};
 use etcd_readiness_testkit::sim::timeline::{Seen, Timeline, record};
 use tokio::time::Instant;
 
@@ -51,6 +54,10 @@ const SLACK: Duration =
 const WARMUP: Duration = Duration::from_secs(6);
 /// How long each run is recorded, warm-up included.
 const SPAN: Duration = Duration::from_secs(16);
+/// How many times a credited read still waiting after one election
+/// timeout is sent again (the credit's `RENEWALS`): raft draws an election
+/// timeout up to this many times its setting.
+const RENEWALS: u32 = ELECTION_DRAW_MAX - 1;
 /// The check the credit is about.
 const QGET: &str = "linearizable_read";
 
@@ -100,10 +107,8 @@ impl Run {
         let members = (0..3)
             .map(|i| {
                 let (api, reads) = Logged::new(cluster.api(i));
-                let engine = exporter(api, &catalogue, &policy);
-                if peers == PeerCount::Read {
-                    spawn_peer_count(&cluster, i, &engine, (config.interval, config.timeout));
-                }
+                let counted = (peers == PeerCount::Read).then_some((&cluster, i));
+                let engine = exporter_with(api, counted, &catalogue, &policy);
                 Member {
                     timeline: record(&engine, SPAN),
                     reads,
@@ -150,6 +155,11 @@ impl Run {
 
     fn fast(&self) -> Duration {
         self.config.fast()
+    }
+
+    /// The member's election timeout: how long the credit trusts a read.
+    fn election(&self) -> Duration {
+        self.config.etcd.election
     }
 
     /// Member `i`'s timeline and reads, for a failure's message.
@@ -243,7 +253,7 @@ fn reads_from(run: &Run, i: usize, from: Instant) -> Vec<Read> {
 
 /// Case 1: the leader killed, a serving follower's read is credited and
 /// renewed until the new leader answers it: ready throughout. Where its
-/// peer count is not read, the credit ends at [`ELECTION_TRUST`] (no
+/// peer count is not read, the credit ends after one election timeout (no
 /// renewal without a peer shown) and the member is ready again as soon as
 /// the new leader answers.
 #[test]
@@ -279,7 +289,7 @@ fn a_serving_follower_whose_leader_is_killed_stays_ready_through_the_election() 
                 credited,
                 &format!("{what}: held {held:?}, no longer than the trust"),
             );
-            let within = resends <= ELECTION_RENEWALS as usize;
+            let within = resends <= RENEWALS as usize;
             run.expect(f, within, &format!("{what}: sent again {resends} times"));
         });
     }
@@ -289,9 +299,9 @@ fn a_serving_follower_whose_leader_is_killed_stays_ready_through_the_election() 
         let f = run.cluster.follower(Some(leader));
         run.apply(Fault::Kill(leader));
         run.until(ELECTION * 3).await;
-        let what = "without its peer count, the credit ends at ELECTION_TRUST";
-        run.unready_within(f, judged(&run, ELECTION_TRUST), what);
-        let back = reads_from(&run, f, run.at(ELECTION_TRUST - STEP))
+        let what = "without its peer count, the credit ends after an election timeout";
+        run.unready_within(f, judged(&run, run.election()), what);
+        let back = reads_from(&run, f, run.at(run.election() - STEP))
             .iter()
             .find_map(|r| r.ended.filter(|e| e.1).map(|e| e.0));
         run.expect(f, back.is_some(), "a read answered by the new leader");
@@ -304,7 +314,7 @@ fn a_serving_follower_whose_leader_is_killed_stays_ready_through_the_election() 
 /// Case 2: a quorum loss's survivor (both peers killed). Its peer count
 /// read (0): no credit, unready when the read's normal trust runs out.
 /// Not read (`Peers::NotRead`): today it looks like an election to the
-/// credit, and is credited until [`ELECTION_TRUST`] — pinned as such.
+/// credit, and is credited for one election timeout — pinned as such.
 #[test]
 fn a_quorum_loss_survivor_goes_unready_within_the_trust_or_at_the_credits_end() {
     for peers in [PeerCount::Read, PeerCount::NotRead] {
@@ -319,7 +329,7 @@ fn a_quorum_loss_survivor_goes_unready_within_the_trust_or_at_the_credits_end() 
             run.until(back).await;
             let (trust, what) = match peers {
                 PeerCount::Read => (run.trust(), "no active peer: the normal trust"),
-                PeerCount::NotRead => (ELECTION_TRUST, "no peer count: credited"),
+                PeerCount::NotRead => (run.election(), "no peer count: credited"),
             };
             let out = run.unready_within(s, judged(&run, trust), what);
             let qget = out.check(QGET).map(|c| c.state);
@@ -372,7 +382,9 @@ fn a_leader_cut_off_from_its_peers_gets_no_credit() {
         let heal = ELECTION * 4;
         run.until(heal).await;
         run.apply(Fault::Heal(leader));
-        run.until(heal + ELECTION).await;
+        // Its links are back within REJOIN of the heal.
+        let end = heal + REJOIN.1 + ELECTION;
+        run.until(end).await;
         let (_, by) = judged(&run, run.trust());
         let out = run.unready_within(leader, judged(&run, run.trust()), "cut off");
         let leads = out.check("leader").map(|c| c.state);
@@ -385,14 +397,14 @@ fn a_leader_cut_off_from_its_peers_gets_no_credit() {
             &format!("the read is not credited: {why}"),
         );
         run.unready_throughout(leader, (by, heal), "cut off");
-        let back = heal + HEARTBEAT + run.fast() + SLACK;
-        run.ready_throughout(leader, (back, heal + ELECTION), "healed");
+        let back = heal + REJOIN.1 + HEARTBEAT + run.fast() + SLACK;
+        run.ready_throughout(leader, (back, end), "healed");
     });
 }
 
 /// Case 6: the leader killed and the other follower frozen: an election
 /// cannot end, the frozen peer's connection stays open (one active peer).
-/// The read pending at [`ELECTION_TRUST`] is sent again once, and the
+/// The read pending after one election timeout is sent again once, and the
 /// member is ready up to two election timeouts and no longer; without the
 /// peer count, no renewal.
 #[test]
@@ -407,10 +419,10 @@ fn a_read_pending_at_the_credits_end_is_sent_again_once_and_no_more() {
             let end = ELECTION * 4;
             run.until(end).await;
             let renewals = match peers {
-                PeerCount::Read => u32::from(ELECTION_RENEWALS),
+                PeerCount::Read => RENEWALS,
                 PeerCount::NotRead => 0,
             };
-            let credit = ELECTION_TRUST * (1 + renewals);
+            let credit = run.election() * (1 + renewals);
             let what = format!("{peers:?}: credited for {credit:?}");
             run.unready_within(f, judged(&run, credit), &what);
             let (_, after) = judged(&run, credit);
@@ -441,7 +453,7 @@ fn a_credit_is_withdrawn_when_the_member_freezes_or_its_last_peer_goes() {
         let leader = run.cluster.leader().expect("a leader");
         let f = run.cluster.follower(Some(leader));
         run.apply(Fault::Kill(leader));
-        let freeze = ELECTION_TRUST / 2;
+        let freeze = run.election() / 2;
         run.until(freeze).await;
         run.apply(Fault::Freeze(f));
         run.until(ELECTION * 2).await;
@@ -458,7 +470,7 @@ fn a_credit_is_withdrawn_when_the_member_freezes_or_its_last_peer_goes() {
         let other = 3 - leader - f;
         run.apply(Fault::Kill(leader));
         run.apply(Fault::Freeze(other));
-        let gone = ELECTION_TRUST + ELECTION_TRUST * 3 / 10;
+        let gone = run.election() + run.election() * 3 / 10;
         run.until(gone).await;
         run.apply(Fault::Kill(other));
         run.until(ELECTION * 3).await;

@@ -407,6 +407,31 @@ fn absurd_flags_exit_2_naming_the_flag_and_range() {
     let (code, err) = run(&["--source.max-body-bytes", "99999999999999"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--source.max-body-bytes"), "{err}");
+    // etcd's own settings, checked by etcd's own rules (issue 47).
+    for (flags, says) in [
+        (
+            &["--etcd.election-timeout", "18446744073709551615"][..],
+            "over etcd's maximum of 50000",
+        ),
+        (&["--etcd.heartbeat-interval", "0"][..], "at least 1"),
+        (
+            &[
+                "--etcd.heartbeat-interval",
+                "500",
+                "--etcd.election-timeout",
+                "1000",
+            ][..],
+            "at least 5 times --etcd.heartbeat-interval",
+        ),
+        (
+            &["--etcd.election-timeout=-1"][..],
+            "--etcd.election-timeout",
+        ),
+    ] {
+        let (code, err) = run(flags);
+        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
 }
 
 /// Issue 21: `--web.telemetry-path` was used as an axum route pattern:

@@ -95,6 +95,28 @@ pub struct ServeArgs {
     /// whole /metrics); its deadline is --sample.timeout, at most this.
     #[arg(long = "etcd.metrics-interval", env = "ERE_ETCD_METRICS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub etcd_metrics_interval: Duration,
+    /// The member's heartbeat interval in milliseconds, as etcd's own
+    /// --heartbeat-interval (read from etcd's own variable, so one env
+    /// entry configures both containers). The shortest trust in an answer
+    /// and the reconnect pace follow it.
+    #[arg(
+        long = "etcd.heartbeat-interval",
+        env = "ETCD_HEARTBEAT_INTERVAL",
+        value_name = "MS",
+        default_value_t = 100
+    )]
+    pub etcd_heartbeat_interval: u64,
+    /// The member's election timeout in milliseconds, as etcd's own
+    /// --election-timeout (etcd's own variable). How long a follower's read
+    /// is trusted through an election, and the most CPU contention a call
+    /// is forgiven, follow it.
+    #[arg(
+        long = "etcd.election-timeout",
+        env = "ETCD_ELECTION_TIMEOUT",
+        value_name = "MS",
+        default_value_t = 1000
+    )]
+    pub etcd_election_timeout: u64,
     /// Time between sample rounds.
     #[arg(long = "sample.interval", env = "ERE_SAMPLE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub sample_interval: Duration,

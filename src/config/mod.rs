@@ -321,7 +321,18 @@ fn etcd_config(a: &ServeArgs) -> Result<EtcdConfig, ConfigError> {
         timeout: a.sample_timeout,
         freeze: std::time::Duration::ZERO,
         member_http: None,
+        etcd: etcd_settings(a)?,
     })
+}
+
+/// `--etcd.heartbeat-interval` and `--etcd.election-timeout`, checked by
+/// etcd's own rules.
+fn etcd_settings(a: &ServeArgs) -> Result<crate::sources::etcd::EtcdSettings, ConfigError> {
+    crate::sources::etcd::EtcdSettings::from_millis(
+        a.etcd_heartbeat_interval,
+        a.etcd_election_timeout,
+    )
+    .map_err(|e| ConfigError::Range(e.to_string()))
 }
 
 /// Where the policy in force at start comes from: the file `--policy`

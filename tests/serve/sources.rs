@@ -101,6 +101,7 @@ async fn sample_etcd(
             timeout: Duration::from_secs(2),
             freeze: Duration::ZERO,
             member_http: None,
+            etcd: Default::default(),
         },
         cat,
         Sampling {

@@ -11,17 +11,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
-
-/// How long the election credit trusts, and gives, a serving follower's
-/// pending linearizable read (`credit::ELECTION_TRUST`): public so that a
-/// test driving the real loops through this seam states its expected
-/// instants in the product's own value.
-pub const ELECTION_TRUST: Duration = super::credit::ELECTION_TRUST;
-/// How many times a credited read still waiting at [`ELECTION_TRUST`] is
-/// sent again with the credit (`credit::ELECTION_RENEWALS`), public for the
-/// same tests.
-pub const ELECTION_RENEWALS: u8 = super::credit::ELECTION_RENEWALS;
 
 /// A boxed future of a call to the member.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, etcd_client::Error>> + Send + 'a>>;

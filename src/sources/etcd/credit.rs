@@ -4,52 +4,52 @@
 //! (`loops.rs`) gathers the facts from the store, passes the time, and
 //! applies the effects.
 //!
+//! The rule, in one sentence: a follower that was serving, keeps answering
+//! Status and (where its peer count is read) shows a peer has its pending
+//! read trusted for as long as an election takes — one election timeout of
+//! the member, sent again and trusted once more while it still waits,
+//! since raft draws each election timeout between one and two times its
+//! setting ([`ELECTION_DRAW_MAX`]) — because the new leader answers it.
+//! Every duration here is the member's ([`super::EtcdSettings`]) or the
+//! read's own trust; the only other is how often the machine is looked at
+//! ([`STEP`]).
+//!
 //! Why a credit: a follower whose leader died or is cut off holds its
-//! linearizable read until a new leader is elected (etcd's default election
-//! timeout is 1 s), and every read it holds is answered the moment one is:
-//! etcd's own `/readyz` and `/health` answer them then too. So a follower
-//! that was serving and keeps answering Status has its pending read
-//! trusted, and given, up to [`ELECTION_TRUST`] — the default check's own
-//! bound, where a pending read proves `qget_ms < 1000` false anyway —
-//! instead of the short trust that catches a frozen or cut-off member.
+//! linearizable read until a new leader is elected, and every read it
+//! holds is answered the moment one is: etcd's own `/readyz` and `/health`
+//! answer them then too. Without the credit the short trust that catches
+//! a frozen or cut-off member would fail it for every election.
 //!
 //! A read's life: [`Phase::Waiting`] while its last answer is trusted
 //! anyway (where the member's peer count is what the credit would lack, it
 //! is asked for half-way through that trust, so that a count read after the
 //! read started is there when the credit is decided);
 //! [`Phase::Deciding`] from just before that trust runs out, every
-//! [`CREDIT_CHECK`] until the credit is earned or the read is outdated (a
-//! Status late for a moment does not cost the credit; while only the peer
-//! count is missing, [`PEERS_READ_WAIT`] more trust); [`Phase::Credited`]
-//! while the member still earns it, re-asking for the peer count every
-//! [`PEERS_ASK_GAP`] (a quorum lost during an election ends it), until
-//! [`ELECTION_TRUST`]; then, once ([`ELECTION_RENEWALS`]) and only where a
-//! peer count read since the read started shows a peer, the read is sent
-//! again ([`Effects::resend`]) and credited for another [`ELECTION_TRUST`]:
-//! etcd draws each election timeout between one and two times its setting
-//! (1 s by default), so an election that started late ends within the second
-//! second, while a read that has waited 1 s proves `qget_ms < 1000` false by
-//! its lower bound however soon it is answered — a fresh read's bound starts
-//! at 0, as the truth asks of a read sent now; [`Phase::Judged`] once
-//! refused or withdrawn: the normal trust again, the engine woken.
+//! [`STEP`] until the credit is earned or the read is outdated (a Status
+//! late for a moment does not cost the credit; while only the peer count
+//! is missing, one trust period more); [`Phase::Credited`] while the
+//! member still earns it, re-asking for the peer count every
+//! [`PEERS_ASK_GAP`] (a quorum lost during an election ends it), until the
+//! election timeout; then, [`RENEWALS`] times and only where a peer count
+//! read since the read started shows a peer, the read is sent again
+//! ([`Effects::resend`]) and credited for another election timeout: an
+//! election that started late ends within the second, while a read that
+//! has waited 1 s proves `qget_ms < 1000` false by its lower bound however
+//! soon it is answered — a fresh read's bound starts at 0, as the truth
+//! asks of a read sent now; [`Phase::Judged`] once refused or withdrawn:
+//! the normal trust again, the engine woken.
 
 use std::time::{Duration, Instant};
 
+use super::STEP;
+use super::settings::ELECTION_DRAW_MAX;
 use etcd_readiness_policy::signals::Trust;
 
-/// How long a credited read is trusted, and how long it is given.
-pub(super) const ELECTION_TRUST: Duration = Duration::from_secs(1);
-/// How many times a credited read still waiting at [`ELECTION_TRUST`] is
-/// sent again with the credit: once, so that the credit of one outage lasts
-/// at most two election timeouts at etcd's default (a draw between 1 and 2 s).
-pub(super) const ELECTION_RENEWALS: u8 = 1;
-/// How much longer a pending linearizable read is trusted while the peer
-/// count that decides its credit is being read (one GET of etcd's
-/// `/metrics` on loopback; a few ms, more on a busy node): the price a lost
-/// quorum pays in the worst case for an election's read being judged right.
-pub(super) const PEERS_READ_WAIT: Duration = Duration::from_millis(100);
-/// How often a read being decided, or credited, is looked at again.
-pub(super) const CREDIT_CHECK: Duration = Duration::from_millis(10);
+/// How many times a credited read still waiting after one election
+/// timeout is sent again with the credit: raft's draw allows one more
+/// timeout ([`ELECTION_DRAW_MAX`]), so the credit of one outage lasts at
+/// most as long as the longest election timeout.
+pub(super) const RENEWALS: u32 = ELECTION_DRAW_MAX - 1;
 /// How often a credited read asks for the peer count again.
 pub(super) const PEERS_ASK_GAP: Duration = crate::sources::MIN_REQUESTED_GAP;
 
@@ -190,7 +190,7 @@ pub(super) struct Effects {
     pub refused: Option<Refusal>,
     /// Send the read again now and record it as pending from now, with
     /// `trust` (the credited one): the credit is renewed
-    /// ([`ELECTION_RENEWALS`]).
+    /// ([`RENEWALS`]).
     pub resend: bool,
 }
 
@@ -212,19 +212,24 @@ pub(super) struct Credit {
     phase: Phase,
     /// The peer count was asked for since the read started.
     asked: Option<Instant>,
-    /// [`PEERS_READ_WAIT`] is given (once per read).
+    /// One trust period more is given while the peer count is read (once
+    /// per read).
     peers_wait_given: bool,
     peers_wait_on: bool,
     /// The engine was woken at the trust's end (or the read was judged after it).
     expiry_woken: bool,
     /// How often the read was sent again with the credit.
-    renewed: u8,
+    renewed: u32,
+    /// The member's election timeout: how long a credited read is trusted,
+    /// and given.
+    election: Duration,
 }
 
 impl Credit {
     /// A read sent at `started` by a member in the role `sent_as`, its last
-    /// answer trusted by `trust`.
-    pub(super) fn new(started: Instant, sent_as: Role, trust: Trust) -> Credit {
+    /// answer trusted by `trust`, on a member whose election timeout is
+    /// `election`.
+    pub(super) fn new(started: Instant, sent_as: Role, trust: Trust, election: Duration) -> Credit {
         Credit {
             started,
             sent_as,
@@ -235,6 +240,7 @@ impl Credit {
             peers_wait_on: false,
             expiry_woken: false,
             renewed: 0,
+            election,
         }
     }
 
@@ -246,8 +252,8 @@ impl Credit {
     /// The trust of a credited read.
     fn credited_trust(&self) -> Trust {
         Trust {
-            base: ELECTION_TRUST.max(self.trust.base),
-            contended_max: ELECTION_TRUST.max(self.trust.contended_max),
+            base: self.election.max(self.trust.base),
+            contended_max: self.election.max(self.trust.contended_max),
         }
     }
 
@@ -276,7 +282,7 @@ impl Credit {
 
     fn waiting(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
         let half = self.started + self.trust.base / 2;
-        let decide = self.started + self.trust.base.saturating_sub(CREDIT_CHECK);
+        let decide = self.started + self.trust.base.saturating_sub(STEP);
         // The count is asked for once, and only where it is all the credit
         // lacks (not for a leader, nor in an outage: no GET for nothing).
         if now >= half
@@ -305,7 +311,7 @@ impl Credit {
                 self.phase = Phase::Credited;
                 self.asked = Some(now);
                 fx.trust = Some(self.credited_trust());
-                return Some(now + CREDIT_CHECK);
+                return Some(now + STEP);
             }
             Err(Refusal::PeersNotRead) => {
                 if self.asked.is_none() {
@@ -314,8 +320,8 @@ impl Credit {
                 if !self.peers_wait_given {
                     (self.peers_wait_given, self.peers_wait_on) = (true, true);
                     fx.trust = Some(Trust {
-                        base: self.trust.base + PEERS_READ_WAIT,
-                        contended_max: self.trust.contended_max + PEERS_READ_WAIT,
+                        base: self.trust.base * 2,
+                        contended_max: self.trust.contended_max + self.trust.base,
                     });
                 }
             }
@@ -332,19 +338,19 @@ impl Credit {
             self.judge(now, earned.err(), fx);
             return self.judged(now, fx);
         }
-        Some(now + CREDIT_CHECK)
+        Some(now + STEP)
     }
 
     fn credited(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
         let kept = earns(f, true, self.sent_as);
-        let over = now.saturating_duration_since(self.started) >= ELECTION_TRUST;
-        if over && kept.is_ok() && self.renewed < ELECTION_RENEWALS && shows_a_peer(f) {
+        let over = now.saturating_duration_since(self.started) >= self.election;
+        if over && kept.is_ok() && self.renewed < RENEWALS && shows_a_peer(f) {
             // Sent again: a read from now, credited as the first was.
             self.renewed += 1;
             self.started = now;
             fx.resend = true;
             fx.trust = Some(self.credited_trust());
-            return Some(now + CREDIT_CHECK);
+            return Some(now + STEP);
         }
         let why = if over {
             Err(Refusal::ElectionOver)
@@ -364,7 +370,7 @@ impl Credit {
         }
         // Stepped at the credit's end exactly: the read's deadline is often
         // that instant, and the renewal must be decided before it.
-        Some((now + CREDIT_CHECK).min(self.started + ELECTION_TRUST))
+        Some((now + STEP).min(self.started + self.election))
     }
 
     fn judge(&mut self, now: Instant, why: Option<Refusal>, fx: &mut Effects) {
@@ -432,7 +438,7 @@ mod tests {
             contended_max: ms(1000),
         };
         // The role when the read was sent: the script's at 0 ms.
-        let mut credit = Credit::new(t0, (m.facts)(0).role, base);
+        let mut credit = Credit::new(t0, (m.facts)(0).role, base, ms(1000));
         let mut trust = base;
         let mut trace = Trace::default();
         let mut t = 0u64;
@@ -619,7 +625,7 @@ mod tests {
                 },
             ),
             (
-                // The count comes late: PEERS_READ_WAIT more, taken back the
+                // The count comes late: one trust period more, taken back the
                 // moment it says 0, the read judged at once (it waited longer).
                 "a lost quorum whose peer count is slow",
                 Member {

@@ -5,8 +5,9 @@
 //!
 //! One rule decides how long a call is given, whether its answer is awaited
 //! or its lateness judged: its timeout plus the time the node's CPU was
-//! contended while it ran, at most [`CONTENDED_TRUST_MAX`] (the same credit
-//! a pending call's trust gets in the store, [`Trust`]). A healthy member on
+//! contended while it ran, at most one election timeout of the member
+//! ([`super::EtcdConfig::contended_max`]; the same credit a pending call's
+//! trust gets in the store, [`Trust`]). A healthy member on
 //! a node busy for a moment is late because it could not run, not because it
 //! cannot serve; a frozen member on an idle node still times out.
 //!
@@ -27,39 +28,25 @@ use etcd_readiness_policy::policy::Policy;
 use etcd_readiness_policy::signals::{Builtin, Trust};
 use etcd_readiness_policy::text::fmt_secs_or_ms;
 
-/// The shortest trust period: below it, a loaded machine's scheduling delay
-/// alone (a debug build under an HTTP flood took 26 ms for one read) would
-/// outdate healthy answers.
-pub(super) const MIN_TRUST: Duration = Duration::from_millis(100);
-/// The longest a pending call is trusted however long the node's CPU was
-/// contended while it waited ([`crate::runtime::contention`]): the default check's
-/// own bound (a read pending for 1 s proves `qget_ms < 1000` false). Only a
-/// moment of contention is forgiven; a node saturated for longer than this
-/// makes its member not ready, as its clients see it.
-pub(super) const CONTENDED_TRUST_MAX: Duration = Duration::from_secs(1);
 /// What the trust period adds to a freeze by the exporter's own CPU limit:
 /// after a freeze the answer that arrived meanwhile still has to be read.
+/// A tunable (ARCHITECTURE.md).
 pub(super) const FREEZE_MARGIN: Duration = Duration::from_millis(20);
-/// The shortest deadline of a read: the shipped policies' own latency bound
-/// (`qget_ms < 1000`, `sget_ms < 1000`). A read given less than the policy
-/// accepts turns a slow answer the policy calls good into a failure; one
-/// pending that long proves the check false by its lower bound anyway, so
-/// a longer deadline costs no detection time. A policy in force that
-/// compares the reads' latency with more stretches it ([`ReadFloor`]).
-pub(super) const READ_BOUND: Duration = Duration::from_secs(1);
 /// The longest deadline a policy can give a read ([`ReadFloor`]): a policy
 /// that compares `qget_ms` with an hour still has its reads asked again
-/// every 10 s.
+/// every 10 s. A bound on input, not a tunable: it caps what a policy asks.
 pub const MAX_POLICY_READ_BOUND: Duration = Duration::from_secs(10);
 /// How many answered calls of one kind [`LatencyWindow`] remembers (about
-/// 3 s of reads at the default fast period).
+/// 3 s of reads at the default fast period). A tunable (ARCHITECTURE.md).
 const WINDOW: usize = 32;
 /// The trust a [`LatencyWindow`] asks for: this many times the high
 /// quantile of its recent answers, so that an answer as slow as the slowest
-/// recent ones, with a jitter as large again, is still expected.
+/// recent ones, with a jitter as large again, is still expected. A tunable
+/// (ARCHITECTURE.md).
 const LATENCY_FACTOR: u32 = 2;
 /// The quantile of the recent answers ([`LatencyWindow`]): the slowest but
-/// every tenth, so that one outlier does not stretch the trust.
+/// every tenth, so that one outlier does not stretch the trust. A tunable
+/// (ARCHITECTURE.md).
 const QUANTILE: f64 = 0.9;
 
 /// How long the policy in force still compares the reads' latency: the
@@ -143,7 +130,8 @@ impl LatencyWindow {
 /// When the serializable read is asked again, after one sent at `sent`
 /// that answered in `took` (`None`: it failed): a full `interval` later
 /// only when it was quick by every measure, quicker than a fast period and
-/// than [`MIN_TRUST`] (a healthy member answers it locally in a few ms);
+/// than the member's `heartbeat` interval (a healthy member answers it
+/// locally in a few ms);
 /// otherwise a `fast` period later. A slow answer is what a policy rejects
 /// (`sget_ms < 1000`), and it must be replaced within a fast period, not
 /// an interval: with a 60 s interval a 1045 ms answer is quicker than the
@@ -153,27 +141,31 @@ pub(super) fn next_serializable(
     took: Option<Duration>,
     fast: Duration,
     interval: Duration,
+    heartbeat: Duration,
 ) -> Instant {
-    let quick = took.is_some_and(|t| t < fast.min(MIN_TRUST));
+    let quick = took.is_some_and(|t| t < fast.min(heartbeat));
     sent + if quick { interval } else { fast }
 }
 
 /// The deadline of one call: `timeout` from its start, extended by the
-/// node's contended CPU time while it ran (at most [`CONTENDED_TRUST_MAX`]).
+/// node's contended CPU time while it ran (at most `cap`, one election
+/// timeout: [`super::EtcdConfig::contended_max`]).
 /// Pure: every instant and contention counter is the caller's.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Deadline {
     started: Instant,
     timeout: Duration,
+    cap: Duration,
     stalled_at_start: Option<Duration>,
     granted: Duration,
 }
 
 impl Deadline {
-    pub(super) fn new(start: &NodeTime, timeout: Duration) -> Deadline {
+    pub(super) fn new(start: &NodeTime, timeout: Duration, cap: Duration) -> Deadline {
         Deadline {
             started: start.now,
             timeout,
+            cap,
             stalled_at_start: start.cpu_stalled,
             granted: Duration::ZERO,
         }
@@ -191,7 +183,7 @@ impl Deadline {
             (Some(a), Some(b)) => b
                 .saturating_sub(a)
                 .min(now.now.saturating_duration_since(self.started))
-                .min(CONTENDED_TRUST_MAX),
+                .min(self.cap),
             _ => Duration::ZERO,
         }
     }
@@ -232,16 +224,17 @@ impl Deadline {
 }
 
 /// Run `call` within its [`Deadline`] of `timeout` from now (extended by
-/// the node's contention while it runs): its own error, or a timeout. The
+/// the node's contention while it runs, at most `cap`): its own error, or
+/// a timeout. The
 /// one deadline of every etcd call, MemberList's for the member's identity
 /// ([`crate::sources::etcd::identity`]) included.
 pub(in crate::sources) async fn within<T>(
     clock: &Clock,
-    timeout: Duration,
+    (timeout, cap): (Duration, Duration),
     what: &str,
     call: impl std::future::Future<Output = Result<T, SampleError>>,
 ) -> Result<T, SampleError> {
-    let mut deadline = Deadline::new(&clock.read(), timeout);
+    let mut deadline = Deadline::new(&clock.read(), timeout, cap);
     let mut call = std::pin::pin!(call);
     loop {
         let at = tokio::time::Instant::from_std(deadline.at());
@@ -289,7 +282,8 @@ impl super::Shared {
                 Err(e) => Err(self.explained(what, e.into(), start).await),
             }
         };
-        within(&self.clock, self.config.timeout, what, call).await
+        let cfg = &self.config;
+        within(&self.clock, (cfg.timeout, cfg.contended_max()), what, call).await
     }
 
     /// `e` of the call `what` started at `start`, in words.
@@ -338,15 +332,17 @@ mod tests {
     fn a_serializable_read_is_asked_again_a_fast_period_later_unless_it_was_quick() {
         let t0 = Instant::now();
         let (fast, interval) = (ms(6000), ms(60_000));
-        let next = |took: Option<u64>| next_serializable(t0, took.map(ms), fast, interval) - t0;
+        let beat = ms(100);
+        let next =
+            |took: Option<u64>| next_serializable(t0, took.map(ms), fast, interval, beat) - t0;
         assert_eq!(next(Some(3)), interval);
-        // Slower than MIN_TRUST but well within the fast period: what a
+        // Slower than a heartbeat but well within the fast period: what a
         // policy may reject is replaced soon (the thawed member's 1045 ms).
         assert_eq!(next(Some(1045)), fast);
         assert_eq!(next(Some(100)), fast);
         assert_eq!(next(None), fast);
-        // A fast period below MIN_TRUST is the bound then.
-        let next = |took: u64| next_serializable(t0, Some(ms(took)), ms(10), ms(100)) - t0;
+        // A fast period below the heartbeat is the bound then.
+        let next = |took: u64| next_serializable(t0, Some(ms(took)), ms(10), ms(100), beat) - t0;
         assert_eq!(next(9), ms(100));
         assert_eq!(next(10), ms(10));
     }
@@ -369,13 +365,13 @@ mod tests {
             (500, 0, true, 500),
         ];
         for &(after, stalled, expired, deadline) in table {
-            let mut d = Deadline::new(&at(t0, 0, Some(0)), ms(500));
+            let mut d = Deadline::new(&at(t0, 0, Some(0)), ms(500), ms(1000));
             assert_eq!(d.expired(&at(t0, after, Some(stalled))), expired);
             assert_eq!(d.at(), t0 + ms(deadline));
         }
         // 300 ms contended by the deadline: 300 ms more, then over unless
         // contention grew again.
-        let mut d = Deadline::new(&at(t0, 0, Some(1000)), ms(500));
+        let mut d = Deadline::new(&at(t0, 0, Some(1000)), ms(500), ms(1000));
         assert!(!d.expired(&at(t0, 500, Some(1300))));
         assert_eq!(d.at(), t0 + ms(800));
         assert!(!d.expired(&at(t0, 800, Some(1600))));
@@ -387,14 +383,14 @@ mod tests {
                 .contains("1100ms (500ms plus 600ms")
         );
         // Node-wide contention beyond the wait, or beyond the cap, does not count.
-        let mut d = Deadline::new(&at(t0, 0, Some(0)), ms(500));
+        let mut d = Deadline::new(&at(t0, 0, Some(0)), ms(500), ms(1000));
         assert!(!d.expired(&at(t0, 500, Some(90_000))));
         assert_eq!(d.at(), t0 + ms(1000));
         assert!(!d.expired(&at(t0, 1000, Some(99_000))));
         assert_eq!(d.at(), t0 + ms(1500));
         assert!(d.expired(&at(t0, 1500, Some(99_999))));
         // No PSI: the timeout alone.
-        let mut d = Deadline::new(&at(t0, 0, None), ms(500));
+        let mut d = Deadline::new(&at(t0, 0, None), ms(500), ms(1000));
         assert!(d.expired(&at(t0, 500, None)));
         assert_eq!(
             d.timed_out("read").message,
@@ -475,7 +471,13 @@ mod tests {
     async fn a_call_gives_up_at_its_deadline_extended_by_contention_on_virtual_time() {
         let clock = Clock::manual(SystemTime::UNIX_EPOCH, None);
         let t0 = tokio::time::Instant::now();
-        let r: Result<(), _> = within(&clock, ms(500), "Status", std::future::pending()).await;
+        let r: Result<(), _> = within(
+            &clock,
+            (ms(500), ms(1000)),
+            "Status",
+            std::future::pending(),
+        )
+        .await;
         assert_eq!(t0.elapsed(), ms(500));
         assert_eq!(r.unwrap_err().reason, Reason::Timeout);
         // 200 ms of contention while it waited: given 200 ms more.
@@ -485,7 +487,7 @@ mod tests {
             clock.stall(ms(200));
             std::future::pending::<Result<(), SampleError>>().await
         };
-        let r = within(&clock, ms(500), "Status", stall).await;
+        let r = within(&clock, (ms(500), ms(1000)), "Status", stall).await;
         assert_eq!(t0.elapsed(), ms(700));
         assert!(r.unwrap_err().message.contains("700ms (500ms plus 200ms"));
     }

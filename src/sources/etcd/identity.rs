@@ -70,7 +70,8 @@ impl Identity {
 }
 
 /// The longest member name exported, in bytes: a Kubernetes object name is
-/// at most 253, and a label value from outside must stay bounded.
+/// at most 253, and a label value from outside must stay bounded. A bound
+/// on input.
 pub const MAX_NAME_BYTES: usize = 253;
 
 /// `name` cut to at most [`MAX_NAME_BYTES`], at a character boundary.
@@ -170,7 +171,7 @@ struct Asked {
 /// How often MemberList is asked again for unchanged IDs, whether it
 /// answered (a name published late) or failed (a learner, an old etcd).
 /// Status runs many times a second; this bounds MemberList to one call in
-/// 30 s on a member that keeps refusing it.
+/// 30 s on a member that keeps refusing it. A call budget (ARCHITECTURE.md).
 pub const RELIST_EVERY: Duration = Duration::from_secs(30);
 
 /// etcd's `ErrGRPCNotSupportedForLearner`: a learner refusing MemberList.
@@ -226,7 +227,7 @@ impl MemberInfo {
         client: &etcd_client::Client,
         header: Option<&etcd_client::ResponseHeader>,
         learner: bool,
-        timeout: Duration,
+        timeout: (Duration, Duration),
         metrics: &super::SourceMetrics,
         clock: &Clock,
     ) {

@@ -31,12 +31,12 @@
 use std::time::{Duration, Instant};
 
 /// The wait after a password's first refusal, and the least time between
-/// any two refused logins.
+/// any two refused logins. A call budget (ARCHITECTURE.md).
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait after a password's refusals.
+/// The longest wait after a password's refusals. A call budget.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How many logins may follow each other at once; the bucket refills by
-/// one every [`FIRST_BACKOFF`].
+/// one every [`FIRST_BACKOFF`]. A call budget.
 pub const BURST: u32 = 3;
 
 /// Which password: its generation.

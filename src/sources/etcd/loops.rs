@@ -11,7 +11,7 @@ use etcd_client::GetOptions;
 
 use super::credit::{Credit, Effects, Facts, Peers, Role};
 use super::deadlines::{
-    CONTENDED_TRUST_MAX, Deadline, Failed, LatencyWindow, next_serializable, wake_at_expiry, within,
+    Deadline, Failed, LatencyWindow, next_serializable, wake_at_expiry, within,
 };
 use super::errors::{classify, explain, leader_changed};
 use super::status::{LeaderChanges, record_answer, record_status_err};
@@ -71,7 +71,7 @@ impl Shared {
         let pending: Vec<SignalId> = self.ids.status_ids().chain([self.ids.etcd_up]).collect();
         loop {
             let epoch = self.epoch();
-            let trust = latency.trust(self.config.trust(), CONTENDED_TRUST_MAX);
+            let trust = latency.trust(self.config.trust(), self.config.contended_max());
             let start = self.clock.read();
             let started = start.now;
             self.record_in(epoch, |store| {
@@ -105,7 +105,7 @@ impl Shared {
                     &client,
                     st.header(),
                     st.is_learner(),
-                    self.config.timeout,
+                    (self.config.timeout, self.config.contended_max()),
                     &self.metrics,
                     &self.clock,
                 )
@@ -158,8 +158,10 @@ impl Shared {
         let start = self.clock.read();
         let started = start.now;
         let with_sget = started >= reads.next_sget;
-        let qtrust = reads.qget.trust(cfg.trust(), CONTENDED_TRUST_MAX);
-        let strust = reads.sget.trust(cfg.trust(), CONTENDED_TRUST_MAX);
+        // At most the deadline: pending that long fails the check anyway.
+        let read_timeout = self.read_timeout();
+        let qtrust = reads.qget.trust(cfg.trust(), read_timeout);
+        let strust = reads.sget.trust(cfg.trust(), read_timeout);
         // In flight from now: the store shows them as pending reads
         // (unless the connection was lost meanwhile: a loss ends them).
         let ids = self.ids;
@@ -190,7 +192,7 @@ impl Shared {
                 if with_sget {
                     let read = within(
                         &self.clock,
-                        self.read_timeout(),
+                        (read_timeout, cfg.contended_max()),
                         "serializable read",
                         self.range(true),
                     );
@@ -225,7 +227,8 @@ impl Shared {
             if let Some(took) = took {
                 reads.sget.record(took);
             }
-            reads.next_sget = next_serializable(started, took, fast, cfg.interval);
+            reads.next_sget =
+                next_serializable(started, took, fast, cfg.interval, cfg.etcd.heartbeat);
         }
     }
 
@@ -314,8 +317,9 @@ impl Shared {
         served: bool,
     ) -> (Instant, Result<f64, SampleError>) {
         let sent_as = self.role(start.now);
-        let mut credit = Credit::new(start.now, sent_as, trust);
-        let mut deadline = Deadline::new(start, self.read_timeout());
+        let cfg = &self.config;
+        let mut credit = Credit::new(start.now, sent_as, trust, cfg.etcd.election);
+        let mut deadline = Deadline::new(start, self.read_timeout(), cfg.contended_max());
         let mut sent = start.now;
         let mut call = std::pin::pin!(self.range(false));
         loop {
@@ -329,7 +333,7 @@ impl Shared {
                 // with it), the new one is pending from now, credited.
                 call.set(self.range(false));
                 sent = now.now;
-                deadline = Deadline::new(&now, self.read_timeout());
+                deadline = Deadline::new(&now, self.read_timeout(), cfg.contended_max());
                 let trust = fx.trust.take().unwrap_or(trust);
                 self.record_in(epoch, |store| {
                     note_contention(store, &now);

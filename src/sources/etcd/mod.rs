@@ -32,13 +32,17 @@
 //!   long it has shown no leader.
 //! - `credit.rs`: the election credit, a pure state machine: a follower that
 //!   was serving and keeps answering Status has its pending linearizable
-//!   read trusted up to 1 s, since a new leader answers it; where the
+//!   read trusted up to the member's election timeout, since a new leader
+//!   answers it; where the
 //!   member's metrics are read, only with a peer count read after the read
 //!   started that shows a peer (a lost quorum's survivor gets none).
 //! - `deadlines.rs`: how long a call is given (its timeout, plus the node's
 //!   contended CPU time) and how long its last answer is trusted: the base
 //!   of [`EtcdConfig::trust`], stretched to what this member's calls of that
 //!   kind normally take.
+//! - `settings.rs`: etcd's own heartbeat interval and election timeout,
+//!   which every duration above is derived from with the flags and the
+//!   policy in force (ARCHITECTURE.md, "Detection bounds").
 //! - `errors.rs`: error classification by type, and the protocol probe.
 //! - `api.rs`: the seam: the three calls the loops make (Status, a Range,
 //!   the Watch) as the trait [`api::MemberApi`]; [`spawn_with`] runs the
@@ -64,6 +68,7 @@ pub mod identity;
 mod login;
 mod loops;
 mod session;
+pub mod settings;
 mod status;
 mod without_root;
 
@@ -76,9 +81,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use self::deadlines::{CONTENDED_TRUST_MAX, FREEZE_MARGIN, MIN_TRUST, READ_BOUND};
+use self::deadlines::FREEZE_MARGIN;
 pub use self::deadlines::{MAX_POLICY_READ_BOUND, ReadFloor};
 use self::identity::MemberInfo;
+pub use self::settings::EtcdSettings;
 use super::{RoundNotifier, SourceMetrics, staleness_bound};
 use crate::outside::redacted_url::RedactedUrl;
 use crate::runtime::Runtime;
@@ -107,76 +113,91 @@ pub struct EtcdConfig {
     /// Where Status' stand-ins are read when etcd refuses Status to
     /// `auth`'s user: the member's metrics source; `None` when it is off.
     pub member_http: Option<MemberHttp>,
+    /// The member's heartbeat interval and election timeout, which the
+    /// timing below is derived from ([`settings`]).
+    pub etcd: EtcdSettings,
 }
 
-/// The shortest period of any loop: a tiny `--sample.interval` must not
-/// spin.
-const MIN_FAST: Duration = Duration::from_millis(10);
-/// The longest time between two attempts to re-open a lost connection.
-const MAX_RETRY: Duration = Duration::from_millis(100);
+/// The finest step of any of the source's loops: the shortest fast period
+/// (a tiny `--sample.interval` must not spin) and how often a pending
+/// read's election credit is looked at. A tunable (ARCHITECTURE.md).
+pub(super) const STEP: Duration = Duration::from_millis(10);
 
 impl EtcdConfig {
     /// The period of Status and the linearizable read: a tenth of the
     /// interval (100 ms by default), at least 10 ms.
     pub fn fast(&self) -> Duration {
-        (self.interval / 10).max(MIN_FAST)
+        (self.interval / 10).max(STEP)
     }
 
     /// How long the last answer of Status or a read stays trusted while a
-    /// newer call is pending: one fast period, at least 100 ms (100 ms by
-    /// default; a healthy member answers both in a few ms), and under a CPU
-    /// limit at least one freeze plus 20 ms (120 ms with Kubernetes' 100 ms
-    /// CFS period), so that the exporter's own throttling is not taken for a
-    /// member that stopped answering. A call pending longer makes its
-    /// signals unknown ("the last answer is outdated") until it answers or
-    /// times out.
+    /// newer call is pending: one fast period, at least one heartbeat
+    /// interval of the member (100 ms by default: a healthy member answers
+    /// both in a few ms, and below its own heartbeat a loaded machine's
+    /// scheduling delay alone would outdate healthy answers), and under a
+    /// CPU limit at least one freeze plus [`FREEZE_MARGIN`] (120 ms with
+    /// Kubernetes' 100 ms CFS period), so that the exporter's own
+    /// throttling is not taken for a member that stopped answering. A call
+    /// pending longer makes its signals unknown ("the last answer is
+    /// outdated") until it answers or times out.
     ///
     /// The time the node's CPU was contended while the call waited extends
-    /// it, to at most 1 s ([`Trust`], [`crate::runtime::contention`]): a healthy
-    /// member on a node busy for a moment is late because it could not run.
-    /// Each call stretches this base to what its kind of call normally takes
-    /// on this member (`deadlines::LatencyWindow`).
+    /// it, to at most [`contended_max`](Self::contended_max) ([`Trust`],
+    /// [`crate::runtime::contention`]): a healthy member on a node busy for
+    /// a moment is late because it could not run. Each call stretches this
+    /// base to what its kind of call normally takes on this member
+    /// (`deadlines::LatencyWindow`).
     pub fn trust(&self) -> Trust {
         let freeze = if self.freeze.is_zero() {
             Duration::ZERO
         } else {
             self.freeze.saturating_add(FREEZE_MARGIN)
         };
-        let base = self.fast().max(MIN_TRUST).max(freeze);
+        let base = self.fast().max(self.etcd.heartbeat).max(freeze);
         Trust {
             base,
-            contended_max: base.max(CONTENDED_TRUST_MAX),
+            contended_max: base.max(self.contended_max()),
         }
     }
 
-    /// How often a lost connection is tried again: [`fast`](Self::fast), at
-    /// most 100 ms. Attempts write nothing to the store; only the first
-    /// success does something (an immediate Status and reads).
-    pub fn retry(&self) -> Duration {
-        self.fast().min(MAX_RETRY)
+    /// The most contended CPU time a call is forgiven, in its deadline and
+    /// its trust: one election timeout of the member. A node starved for
+    /// longer makes its member's heartbeats late enough for its peers to
+    /// elect without it: an outage etcd itself acts on, so the exporter
+    /// does too.
+    pub fn contended_max(&self) -> Duration {
+        self.etcd.election
     }
 
-    /// The deadline of a read: `--sample.timeout`, but never less than the
-    /// shipped policies' latency bound (1 s) nor than what the policy in
-    /// force compares the reads' latency with ([`ReadFloor`]): a read given
-    /// less than the policy accepts would turn a slow answer the policy
-    /// calls good into a failure, while one pending that long fails the
-    /// check by its lower bound anyway.
+    /// How often a lost connection is tried again: [`fast`](Self::fast), at
+    /// most one heartbeat interval. Attempts write nothing to the store;
+    /// only the first success does something (an immediate Status and
+    /// reads).
+    pub fn retry(&self) -> Duration {
+        self.fast().min(self.etcd.heartbeat)
+    }
+
+    /// The deadline of a read: `--sample.timeout`, but never less than what
+    /// the policy in force compares the reads' latency with ([`ReadFloor`];
+    /// 1 s for the shipped policies' `qget_ms < 1000`): a read given less
+    /// than the policy accepts would turn a slow answer the policy calls
+    /// good into a failure, while one pending that long fails the check by
+    /// its lower bound anyway.
     pub fn read_timeout(&self, floor: &ReadFloor) -> Duration {
-        self.timeout.max(READ_BOUND).max(floor.get())
+        self.timeout.max(floor.get())
     }
 
     /// tonic's own request timeout: later than every deadline of
     /// [`deadlines`], which decide when a call has taken too long, whatever
     /// policy is put in force later.
     fn client_timeout(&self) -> Duration {
-        self.timeout.max(READ_BOUND).max(MAX_POLICY_READ_BOUND) + CONTENDED_TRUST_MAX
+        self.timeout.max(MAX_POLICY_READ_BOUND) + self.contended_max()
     }
 
-    /// How long opening a connection may take: the longest deadline of a
-    /// call that does not follow the policy, plus the contention credit.
+    /// How long opening a connection may take: the deadline of a call that
+    /// does not follow the policy, plus the contention it is forgiven.
     fn connect_timeout(&self) -> Duration {
-        self.timeout.max(READ_BOUND) + CONTENDED_TRUST_MAX
+        self.timeout + self.contended_max()
     }
 }
 
@@ -365,18 +386,18 @@ const LABEL: &str = "etcd";
 /// `deadline` again, judged meanwhile by its trust and by its time pending
 /// as a lower bound, not by staleness): a member whose reads take 900 ms
 /// and then 400 ms, both within the policy's `qget_ms < 1000`, serves.
-fn read_kept(period: Duration, deadline: Duration) -> Trust {
-    kept(period, deadline.saturating_mul(2))
+fn read_kept(period: Duration, deadline: Duration, contended_max: Duration) -> Trust {
+    kept(period, deadline.saturating_mul(2), contended_max)
 }
 
 /// How long a sample of a call asked every `period` within `deadline` is
-/// kept: a call is given up to [`CONTENDED_TRUST_MAX`] more on a busy node
-/// (`bounded`), so its samples are kept as much longer.
-fn kept(period: Duration, deadline: Duration) -> Trust {
+/// kept: a call is given up to `contended_max` more on a busy node
+/// ([`EtcdConfig::contended_max`]), so its samples are kept as much longer.
+fn kept(period: Duration, deadline: Duration, contended_max: Duration) -> Trust {
     let base = staleness_bound(period, deadline);
     Trust {
         base,
-        contended_max: base + CONTENDED_TRUST_MAX,
+        contended_max: base + contended_max,
     }
 }
 
@@ -384,8 +405,10 @@ impl Shared {
     async fn run(self: Arc<Self>) {
         let fast = self.config.fast();
         for id in self.ids.all() {
-            self.store
-                .set_staleness(id, kept(fast, self.config.timeout));
+            self.store.set_staleness(
+                id,
+                kept(fast, self.config.timeout, self.config.contended_max()),
+            );
         }
         // The reads' bounds are set by the read loop, before each round.
         tokio::join!(self.connection_loop(), self.status_loop(), self.read_loop());
@@ -397,10 +420,14 @@ impl Shared {
     /// interval: it waits for its round).
     fn set_read_staleness(&self, deadline: Duration) {
         let cfg = &self.config;
-        self.store
-            .set_staleness(self.ids.qget_ms, read_kept(cfg.fast(), deadline));
-        self.store
-            .set_staleness(self.ids.sget_ms, read_kept(cfg.interval, deadline));
+        self.store.set_staleness(
+            self.ids.qget_ms,
+            read_kept(cfg.fast(), deadline, cfg.contended_max()),
+        );
+        self.store.set_staleness(
+            self.ids.sget_ms,
+            read_kept(cfg.interval, deadline, cfg.contended_max()),
+        );
     }
 
     fn epoch(&self) -> u64 {
@@ -444,7 +471,22 @@ mod tests {
             timeout: Duration::from_millis(500),
             freeze: Duration::ZERO,
             member_http: None,
+            etcd: EtcdSettings::default(),
         }
+    }
+
+    /// The default policy's read floor (`qget_ms < 1000`: 1 s).
+    fn default_floor() -> ReadFloor {
+        let catalogue = Catalogue::builtin();
+        let p = etcd_readiness_policy::policy::Policy::compile(
+            "default",
+            crate::config::DEFAULT_POLICY,
+            &catalogue,
+        )
+        .unwrap();
+        let floor = ReadFloor::default();
+        floor.follow(&p);
+        floor
     }
 
     #[test]
@@ -463,30 +505,43 @@ mod tests {
     }
 
     #[test]
+    fn the_trust_and_the_contention_forgiven_follow_etcds_own_settings() {
+        let mut c = defaults();
+        c.interval = Duration::from_millis(500);
+        // A fast period of 50 ms: the member's heartbeat is the floor.
+        assert_eq!(c.trust().base, Duration::from_millis(100));
+        assert_eq!(c.retry(), Duration::from_millis(50));
+        c.etcd = EtcdSettings::from_millis(250, 2500).unwrap();
+        assert_eq!(c.trust().base, Duration::from_millis(250));
+        assert_eq!(c.trust().contended_max, Duration::from_millis(2500));
+        assert_eq!(c.contended_max(), Duration::from_millis(2500));
+        assert_eq!(c.connect_timeout(), Duration::from_millis(3000));
+    }
+
+    #[test]
     fn a_read_is_never_given_less_than_the_policys_latency_bound() {
         let mut c = defaults();
+        // No policy compares the reads: --sample.timeout.
         assert_eq!(
             c.read_timeout(&ReadFloor::default()),
-            Duration::from_secs(1)
+            Duration::from_millis(500)
         );
+        assert_eq!(c.read_timeout(&default_floor()), Duration::from_secs(1));
         c.timeout = Duration::from_secs(3);
-        assert_eq!(
-            c.read_timeout(&ReadFloor::default()),
-            Duration::from_secs(3)
-        );
-        assert!(c.client_timeout() > c.read_timeout(&ReadFloor::default()));
+        assert_eq!(c.read_timeout(&default_floor()), Duration::from_secs(3));
+        assert!(c.client_timeout() > c.read_timeout(&default_floor()));
     }
 
     #[test]
     fn a_reads_sample_outlives_its_own_read_and_the_next_one() {
         let c = defaults();
-        let deadline = c.read_timeout(&ReadFloor::default());
-        let kept = read_kept(c.fast(), deadline);
+        let deadline = c.read_timeout(&default_floor());
+        let kept = read_kept(c.fast(), deadline, c.contended_max());
         // Stamped when sent: answered after the whole deadline, the next
         // read pending for its whole deadline too, it is still not stale.
         assert!(kept.base > deadline * 2, "{kept:?}");
         assert_eq!(kept.base, Duration::from_millis(2300));
-        assert_eq!(kept.contended_max, kept.base + CONTENDED_TRUST_MAX);
+        assert_eq!(kept.contended_max, kept.base + c.etcd.election);
     }
 
     #[test]
@@ -504,9 +559,10 @@ mod tests {
             Duration::from_millis(2500)
         );
         assert_eq!(follow("sget_ms <= 4000.5"), Duration::from_millis(4001));
-        // Less than the floor, nothing compared, absurd: the floor, the cap.
-        assert_eq!(follow("qget_ms < 200"), Duration::from_secs(1));
-        assert_eq!(follow("leader"), Duration::from_secs(1));
+        // Less than the timeout, nothing compared, absurd: the timeout,
+        // the cap.
+        assert_eq!(follow("qget_ms < 200"), Duration::from_millis(500));
+        assert_eq!(follow("leader"), Duration::from_millis(500));
         assert_eq!(follow("qget_ms < 1e300"), MAX_POLICY_READ_BOUND);
         assert!(c.client_timeout() > MAX_POLICY_READ_BOUND);
         assert!(c.connect_timeout() < MAX_POLICY_READ_BOUND);

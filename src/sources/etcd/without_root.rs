@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{GetOptions, ResponseHeader, StatusResponse};
 
-use super::deadlines::CONTENDED_TRUST_MAX;
 use super::{EtcdTls, LABEL, Shared};
 use crate::outside::http_client;
 use crate::outside::redacted_url::RedactedUrl;
@@ -47,7 +46,8 @@ use crate::sources::tls_material::HttpClient;
 use crate::sources::{SampleError, promtext, staleness_bound};
 use etcd_readiness_policy::signals::Trust;
 
-/// How often a refused Status is asked again.
+/// How often a refused Status is asked again. A call budget
+/// (ARCHITECTURE.md).
 pub(super) const RETRY_STATUS: Duration = Duration::from_secs(60);
 
 /// The name of a pending round of the stand-ins (in explanations).
@@ -256,7 +256,7 @@ impl Shared {
         let base = staleness_bound(period, self.config.timeout);
         let bound = Trust {
             base,
-            contended_max: base + CONTENDED_TRUST_MAX,
+            contended_max: base + self.config.contended_max(),
         };
         for id in self.ids.status_ids().chain([self.ids.etcd_up]) {
             self.store.set_staleness(id, bound);

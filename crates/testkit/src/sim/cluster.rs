@@ -1,7 +1,11 @@
 //! The simulated members: raft's election (randomised timeouts between one
 //! and two election timeouts, pre-vote on or off, checkQuorum's step-down
 //! and lease), linearizable reads that need a leader with a quorum round,
-//! and the faults, all on tokio's clock (paused: virtual time). One driver
+//! each member's peer streams as its `/metrics` counts them
+//! ([`Cluster::active_peers`]: a killed peer's closes at once, a silent
+//! one's after [`CONN_READ_TIMEOUT`]), and the faults, a healed cut's links
+//! back only after [`REJOIN`], all on tokio's clock (paused: virtual
+//! time). One driver
 //! task steps the members every [`STEP`]; a call waits on the cluster's
 //! change counter, so a call that cannot be answered costs nothing until
 //! something changes.
@@ -21,6 +25,23 @@ pub const HEARTBEAT: Duration = Duration::from_millis(100);
 pub const ELECTION: Duration = Duration::from_millis(1000);
 /// The driver's step: the resolution of elections and heartbeats.
 pub const STEP: Duration = Duration::from_millis(10);
+/// etcd's rafthttp `ConnReadTimeout`: a peer stream that carries nothing
+/// (its peer frozen, or packets dropped either way) is still counted in
+/// `etcd_network_active_peers` until a read on it times out after this; a
+/// killed peer's stream closes at once (its kernel resets the connection).
+pub const CONN_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// After a cut is healed, the member's links come back after a delay drawn
+/// uniformly from this range, not at once: iptables dropped its packets for
+/// seconds, so the connections opened before the cut sit in TCP's
+/// retransmission backoff and rafthttp's re-dials (each up to its peer dial
+/// timeout, 1 s + the election timeout = 2 s at etcd's defaults, the SYN
+/// resent after 1 s) land some time after the heal. Calibrated on
+/// benches/fault_accuracy.py's leader partition on etcd 3.5.30 (docs/
+/// BENCHMARKS.md: the kubelet's Ready back 2.0 s after the heal, the truth
+/// 1.1 s): Ready follows the links by about 0.2 s (the next heartbeat, the
+/// next read, the probe), so links back after 1.8 s on average: 200 seeds
+/// give Ready back after 1.9 s, the truth 0.9 s (1.5–2.5 s gave 2.2 s).
+pub const REJOIN: (Duration, Duration) = (Duration::from_millis(1300), Duration::from_millis(2300));
 
 /// The links and the node: what a scenario varies besides its faults.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,6 +80,10 @@ struct Member {
     frozen: bool,
     /// Cut off from its peers (its clients still reach it).
     cut: bool,
+    /// Since when it has been frozen or cut: its peer streams carry nothing.
+    quiet_since: Option<Instant>,
+    /// A healed cut's links come back at this instant ([`REJOIN`]).
+    rejoin_at: Option<Instant>,
     /// Bumped at each kill: a call or watch of an older life fails.
     life: u64,
     /// A restarted member answers no client before this.
@@ -140,6 +165,12 @@ impl State {
     fn step(&mut self, now: Instant) -> bool {
         let mut changed = false;
         for i in 0..3 {
+            if self.m[i].rejoin_at.is_some_and(|at| at <= now) {
+                self.rejoin(i);
+                changed = true;
+            }
+        }
+        for i in 0..3 {
             if !self.alive(i) || now < self.m[i].serving_from {
                 continue;
             }
@@ -166,6 +197,7 @@ impl State {
                 };
                 due.max(m.serving_from)
             })
+            .chain(self.m.iter().filter_map(|m| m.rejoin_at))
             .min()
             .unwrap_or(last + Duration::from_secs(3600));
         let grid = |t: Instant| {
@@ -173,6 +205,37 @@ impl State {
             self.origin + STEP * from.div_ceil(STEP.as_nanos()) as u32
         };
         grid(due).max(grid(now)).max(last + STEP)
+    }
+
+    /// A healed cut's links are back: `i` reaches its peers again.
+    fn rejoin(&mut self, i: usize) {
+        let m = &mut self.m[i];
+        (m.cut, m.rejoin_at) = (false, None);
+        if !m.frozen {
+            m.quiet_since = None;
+        }
+    }
+
+    /// `i`'s peer stream with `p` is open at `now`, as `i`'s
+    /// `etcd_network_active_peers{Remote=p}` says: both run, and the link
+    /// carries traffic or has been silent for less than
+    /// [`CONN_READ_TIMEOUT`].
+    fn stream_open(&self, i: usize, p: usize, now: Instant) -> bool {
+        let runs = |k: usize| self.m[k].up && now >= self.m[k].serving_from;
+        if !runs(i) || !runs(p) {
+            return false;
+        }
+        if self.reachable(i, p) {
+            return true;
+        }
+        let quiet = [i, p].iter().filter_map(|&k| self.m[k].quiet_since).min();
+        quiet.is_some_and(|since| now.duration_since(since) < CONN_READ_TIMEOUT)
+    }
+
+    fn active_peers(&self, i: usize, now: Instant) -> usize {
+        (0..3)
+            .filter(|&p| p != i && self.stream_open(i, p, now))
+            .count()
     }
 
     fn lead(&mut self, i: usize, now: Instant) -> bool {
@@ -315,6 +378,8 @@ impl Cluster {
             up: true,
             frozen: false,
             cut: false,
+            quiet_since: None,
+            rejoin_at: None,
             life: 0,
             serving_from: now,
             term: 1,
@@ -372,6 +437,24 @@ impl Cluster {
         })
     }
 
+    /// How many of member `i`'s peer streams are open now: its
+    /// `etcd_network_active_peers`, summed.
+    pub fn active_peers(&self, i: usize) -> usize {
+        self.state.locked().active_peers(i, Instant::now())
+    }
+
+    /// Member `i`'s `/metrics` as the exporter's metrics source reads it:
+    /// its [`Cluster::active_peers`] after a client's delay, refused while
+    /// it is down or booting, unanswered while it is frozen.
+    pub async fn metrics(&self, i: usize) -> Result<usize, etcd_client::Error> {
+        self.until(i, |s| {
+            let now = Instant::now();
+            let n = s.active_peers(i, now);
+            s.local(i, now, |_| n)
+        })
+        .await
+    }
+
     /// A follower (0-based) other than `not`.
     pub fn follower(&self, not: Option<usize>) -> usize {
         let l = self.leader();
@@ -395,13 +478,26 @@ impl Cluster {
                     let m = &mut s.m[i];
                     (m.up, m.serving_from, m.election_at) = (true, now + boot, now + boot + t);
                 }
-                Fault::Freeze(i) => s.m[i].frozen = true,
-                Fault::Thaw(i) => {
-                    s.m[i].frozen = false;
-                    s.m[i].election_at = now + t;
+                Fault::Freeze(i) => {
+                    s.m[i].frozen = true;
+                    s.m[i].quiet_since.get_or_insert(now);
                 }
-                Fault::Cut(i) => s.m[i].cut = true,
-                Fault::Heal(i) => s.m[i].cut = false,
+                Fault::Thaw(i) => {
+                    let m = &mut s.m[i];
+                    (m.frozen, m.election_at) = (false, now + t);
+                    if !m.cut {
+                        m.quiet_since = None;
+                    }
+                }
+                Fault::Cut(i) => {
+                    s.m[i].cut = true;
+                    s.m[i].quiet_since.get_or_insert(now);
+                }
+                Fault::Heal(i) => {
+                    let (lo, hi) = REJOIN;
+                    let delay = lo + (hi - lo).mul_f64(s.rng.f64());
+                    s.m[i].rejoin_at = Some(now + delay);
+                }
             }
         }
         self.bump();
@@ -434,22 +530,6 @@ impl Cluster {
             }
         }
         Err(refused())
-    }
-
-    /// What member `i`'s `/metrics` says of its peers now
-    /// (`etcd_network_active_peers`, summed): the peers whose connections
-    /// are open, those that run (a frozen one's stay open; a killed one's
-    /// close at once) and are not cut off from it (the sim closes them at
-    /// the cut, etcd within its stream's read timeout). Answered as Status
-    /// is: late while `i` is frozen, refused while it is down.
-    pub async fn active_peers(&self, i: usize) -> Result<f64, etcd_client::Error> {
-        self.until(i, |s| {
-            let open = (0..3)
-                .filter(|&p| p != i && s.m[p].up && !s.m[p].cut && !s.m[i].cut)
-                .count();
-            s.local(i, Instant::now(), |_| open as f64)
-        })
-        .await
     }
 
     /// Member `i` (0-based) as a [`MemberApi`].
@@ -528,5 +608,37 @@ impl Watch for SimWatch {
             }
             Err(refused())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed peer's stream closes at once, a cut-off one's after
+    /// [`CONN_READ_TIMEOUT`] (on both sides); a healed cut's links are back
+    /// within [`REJOIN`], not before.
+    #[tokio::test(start_paused = true)]
+    async fn peer_streams_close_as_rafthttp_notices_and_a_healed_cut_rejoins_late() {
+        let c = Cluster::new(1, Links::default());
+        tokio::spawn(c.clone().drive());
+        let counts = |c: &Cluster| [0, 1, 2].map(|i| c.active_peers(i));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        c.apply(Fault::Kill(2));
+        assert_eq!(counts(&c), [1, 1, 0]);
+        c.apply(Fault::Restart(2));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        c.apply(Fault::Cut(0));
+        tokio::time::sleep(CONN_READ_TIMEOUT - STEP).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
+        tokio::time::sleep(STEP).await;
+        assert_eq!(counts(&c), [0, 1, 1]);
+        c.apply(Fault::Heal(0));
+        tokio::time::sleep(REJOIN.0 - STEP).await;
+        assert_eq!(counts(&c), [0, 1, 1]);
+        tokio::time::sleep(REJOIN.1 - REJOIN.0 + STEP * 2).await;
+        assert_eq!(counts(&c), [2, 2, 2]);
     }
 }

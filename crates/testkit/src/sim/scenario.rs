@@ -1,7 +1,8 @@
 //! One seeded run of the benchmark's fault script (benches/fault_accuracy.py)
 //! on the simulated cluster: three exporters (the real etcd source behind
-//! [`spawn_with`], the real engine, the default policy, default flags), a
-//! kubelet worker per member on the shipped stanza, the truth (a
+//! [`spawn_with`], the real engine, the default policy, default flags, the
+//! member's peer count read as the metrics source reads it: [`PeerCount`]),
+//! a kubelet worker per member on the shipped stanza, the truth (a
 //! linearizable read through the member, sent every 100 ms, answered within
 //! 1 s), scored as the benchmark scores.
 
@@ -13,10 +14,12 @@ use etcd_readiness_exporter::engine::metrics::EngineMetrics;
 use etcd_readiness_exporter::engine::{EngineHandle, Timing};
 use etcd_readiness_exporter::runtime::Runtime;
 use etcd_readiness_exporter::runtime::clock::Clock;
-use etcd_readiness_exporter::sources::etcd::{EtcdConfig, ReadFloor, spawn_with};
-use etcd_readiness_exporter::sources::{RoundNotifier, Sampling, SourceMetrics};
+use etcd_readiness_exporter::sources::etcd::{EtcdConfig, EtcdSettings, ReadFloor, spawn_with};
+use etcd_readiness_exporter::sources::{
+    self, Pace, Reason, RoundNotifier, SampleError, Sampler, Sampling, SourceMetrics,
+};
 use etcd_readiness_policy::policy::Policy;
-use etcd_readiness_policy::signals::{Catalogue, SignalStore};
+use etcd_readiness_policy::signals::{Builtin, Catalogue, SignalId, SignalStore, Source, Value};
 use etcd_readiness_policy::sync::TolerantLock;
 use tokio::time::Instant;
 
@@ -52,9 +55,11 @@ pub fn run(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
     rt.block_on(run_in(seed, links, stanza))
 }
 
-/// The builtin catalogue and the default policy compiled against it: the
-/// same for every run, so built once per process and shared (neither has
-/// any state a run could change).
+/// The builtin catalogue (every source enabled, as the shipped default
+/// with the member's metrics read: `active_peers` included, so the etcd
+/// source's election credit waits for the count) and the default policy
+/// compiled against it: the same for every run, so built once per process
+/// and shared (neither has any state a run could change).
 pub fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
     type Shared = Result<(Arc<Catalogue>, Arc<Policy>), String>;
     static SHARED: OnceLock<Shared> = OnceLock::new();
@@ -67,9 +72,57 @@ pub fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
     made.clone().map_err(SimError::Policy)
 }
 
+/// The exporter's `etcd_metrics` source as far as the etcd source's
+/// election credit reads it: `active_peers` from member `i`'s `/metrics`
+/// ([`Cluster::metrics`]) every `--etcd.metrics-interval` (1 s) and at
+/// each round the credit requests, run by the sources' own runner
+/// ([`sources::spawn`](etcd_readiness_exporter::sources::spawn)), so the
+/// requested rounds and their gap are the exporter's. No HTTP: a member
+/// that is down refuses at once, a frozen one times out.
+pub struct PeerCount {
+    cluster: Arc<Cluster>,
+    i: usize,
+    id: SignalId,
+}
+
+/// `--etcd.metrics-interval`'s default, and the round's deadline the flags
+/// give it (`--sample-timeout`'s 500 ms, at most the interval).
+const METRICS_INTERVAL: Duration = Duration::from_secs(1);
+const METRICS_TIMEOUT: Duration = Duration::from_millis(500);
+
+impl Sampler for PeerCount {
+    fn pace(&self) -> Pace {
+        Pace {
+            source: Source::EtcdMetrics,
+            interval: METRICS_INTERVAL,
+            timeout: METRICS_TIMEOUT,
+        }
+    }
+
+    fn signals(&self) -> Vec<SignalId> {
+        vec![self.id]
+    }
+
+    async fn sample(&mut self, store: &SignalStore, clock: &Clock) -> Result<(), SampleError> {
+        let got = tokio::time::timeout(METRICS_TIMEOUT, self.cluster.metrics(self.i)).await;
+        let at = clock.now();
+        let err = match got {
+            Ok(Ok(n)) => {
+                store.record_ok(self.id, Value::Num(n as f64), at);
+                return Ok(());
+            }
+            Ok(Err(e)) => SampleError::new(Reason::Connect, e.to_string()),
+            Err(_) => SampleError::new(Reason::Timeout, "the member's /metrics timed out"),
+        };
+        store.record_err(self.id, Arc::from(err.message.as_str()), at);
+        Err(err)
+    }
+}
+
 /// The etcd source's configuration in every exporter of the sim: the
 /// default flags (`--sample.interval 1s --sample.timeout 500ms`, no CPU
-/// limit), the member behind the seam.
+/// limit), the member behind the seam, etcd's default settings (those the
+/// simulated members run).
 pub fn etcd_config() -> EtcdConfig {
     EtcdConfig {
         endpoint: "http://sim:2379".into(),
@@ -80,14 +133,31 @@ pub fn etcd_config() -> EtcdConfig {
         timeout: Duration::from_millis(500),
         freeze: Duration::ZERO,
         member_http: None,
+        etcd: EtcdSettings {
+            heartbeat: super::cluster::HEARTBEAT,
+            election: super::cluster::ELECTION,
+        },
     }
+}
+
+/// One exporter at member `i` of `cluster` with the default flags and
+/// policy, its member's peer count read ([`PeerCount`]).
+fn exporter(
+    cluster: &Arc<Cluster>,
+    i: usize,
+    catalogue: &Arc<Catalogue>,
+    policy: &Arc<Policy>,
+) -> EngineHandle {
+    exporter_with(cluster.api(i), Some((cluster, i)), catalogue, policy)
 }
 
 /// One exporter at member `api` with the default flags ([`etcd_config`])
 /// and policy: the real etcd source ([`spawn_with`]) and the real engine,
-/// running; its handle.
-pub fn exporter(
+/// running; with `peers`, the peer count of member `i` of that cluster
+/// read ([`PeerCount`]); without, none (the credit decides without it).
+pub fn exporter_with(
     api: Arc<dyn etcd_readiness_exporter::sources::etcd::api::MemberApi>,
+    peers: Option<(&Arc<Cluster>, usize)>,
     catalogue: &Arc<Catalogue>,
     policy: &Arc<Policy>,
 ) -> EngineHandle {
@@ -119,6 +189,15 @@ pub fn exporter(
         metrics: SourceMetrics::register(&mut registry),
         runtime,
     };
+    if let Some((cluster, i)) = peers {
+        let peers = move |cluster: Arc<Cluster>| PeerCount {
+            cluster,
+            i,
+            id: Builtin::ActivePeers.id(),
+        };
+        let (first, c) = (peers(cluster.clone()), cluster.clone());
+        sources::spawn(first, move || Ok(peers(c.clone())), sampling.clone());
+    }
     spawn_with(api, config, catalogue, sampling, floor);
     engine
 }
@@ -166,7 +245,7 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
     let t0 = Instant::now() + WARMUP;
     let mut readies = Vec::new();
     for i in 0..3 {
-        let engine = exporter(cluster.api(i), &catalogue, &policy);
+        let engine = exporter(&cluster, i, &catalogue, &policy);
         let ready = Ready::default();
         let phase = stanza.period.mul_f64(rng.f64());
         let start = t0 - WARMUP + Duration::from_secs(1) + phase;
