@@ -2,13 +2,16 @@
 //! exporter's readiness on the benchmark's fault script in seconds rather
 //! than minutes, and the same every time: [`cluster`] (three members:
 //! election, reads, faults), [`kubelet`] (the kubelet's worker on the
-//! shipped stanza), [`scenario`] (one seeded run: the real etcd source
-//! behind its seam, the real engine, scored as benches/fault_accuracy.py
-//! scores). No wall clock: every instant is tokio's, paused.
+//! shipped stanza), [`member`] (a member's reads logged), [`timeline`]
+//! (an exporter's verdict sampled over virtual time), [`scenario`] (one
+//! seeded run: the real etcd source behind its seam, the real engine,
+//! scored as benches/fault_accuracy.py scores). No wall clock: every instant is tokio's, paused.
 
 pub mod cluster;
 pub mod kubelet;
+pub mod member;
 pub mod scenario;
+pub mod timeline;
 
 use std::time::Duration;
 

@@ -60,7 +60,7 @@ pub fn run(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
 /// source's election credit waits for the count) and the default policy
 /// compiled against it: the same for every run, so built once per process
 /// and shared (neither has any state a run could change).
-fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
+pub fn shared() -> Result<(Arc<Catalogue>, Arc<Policy>), SimError> {
     type Shared = Result<(Arc<Catalogue>, Arc<Policy>), String>;
     static SHARED: OnceLock<Shared> = OnceLock::new();
     let made = SHARED.get_or_init(|| {
@@ -119,6 +119,27 @@ impl Sampler for PeerCount {
     }
 }
 
+/// The etcd source's configuration in every exporter of the sim: the
+/// default flags (`--sample.interval 1s --sample.timeout 500ms`, no CPU
+/// limit), the member behind the seam, etcd's default settings (those the
+/// simulated members run).
+pub fn etcd_config() -> EtcdConfig {
+    EtcdConfig {
+        endpoint: "http://sim:2379".into(),
+        tls: None,
+        auth: None,
+        probe_key: "health".into(),
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_millis(500),
+        freeze: Duration::ZERO,
+        member_http: None,
+        etcd: EtcdSettings {
+            heartbeat: super::cluster::HEARTBEAT,
+            election: super::cluster::ELECTION,
+        },
+    }
+}
+
 /// One exporter at member `i` of `cluster` with the default flags and
 /// policy, its member's peer count read ([`PeerCount`]).
 fn exporter(
@@ -127,14 +148,28 @@ fn exporter(
     catalogue: &Arc<Catalogue>,
     policy: &Arc<Policy>,
 ) -> EngineHandle {
+    exporter_with(cluster.api(i), Some((cluster, i)), catalogue, policy)
+}
+
+/// One exporter at member `api` with the default flags ([`etcd_config`])
+/// and policy: the real etcd source ([`spawn_with`]) and the real engine,
+/// running; with `peers`, the peer count of member `i` of that cluster
+/// read ([`PeerCount`]); without, none (the credit decides without it).
+pub fn exporter_with(
+    api: Arc<dyn etcd_readiness_exporter::sources::etcd::api::MemberApi>,
+    peers: Option<(&Arc<Cluster>, usize)>,
+    catalogue: &Arc<Catalogue>,
+    policy: &Arc<Policy>,
+) -> EngineHandle {
     let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let runtime = Runtime::new(Clock::manual(wall, None));
     let store = Arc::new(SignalStore::new(catalogue));
     let notifier = RoundNotifier::new();
     let mut registry = prometheus_client::registry::Registry::default();
+    let config = etcd_config();
     let timing = Timing {
-        sample_interval: Duration::from_secs(1),
-        sample_timeout: Duration::from_millis(500),
+        sample_interval: config.interval,
+        sample_timeout: config.timeout,
     };
     let engine = EngineHandle::new(
         policy.clone(),
@@ -148,35 +183,22 @@ fn exporter(
     engine.spawn();
     let floor = ReadFloor::default();
     floor.follow(policy);
-    let config = EtcdConfig {
-        endpoint: "http://sim:2379".into(),
-        tls: None,
-        auth: None,
-        probe_key: "health".into(),
-        interval: timing.sample_interval,
-        timeout: timing.sample_timeout,
-        freeze: Duration::ZERO,
-        member_http: None,
-        // The simulated members run etcd's defaults.
-        etcd: EtcdSettings {
-            heartbeat: super::cluster::HEARTBEAT,
-            election: super::cluster::ELECTION,
-        },
-    };
     let sampling = Sampling {
         store,
         notifier,
         metrics: SourceMetrics::register(&mut registry),
         runtime,
     };
-    let peers = move |cluster: Arc<Cluster>| PeerCount {
-        cluster,
-        i,
-        id: Builtin::ActivePeers.id(),
-    };
-    let (first, c) = (peers(cluster.clone()), cluster.clone());
-    sources::spawn(first, move || Ok(peers(c.clone())), sampling.clone());
-    spawn_with(cluster.api(i), config, catalogue, sampling, floor);
+    if let Some((cluster, i)) = peers {
+        let peers = move |cluster: Arc<Cluster>| PeerCount {
+            cluster,
+            i,
+            id: Builtin::ActivePeers.id(),
+        };
+        let (first, c) = (peers(cluster.clone()), cluster.clone());
+        sources::spawn(first, move || Ok(peers(c.clone())), sampling.clone());
+    }
+    spawn_with(api, config, catalogue, sampling, floor);
     engine
 }
 
