@@ -83,7 +83,10 @@ fn read(s: &Settings, flag: &str, var: &str, default: u64) -> Option<(u64, Origi
 fn millis(v: &str) -> Option<u64> {
     let plain =
         !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
-    plain.then(|| v.parse().ok()).flatten()
+    if !plain {
+        return None;
+    }
+    v.parse().ok()
 }
 
 /// Whether the manifest shows the program to be etcd itself: its image or
