@@ -10,9 +10,10 @@
 //! its name, image or command. The rules are those an adopter trips over: a
 //! patch keyed on a container name that is not there (an image-less
 //! container), duplicate port names, an exporter not given what etcd's TLS,
-//! client certificates or authentication need, a quorum-gated liveness or
-//! startup probe, a quorum-gated readinessProbe under `OrderedReady`, a
-//! probe timeout within its `?wait=`, thresholds that hide the verdict, Pod
+//! client certificates or authentication need, an exporter told another
+//! heartbeat interval or election timeout than its etcd runs with, a
+//! quorum-gated liveness or startup probe, a quorum-gated readinessProbe
+//! under `OrderedReady`, a probe timeout within its `?wait=`, thresholds that hide the verdict, Pod
 //! Security "restricted", an image that runs as root under `runAsNonRoot`,
 //! a PodDisruptionBudget that does not keep a quorum, two budgets over the
 //! same pods, and a NetworkPolicy that closes a port the pod serves.
@@ -24,6 +25,7 @@ mod pod_security;
 mod probe;
 mod quorum;
 mod settings;
+mod timing;
 
 use std::fmt;
 
@@ -59,6 +61,9 @@ pub enum Rule {
     /// etcd serves TLS, requires client certificates or has authentication,
     /// and the exporter is not given what that needs.
     EtcdAccess,
+    /// The exporter is told another heartbeat interval or election timeout
+    /// than its etcd runs with.
+    EtcdTiming,
     /// A liveness or startup probe that needs a quorum.
     LivenessQuorum,
     /// More than one PodDisruptionBudget selecting the same pods.
@@ -81,6 +86,7 @@ impl Rule {
             Rule::RootImage => "root-image",
             Rule::PdbQuorum => "pdb-quorum",
             Rule::EtcdAccess => "etcd-access",
+            Rule::EtcdTiming => "etcd-timing",
             Rule::LivenessQuorum => "liveness-quorum",
             Rule::PdbOverlap => "pdb-overlap",
             Rule::NetworkPolicyPort => "networkpolicy-port",
@@ -182,6 +188,17 @@ fn exporter(spec: &Value) -> Option<&Value> {
 /// run from an image or a command named `etcd`.
 pub(crate) fn is_etcd(c: &Value) -> bool {
     let image = text(&c["image"]);
+    text(&c["name"]) != EXPORTER
+        && !image.contains(EXPORTER)
+        && (text(&c["name"]) == "etcd" || runs_etcd_image_or_command(c))
+}
+
+/// Whether a container is run from an image named `etcd` (its repository's
+/// last part, tag and digest aside) or its command (else its first
+/// argument) is a program named `etcd`; a container only *named* `etcd`
+/// (etcd-druid's etcd-wrapper) may run a wrapper instead.
+pub(crate) fn runs_etcd_image_or_command(c: &Value) -> bool {
+    let image = text(&c["image"]);
     let repo = image.split('@').next().unwrap_or("");
     let repo = repo
         .rsplit_once(':')
@@ -192,11 +209,7 @@ pub(crate) fn is_etcd(c: &Value) -> bool {
         .or(list(&c["args"]).first())
         .map(text)
         .unwrap_or("");
-    text(&c["name"]) != EXPORTER
-        && !image.contains(EXPORTER)
-        && (text(&c["name"]) == "etcd"
-            || repo.rsplit('/').next() == Some("etcd")
-            || program.rsplit('/').next() == Some("etcd"))
+    repo.rsplit('/').next() == Some("etcd") || program.rsplit('/').next() == Some("etcd")
 }
 
 /// An object's namespace, empty when it has none (the rules that compare
@@ -277,6 +290,7 @@ fn pod(doc: &Value, meta: &Value, spec: &Value, out: &mut Vec<Finding>) {
         probe::findings(spec, exporter, &mut push);
         for etcd in list(&spec["containers"]).iter().filter(|c| is_etcd(c)) {
             access::findings(etcd, exporter, &mut push);
+            timing::findings(etcd, exporter, &mut push);
         }
     }
 }

@@ -60,7 +60,7 @@ impl<'a> Settings<'a> {
 
     /// `--flag=value`, `--flag value` or `-flag=value` (Go's flag package
     /// takes one or two dashes).
-    fn flag(&self, name: &str) -> Option<&'a str> {
+    pub(super) fn flag(&self, name: &str) -> Option<&'a str> {
         self.args.iter().enumerate().find_map(|(i, a)| {
             let bare = a.strip_prefix("--").or(a.strip_prefix('-'))?;
             match bare.strip_prefix(name)? {
@@ -75,7 +75,7 @@ impl<'a> Settings<'a> {
     }
 
     /// Whether a flag is there, with or without a value.
-    fn has_flag(&self, name: &str) -> bool {
+    pub(super) fn has_flag(&self, name: &str) -> bool {
         self.args.iter().any(|a| {
             let bare = a.strip_prefix("--").or(a.strip_prefix('-'));
             bare.and_then(|b| b.strip_prefix(name))

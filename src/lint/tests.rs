@@ -273,6 +273,76 @@ fn settings_the_manifest_cannot_show_are_never_reported() {
 }
 
 #[test]
+fn etcd_timing_is_reported_both_ways_by_flag_or_env() {
+    let timing = |etcd: &str, exporter: &str| rules_of(&pod_with(etcd, exporter, ""));
+    let env = |var: &str, v: &str| format!("env:\n  - {{name: {var}, value: \"{v}\"}}");
+    let longer = env("ETCD_ELECTION_TIMEOUT", "5000");
+    // etcd's longer election timeout, the exporter left at the default 1000.
+    assert_eq!(timing(&longer, ""), [Rule::EtcdTiming]);
+    // The same env entry, or the exporter's flag, makes them agree.
+    assert_eq!(timing(&longer, &longer), []);
+    assert_eq!(
+        timing(&longer, "args: [serve, --etcd.election-timeout=5000]"),
+        []
+    );
+    // The reverse: the exporter told more than etcd's default.
+    assert_eq!(timing("command: [etcd]", &longer), [Rule::EtcdTiming]);
+    // etcd's flag wins over its variable, the exporter's over its own.
+    let flag_5000 = format!(
+        "command: [etcd, --election-timeout, \"5000\"]\n{}",
+        env("ETCD_ELECTION_TIMEOUT", "1000")
+    );
+    assert_eq!(timing(&flag_5000, ""), [Rule::EtcdTiming]);
+    assert_eq!(timing(&flag_5000, &longer), []);
+    let overridden = format!("args: [serve, --etcd.election-timeout=1000]\n{longer}");
+    assert_eq!(timing(&longer, &overridden), [Rule::EtcdTiming]);
+    // The heartbeat interval, each setting its own finding.
+    let both = "command: [etcd, --heartbeat-interval=500, --election-timeout=5000]";
+    assert_eq!(timing(both, ""), [Rule::EtcdTiming, Rule::EtcdTiming]);
+    let given = "args: [serve, --etcd.heartbeat-interval=500, --etcd.election-timeout=5000]";
+    assert_eq!(timing(both, given), []);
+    // Inside a shell command line.
+    let shell = "command: [/bin/sh, -ec, \"exec etcd --name $(HOSTNAME) --election-timeout=5000\"]";
+    let custom =
+        pod_with(shell, "", "").replace("registry.k8s.io/etcd:3.5.16-0", "example.com/custom:1");
+    assert_eq!(rules_of(&custom), [Rule::EtcdTiming]);
+}
+
+#[test]
+fn etcd_timing_the_manifest_cannot_show_is_never_reported() {
+    let timing = |etcd: &str, exporter: &str| rules_of(&pod_with(etcd, exporter, ""));
+    let longer = "env:\n  - {name: ETCD_ELECTION_TIMEOUT, value: \"5000\"}";
+    // Defaults on both sides agree.
+    assert_eq!(timing("", ""), []);
+    assert_eq!(timing("command: [etcd, --name=e]", "args: [serve]"), []);
+    // A valueFrom or an envFrom, on either side.
+    let secret = "env:\n  - name: ETCD_ELECTION_TIMEOUT\n    valueFrom: {configMapKeyRef: {name: t, key: e}}";
+    assert_eq!(timing(secret, ""), []);
+    assert_eq!(timing(longer, secret), []);
+    let from = "envFrom:\n  - configMapRef: {name: etcd-timing}";
+    assert_eq!(timing(from, ""), []);
+    assert_eq!(timing(longer, from), []);
+    // Not a plain number: a $(VAR) reference, an octal or hex value, a bare flag.
+    assert_eq!(
+        timing("command: [etcd, \"--election-timeout=$(T)\"]", ""),
+        []
+    );
+    assert_eq!(timing("command: [etcd, --election-timeout=05000]", ""), []);
+    assert_eq!(timing("command: [etcd, --election-timeout=0x1388]", ""), []);
+    assert_eq!(timing("command: [etcd, --election-timeout]", ""), []);
+    // A config file may hold etcd's timing.
+    let by_file = "command: [etcd, --config-file=/etc/etcd/etcd.yaml, --election-timeout=5000]";
+    assert_eq!(timing(by_file, ""), []);
+    let by_file_env = format!("{longer}\n  - {{name: ETCD_CONFIG_FILE, value: /e.yaml}}");
+    assert_eq!(timing(&by_file_env, ""), []);
+    // A container only named etcd runs a wrapper (etcd-druid's etcd-wrapper).
+    let wrapper = format!("args: [start-etcd]\n{longer}");
+    let wrapped =
+        pod_with(&wrapper, "", "").replace("registry.k8s.io/etcd:3.5.16-0", "etcd-wrapper:v0.2.0");
+    assert_eq!(rules_of(&wrapped), []);
+}
+
+#[test]
 fn only_probes_that_need_a_quorum_are_liveness_findings() {
     let probe = |p: &str| rules_of(&pod_with(&format!("livenessProbe:\n  {p}"), "", ""));
     assert_eq!(probe("httpGet: {path: /livez, port: 2379}"), []);
