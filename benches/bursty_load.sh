@@ -33,14 +33,14 @@ r = random.Random(int(sys.argv[1])); t = 0; out = []
 while t < int(sys.argv[2]) * 1000:
     b = r.randint(100, 500); g = r.randint(500, 2000); out.append(f'{b} {g}'); t += b + g
 print('\n'.join(out))" "${SEED:-20}" "$duration")
-bursts=0
+bursts=0; burst_ms=0
 start=$SECONDS
 while read -r b g; do
   [ $((SECONDS - start)) -ge "$duration" ] && break
   kill -CONT "${hogs[@]}"
   sleep "$(awk -v b="$b" 'BEGIN {printf "%.3f", b / 1000}')"
   kill -STOP "${hogs[@]}"
-  bursts=$((bursts + 1))
+  bursts=$((bursts + 1)); burst_ms=$((burst_ms + b))
   sleep "$(awk -v g="$g" 'BEGIN {printf "%.3f", g / 1000}')"
 done <<<"$schedule"
-echo "bursty_load: $bursts bursts of $n hogs in $((SECONDS - start)) s; PSI some $(( ($(psi) - psi0) / 1000 )) ms"
+echo "bursty_load: $n hogs (nice 0), $bursts bursts of 100-500 ms ($burst_ms ms in all) in $((SECONDS - start)) s; PSI some $(( ($(psi) - psi0) / 1000 )) ms"

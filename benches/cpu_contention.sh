@@ -16,9 +16,9 @@
 duration=${1:-600}
 chromium_every=${2:-60}
 . "$(dirname "$0")/lib.sh"
-hogs=()
+load=
 contention_cleanup() {
-  for p in "${hogs[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+  [ -z "$load" ] || kill "$load" 2>/dev/null || true
   bench_cleanup
 }
 trap contention_cleanup EXIT
@@ -37,12 +37,9 @@ t0_transitions=$(metric etcd_readiness_transitions_total)
 log_lines0=$(wc -l <"$dir/exporter.log")
 psi0=$(psi)
 
-n=${HOGS:-$(( 2 * $(nproc) ))}
-for _ in $(seq "$n"); do
-  python3 -c 'while True: pass' &
-  hogs+=("$!")
-done
-kill -STOP "${hogs[@]}"
+# The load: benches/bursty_load.sh (HOGS, SEED), beside the Chromium starts.
+"$(dirname "$0")/bursty_load.sh" "$duration" >"$dir/load.log" 2>&1 &
+load=$!
 
 chromium_run() {
   local ud
@@ -53,33 +50,21 @@ chromium_run() {
     "http://127.0.0.1:$W/" >/dev/null 2>&1 || true
 }
 
-# The burst schedule, seeded: "burst_ms gap_ms" lines.
-schedule=$(python3 -c "
-import random, sys
-r = random.Random(int(sys.argv[1])); t = 0; out = []
-while t < int(sys.argv[2]) * 1000:
-    b = r.randint(100, 500); g = r.randint(500, 2000); out.append(f'{b} {g}'); t += b + g
-print('\n'.join(out))" "${SEED:-20}" "$duration")
-bursts=0; burst_ms=0; chromiums=0
+chromiums=0
 start=$SECONDS; next_chromium=$((SECONDS + chromium_every))
-while read -r b g; do
-  [ $((SECONDS - start)) -ge "$duration" ] && break
+while kill -0 "$load" 2>/dev/null; do
   if command -v chromium >/dev/null && [ "$SECONDS" -ge "$next_chromium" ]; then
     chromium_run & chromiums=$((chromiums + 1)); next_chromium=$((SECONDS + chromium_every))
   fi
-  kill -CONT "${hogs[@]}"
-  sleep "$(awk -v b="$b" 'BEGIN {printf "%.3f", b / 1000}')"
-  kill -STOP "${hogs[@]}"
-  bursts=$((bursts + 1)); burst_ms=$((burst_ms + b))
-  sleep "$(awk -v g="$g" 'BEGIN {printf "%.3f", g / 1000}')"
-done <<<"$schedule"
+  sleep 1
+done
 wait_chromium() { for _ in $(seq 60); do pgrep -f "user-data-dir=$dir/chromium" >/dev/null || return 0; sleep 1; done; }
 wait_chromium
 sleep 2
 t1_transitions=$(metric etcd_readiness_transitions_total)
 psi1=$(psi)
 transitions=$(( ${t1_transitions%.*} - ${t0_transitions%.*} ))
-echo "duration=$((SECONDS - start)) s  hog processes=$n (nice 0)  bursts=$bursts ($((burst_ms / 1000)).$(printf '%03d' $((burst_ms % 1000))) s in all, 100-500 ms each)  chromium starts=$chromiums"
+echo "duration=$((SECONDS - start)) s  $(cat "$dir/load.log")  chromium starts=$chromiums"
 echo "node CPU contended (PSI some) during the run: $(( (psi1 - psi0) / 1000 )) ms"
 echo "binary: $bin"
 echo "readiness transitions: $transitions"
