@@ -18,6 +18,9 @@ use std::time::Duration;
 /// The truth's and the score's tick.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// A per-tick series of the three members (`None`: not known at that tick).
+pub type PerTick<T> = [[Option<T>; 3]];
+
 /// The script's phases (their start, s), as benches/fault_accuracy.py names
 /// them.
 pub const PHASES: [(u64, &str); 9] = [
@@ -103,14 +106,64 @@ pub struct Score {
     /// Per fault of [`FAULTS`], for the member it is about: [`out_and_back`]
     /// of the kubelet's Ready, then of the truth.
     pub faults: Vec<[(Option<f64>, Option<f64>); 2]>,
+    /// (false-ready, false-unready) that the truth's look-ahead costs every
+    /// prober: [`look_ahead_floor`].
+    pub floor: (f64, f64),
 }
 
 impl Score {
-    /// `said[i][k]`: member k's Ready condition at tick i; `truth[i][k]`;
-    /// `about`: the member each fault of [`FAULTS`] is about.
+    /// False-ready plus false-unready above [`Score::floor`]: what a design
+    /// can still win (the rest is the draw of the run's elections).
+    pub fn above_floor(&self) -> f64 {
+        self.false_ready + self.false_unready - self.floor.0 - self.floor.1
+    }
+}
+
+/// What the truth's look-ahead costs every prober that is not told the
+/// future, as the benchmark's `look_ahead_floor`: the truth at a tick is
+/// whether a read sent then is served within 1 s, so after an outage it
+/// turns true up to 1 s before any answer can show the member serving.
+/// Per member and outage (D false ticks after a true one, ended at a tick
+/// whose read took `took` s, A true ticks before its answer): a prober
+/// that stays ready through it is false-ready for D ticks, one that waits
+/// for an answer false-unready for A; the cheaper, summed, as seconds
+/// (false-ready, false-unready).
+pub fn look_ahead_floor(truth: &PerTick<bool>, took: &PerTick<f64>) -> (f64, f64) {
+    let t = TICK.as_secs_f64();
+    let (mut fr, mut fu) = (0usize, 0usize);
+    for k in 0..3 {
+        let (mut seen_true, mut down) = (false, 0usize);
+        for (i, tr) in truth.iter().enumerate() {
+            match tr[k] {
+                None => continue,
+                Some(false) => down += usize::from(seen_true),
+                Some(true) => {
+                    if let (true, Some(l)) = (down > 0, took.get(i).and_then(|x| x[k])) {
+                        let end = i as f64 * t + l;
+                        let ahead = (i..truth.len().min(i + 12))
+                            .filter(|&j| (j as f64) * t < end - 1e-9 && truth[j][k] == Some(true))
+                            .count();
+                        match down < ahead {
+                            true => fr += down,
+                            false => fu += ahead,
+                        }
+                    }
+                    (seen_true, down) = (true, 0);
+                }
+            }
+        }
+    }
+    let secs = |n: usize| (n as f64 * t * 10.0).round() / 10.0;
+    (secs(fr), secs(fu))
+}
+
+impl Score {
+    /// `said[i][k]`: member k's Ready condition at tick i; `truth[i][k]`,
+    /// and how long its read took (`took`, s); `about`: the member each
+    /// fault of [`FAULTS`] is about.
     pub fn of(
         said: &[[bool; 3]],
-        truth: &[[Option<bool>; 3]],
+        (truth, took): (&PerTick<bool>, &PerTick<f64>),
         phases: &[(u64, &str)],
         about: [usize; 4],
     ) -> Score {
@@ -141,6 +194,7 @@ impl Score {
             lag: (fr + fu) as f64 * t / transitions.max(1) as f64,
             per_phase: per.iter().map(|&(a, b)| (secs(a), secs(b))).collect(),
             faults: Score::faults(said, truth, about),
+            floor: look_ahead_floor(truth, took),
         }
     }
 }
@@ -213,11 +267,37 @@ mod tests {
             .map(|i| [Some(!(12..15).contains(&i)), Some(true), None])
             .collect();
         let said: Vec<[bool; 3]> = (0..20).map(|i| [i != 5, true, true]).collect();
-        let s = Score::of(&said, &truth, &phases, [0; 4]);
+        let took = vec![[Some(0.01); 3]; 20];
+        let s = Score::of(&said, (&truth, &took), &phases, [0; 4]);
         assert_eq!((s.false_ready, s.false_unready), (0.3, 0.1), "{s:?}");
         assert_eq!(s.per_phase, vec![(0.0, 0.1), (0.3, 0.0)]);
         // Two truth transitions (12 and 15): (3 + 1) ticks over 2.
         assert!((s.lag - 0.2).abs() < 1e-9, "{s:?}");
+    }
+
+    #[test]
+    fn the_look_ahead_floor_takes_the_cheaper_side_of_each_outage() {
+        // As the benchmark's self-test: member 0 down 3 ticks, then true at
+        // a read that took 0.25 s (3 ticks ahead: waiting is cheaper);
+        // member 1 down 1 tick, then a read of 0.5 s (5 ahead: staying
+        // ready is); member 2 starts down (no outage before it is true).
+        let (t, f) = (Some(true), Some(false));
+        let rows = [
+            [t, t, f, f, f, t, t, t, t, t],
+            [t, f, t, t, t, t, t, t, t, t],
+            [f, f, t, t, t, t, t, t, t, t],
+        ];
+        let took = [
+            [0.01, 0.01, 0.01, 0.01, 0.01, 0.25, 0.01, 0.01, 0.01, 0.01],
+            [0.01, 1.0, 0.5, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01],
+            [1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01],
+        ];
+        let truth: Vec<[Option<bool>; 3]> =
+            (0..10).map(|i| [0, 1, 2].map(|k| rows[k][i])).collect();
+        let took: Vec<[Option<f64>; 3]> = (0..10)
+            .map(|i| [0, 1, 2].map(|k| Some(took[k][i])))
+            .collect();
+        assert_eq!(look_ahead_floor(&truth, &took), (0.1, 0.3));
     }
 
     /// The benchmark's fault script, as `benches/fault_accuracy.py` writes

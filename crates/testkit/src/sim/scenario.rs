@@ -236,6 +236,8 @@ async fn script(cluster: &Cluster, t0: Instant, about: &Mutex<[usize; 4]>) {
 }
 
 type Series = Arc<Mutex<Vec<[Option<bool>; 3]>>>;
+/// How long each truth read took (s).
+type Took = Arc<Mutex<Vec<[Option<f64>; 3]>>>;
 
 async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimError> {
     let cluster = Cluster::new(seed, links);
@@ -254,6 +256,7 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
     }
     let n = (SCRIPT * 10) as usize;
     let truth: Series = Arc::new(Mutex::new(vec![[None; 3]; n]));
+    let took: Took = Arc::new(Mutex::new(vec![[None; 3]; n]));
     let mut said = vec![[false; 3]; n];
     let (s, about) = (cluster.clone(), Arc::new(Mutex::new([0; 4])));
     let a = about.clone();
@@ -262,15 +265,17 @@ async fn run_in(seed: u64, links: Links, stanza: Stanza) -> Result<Score, SimErr
         tokio::time::sleep_until(t0 + TICK * i as u32).await;
         for (k, ready) in readies.iter().enumerate() {
             said[k] = ready.get();
-            let (api, truth) = (cluster.api(k), truth.clone());
+            let (api, truth, took) = (cluster.api(k), truth.clone(), took.clone());
             tokio::spawn(async move {
+                let sent = Instant::now();
                 let ok = tokio::time::timeout(TRUTH_BOUND, api.range(false)).await;
                 truth.locked()[i][k] = Some(matches!(ok, Ok(Ok(()))));
+                took.locked()[i][k] = Some(sent.elapsed().as_secs_f64());
             });
         }
     }
     tokio::time::sleep(TRUTH_BOUND + TICK).await;
-    let truth = truth.locked().clone();
+    let (truth, took) = (truth.locked().clone(), took.locked().clone());
     let about = *about.locked();
-    Ok(Score::of(&said, &truth, &PHASES, about))
+    Ok(Score::of(&said, (&truth, &took), &PHASES, about))
 }
