@@ -140,8 +140,9 @@ pub fn look_ahead_floor(truth: &PerTick<bool>, took: &PerTick<f64>) -> (f64, f64
                 Some(true) => {
                     if let (true, Some(l)) = (down > 0, took.get(i).and_then(|x| x[k])) {
                         let end = i as f64 * t + l;
-                        let ahead = (i..truth.len().min(i + 12))
-                            .filter(|&j| (j as f64) * t < end - 1e-9 && truth[j][k] == Some(true))
+                        let ahead = (i..truth.len())
+                            .take_while(|&j| (j as f64) * t < end - 1e-9)
+                            .filter(|&j| truth[j][k] == Some(true))
                             .count();
                         match down < ahead {
                             true => fr += down,
