@@ -1,6 +1,8 @@
 //! The simulated members: raft's election (randomised timeouts between one
 //! and two election timeouts, pre-vote on or off, checkQuorum's step-down
-//! and lease), linearizable reads that need a leader with a quorum round,
+//! and lease, a vote only for a log as up to date, a higher term taken by
+//! every member it reaches), linearizable reads that need a leader with a
+//! quorum round,
 //! each member's peer streams as its `/metrics` counts them
 //! ([`Cluster::active_peers`]: a killed peer's closes at once, a silent
 //! one's after [`CONN_READ_TIMEOUT`]), and the faults, a healed cut's links
@@ -89,6 +91,8 @@ struct Member {
     /// A restarted member answers no client before this.
     serving_from: Instant,
     term: u64,
+    /// Whom it voted for in `term` (0-based), if anyone.
+    voted: Option<usize>,
     role: Role,
     /// The leader it knows (1-based ID), 0 for none.
     leader: u64,
@@ -97,6 +101,9 @@ struct Member {
     quorum_at: Instant,
     last_beat: Instant,
     index: u64,
+    /// The term of its last entry: with `index`, how up to date its log is
+    /// (raft's vote compares the last term, then the index).
+    log_term: u64,
 }
 
 /// The members' state and the seeded draws.
@@ -243,6 +250,7 @@ impl State {
         if now.duration_since(self.m[i].last_beat) >= HEARTBEAT {
             self.m[i].last_beat = now;
             self.m[i].index += 1;
+            self.m[i].log_term = self.m[i].term;
             let peers: Vec<usize> = (0..3).filter(|&p| p != i && self.reachable(i, p)).collect();
             for p in peers {
                 if self.m[p].term > self.m[i].term {
@@ -255,11 +263,15 @@ impl State {
                     continue;
                 }
                 let t = self.timeout();
-                let (term, index) = (self.m[i].term, self.m[i].index);
+                let (term, index, log_term) = (self.m[i].term, self.m[i].index, self.m[i].log_term);
                 let f = &mut self.m[p];
                 changed |= f.leader != i as u64 + 1 || f.role != Role::Follower;
+                if f.term != term {
+                    f.voted = None;
+                }
                 (f.term, f.leader, f.role) = (term, i as u64 + 1, Role::Follower);
-                (f.last_heard, f.election_at, f.index) = (now, now + t, index);
+                (f.last_heard, f.election_at) = (now, now + t);
+                (f.index, f.log_term) = (index, log_term);
                 self.m[i].quorum_at = now;
             }
         }
@@ -275,15 +287,26 @@ impl State {
     fn follow(&mut self, i: usize, term: u64, leader: u64, now: Instant) {
         let t = self.timeout();
         let m = &mut self.m[i];
+        if m.term != term {
+            m.voted = None;
+        }
         (m.term, m.leader, m.role, m.election_at) = (term, leader, Role::Follower, now + t);
     }
 
     /// `i`'s election timeout ran out: (pre-)vote, and win with a quorum.
+    /// A voter grants a term above its own (without pre-vote also its own,
+    /// while it has neither a leader nor given its vote to another) to a
+    /// log as up to date as its own (raft compares the last entry's term,
+    /// then its index). A vote's term is taken by every voter, granting or
+    /// not, and a voter's higher term by the candidate: so without pre-vote
+    /// a member that campaigned alone comes back with a term that unseats
+    /// the leader and a log that wins no vote, and each of its campaigns
+    /// resets the others' election timers (3.4's disruption election).
     fn campaign(&mut self, i: usize, now: Instant) -> bool {
-        let grants: Vec<usize> = (0..3)
+        let voters: Vec<usize> = (0..3)
             .filter(|&p| p != i && self.reachable(i, p))
             // checkQuorum's lease: a member that heard from a leader within
-            // an election timeout (or leads with a quorum) refuses.
+            // an election timeout (or leads with a quorum) ignores it.
             .filter(|&p| match self.m[p].role {
                 Role::Leader => now.duration_since(self.m[p].quorum_at) >= ELECTION,
                 _ => self.m[p].leader == 0 || now.duration_since(self.m[p].last_heard) >= ELECTION,
@@ -293,17 +316,44 @@ impl State {
         self.m[i].leader = 0;
         let t = self.timeout();
         self.m[i].election_at = now + t;
-        if self.links.pre_vote && grants.is_empty() {
+        let term = self.m[i].term + 1;
+        let (c, pre_vote) = (&self.m[i], self.links.pre_vote);
+        let grants: Vec<usize> = voters
+            .iter()
+            .copied()
+            .filter(|&p| {
+                let v = &self.m[p];
+                let free = v.term < term
+                    || (!pre_vote
+                        && v.term == term
+                        && v.leader == 0
+                        && v.voted.is_none_or(|x| x == i));
+                free && (c.log_term, c.index) >= (v.log_term, v.index)
+            })
+            .collect();
+        let top = voters.iter().map(|&p| self.m[p].term).max().unwrap_or(0);
+        if top > term || (pre_vote && grants.is_empty() && top > self.m[i].term) {
+            // A voter's higher term answers: the candidate follows it.
+            self.follow(i, top, 0, now);
+            return true;
+        }
+        if pre_vote && grants.is_empty() {
             return changed;
         }
-        self.m[i].term += 1;
+        (self.m[i].term, self.m[i].voted) = (term, Some(i));
+        for &p in &voters {
+            if self.m[p].term < term {
+                self.follow(p, term, 0, now);
+            }
+        }
         if grants.is_empty() {
             self.m[i].role = Role::Candidate;
-            return changed;
+            return true;
         }
-        let term = self.m[i].term;
         for &p in &grants {
+            // Granting restarts the voter's election timer.
             self.follow(p, term, 0, now);
+            self.m[p].voted = Some(i);
         }
         let m = &mut self.m[i];
         (m.role, m.leader, m.quorum_at) = (Role::Leader, i as u64 + 1, now);
@@ -383,6 +433,7 @@ impl Cluster {
             life: 0,
             serving_from: now,
             term: 1,
+            voted: None,
             role: Role::Follower,
             leader: 0,
             last_heard: now,
@@ -390,6 +441,7 @@ impl Cluster {
             quorum_at: now,
             last_beat: now,
             index: 1,
+            log_term: 1,
         });
         Arc::new(Cluster {
             state: std::sync::Mutex::new(State {
@@ -640,5 +692,42 @@ mod tests {
         assert_eq!(counts(&c), [0, 1, 1]);
         tokio::time::sleep(REJOIN.1 - REJOIN.0 + STEP * 2).await;
         assert_eq!(counts(&c), [2, 2, 2]);
+    }
+
+    /// A leader cut off for 12 s steps down, a new one is elected; at the
+    /// heal, without pre-vote, the member's campaigns alone have raised its
+    /// term: the new leader steps down at its first heartbeat to it, and
+    /// as the member's log is behind, a member with the log leads next.
+    /// With pre-vote its term stayed, and the new leader keeps leading.
+    #[tokio::test(start_paused = true)]
+    async fn a_healed_member_unseats_the_leader_only_without_pre_vote() {
+        for pre_vote in [true, false] {
+            let c = Cluster::new(
+                7,
+                Links {
+                    pre_vote,
+                    ..Links::default()
+                },
+            );
+            tokio::spawn(c.clone().drive());
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let cut = c.leader().expect("a leader after 3 s");
+            c.apply(Fault::Cut(cut));
+            tokio::time::sleep(Duration::from_secs(12)).await;
+            let lead = c.leader().expect("the others elect a leader");
+            assert_ne!(lead, cut);
+            c.apply(Fault::Heal(cut));
+            let mut unseated = false;
+            for _ in 0..1000 {
+                tokio::time::sleep(STEP).await;
+                unseated |= c.leader() != Some(lead);
+            }
+            assert_eq!(unseated, !pre_vote, "pre-vote {pre_vote}");
+            let after = c.leader();
+            assert!(
+                after.is_some() && after != Some(cut),
+                "pre-vote {pre_vote}: {after:?}"
+            );
+        }
     }
 }
