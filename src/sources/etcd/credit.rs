@@ -128,6 +128,15 @@ pub(super) enum Refusal {
 /// but the role: a follower that wins the election while its read waits is
 /// the leader now, and answers that read once its term's first entry
 /// commits.
+///
+/// Weighed and not taken: refusing a follower whose term rose by more than
+/// the credit's rounds since its read was sent (the mark of a member that
+/// campaigned alone and is back, on a cluster without pre-vote). On the
+/// simulated cluster's no-pre-vote variant, which has that disruption
+/// election, the part above the look-ahead floor went from 2.2 to 2.5 s
+/// at the median and from 3.6 to 3.2 s at the 90th percentile over 200
+/// seeds: the election it would give up on ends within the credit about
+/// as often as not.
 pub(super) fn earns(f: &Facts, kept: bool, sent_as: Role) -> Result<(), Refusal> {
     if !f.served {
         Err(Refusal::LastReadFailed)
