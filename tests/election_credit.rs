@@ -19,7 +19,9 @@
 //! - a member whose last read failed: no credit (once per outage);
 //! - a read still pending after one election timeout: sent again once, the
 //!   member ready up to two election timeouts and no longer;
-//! - a credit withdrawn when the member freezes or its last peer goes.
+//! - a credit withdrawn when the member freezes or its last peer goes;
+//! - a leader unseated by a healed member's term (no pre-vote): out within
+//!   the policy's leaderless bound.
 //!
 //! Each test is one seeded run on a current-thread runtime with paused
 //! time: the same every time but for tokio's choice among branches ready
@@ -53,13 +55,16 @@ const SLACK: Duration =
 /// exporter's first rounds done, every member ready.
 const WARMUP: Duration = Duration::from_secs(6);
 /// How long each run is recorded, warm-up included.
-const SPAN: Duration = Duration::from_secs(16);
+const SPAN: Duration = Duration::from_secs(20);
 /// How many times a credited read still waiting after one election
 /// timeout is sent again (the credit's `RENEWALS`): raft draws an election
 /// timeout up to this many times its setting.
 const RENEWALS: u32 = ELECTION_DRAW_MAX - 1;
 /// The check the credit is about.
 const QGET: &str = "linearizable_read";
+/// The default policy's bound on a member without a leader
+/// (`leader || leaderless < 1s`).
+const LEADERLESS: Duration = Duration::from_secs(1);
 
 /// Whether each exporter reads its member's peer count (its metrics
 /// source), or not: no metrics source runs, the count never answers, and
@@ -100,7 +105,12 @@ impl Run {
     /// Seed `seed`'s cluster on default links, an exporter at each member
     /// (its peer count read or not), warmed up: every member ready.
     async fn start(seed: u64, peers: PeerCount) -> Run {
-        let cluster = Cluster::new(seed, Links::default());
+        Run::start_on(seed, peers, Links::default()).await
+    }
+
+    /// [`Run::start`] on `links`.
+    async fn start_on(seed: u64, peers: PeerCount, links: Links) -> Run {
+        let cluster = Cluster::new(seed, links);
         tokio::spawn(cluster.clone().drive());
         let (catalogue, policy) = shared().expect("the default policy");
         let config = etcd_config();
@@ -221,6 +231,25 @@ impl Run {
             .first(self.at(from), self.at(to), |s| s.ready);
         let when = ready.as_ref().map(|s| s.at - self.t0);
         self.expect(i, ready.is_none(), &format!("{what}: ready at {when:?}"));
+    }
+
+    /// The first instant of the cluster's step grid in `(from, from + within]`
+    /// (after `t0`) at which `holds` of the cluster, sleeping until it.
+    async fn first_instant(
+        &self,
+        from: Duration,
+        within: Duration,
+        holds: impl Fn(&Cluster) -> bool,
+    ) -> Option<Duration> {
+        let steps = within.as_millis() / STEP.as_millis();
+        for n in 1..=steps as u32 {
+            let at = from + STEP * n;
+            self.until(at).await;
+            if holds(&self.cluster) {
+                return Some(at);
+            }
+        }
+        None
     }
 
     /// Member `i`'s linearizable_read check at `after` past `t0`.
@@ -478,5 +507,59 @@ fn a_credit_is_withdrawn_when_the_member_freezes_or_its_last_peer_goes() {
         // metrics source's runner also keeps between two asked rounds.
         let within = gone + MIN_REQUESTED_GAP * 2 + SLACK;
         run.unready_within(f, (gone, within), "its last peer gone while renewed");
+    });
+}
+
+/// Case 7: without pre-vote a leader cut off steps down and campaigns
+/// alone, raising its term; once the partition heals, that term unseats
+/// the leader elected meanwhile at its first heartbeat to it (3.4's
+/// disruption election). The unseated leader knows no leader: whether its
+/// pending read is refused (sent while it led) or credited as any
+/// follower's in an election (sent once its Status showed the step-down),
+/// it is out no later than the default policy's `leaderless < 1s` allows,
+/// and ready again once a new leader answers.
+#[test]
+fn a_leader_unseated_by_a_healed_members_term_is_out_within_the_leaderless_bound() {
+    on_virtual_time(async {
+        let links = Links {
+            pre_vote: false,
+            ..Links::default()
+        };
+        let run = Run::start_on(SEED, PeerCount::Read, links).await;
+        let cut = run.cluster.leader().expect("a leader");
+        run.apply(Fault::Cut(cut));
+        let heal = ELECTION * 6;
+        run.until(heal).await;
+        let lead = run.cluster.leader();
+        let elected = lead.is_some_and(|l| l != cut);
+        run.expect(cut, elected, "the others elect a leader meanwhile");
+        let lead = lead.expect("checked");
+        run.apply(Fault::Heal(cut));
+        // Until the links are surely back and a heartbeat has gone out.
+        let down = run
+            .first_instant(heal, REJOIN.1 + HEARTBEAT * 2, |c| c.leader() != Some(lead))
+            .await;
+        run.expect(lead, down.is_some(), "unseated once the links are back");
+        let down = down.expect("checked");
+        let back = run
+            .first_instant(down, ELECTION * 6, |c| c.leader().is_some())
+            .await;
+        run.expect(
+            lead,
+            back.is_some(),
+            "a leader again within 6 election timeouts",
+        );
+        let back = back.expect("checked");
+        run.until(back + ELECTION).await;
+        run.ready_throughout(lead, (heal, down), "the leader until unseated");
+        // The default policy's `leaderless < 1s`, from the first Status
+        // that shows no leader (one read period after the step-down at most).
+        let bound = LEADERLESS + run.fast() + SLACK;
+        let out = run.members[lead]
+            .timeline
+            .first(run.at(down), run.at(down + bound), |s| !s.ready);
+        run.expect(lead, out.is_some(), "out within the leaderless bound");
+        let ready = back + run.fast() + SLACK;
+        run.ready_throughout(lead, (ready, back + ELECTION), "a leader again");
     });
 }

@@ -402,10 +402,11 @@ impl Credit {
     }
 }
 
-/// The machine alone, in the cases the simulated cluster cannot produce (a
-/// slow peer count, a learner, a step-down or a moved leadership, a
-/// contended node, an election answered within the first credit); the rest
-/// run through the real read loop and engine in `tests/election_credit.rs`.
+/// The machine alone, in the cases the simulated cluster cannot produce or
+/// not at a chosen instant (a slow peer count, a learner, a step-down seen
+/// while the read sent as the leader waits, a moved leadership, a contended
+/// node, an election answered within the first credit); the rest run
+/// through the real read loop and engine in `tests/election_credit.rs`.
 #[cfg(test)]
 mod tests {
     use super::*;
