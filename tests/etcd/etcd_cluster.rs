@@ -289,6 +289,69 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
     assert_eq!(r.status, 503, "{}", r.body);
 }
 
+/// In a five-member cluster a quorum needs two peers besides the member:
+/// the leader and two followers killed, each of the two survivors still
+/// sees the other (one active peer), and no election can end. The credit
+/// asks for a quorum's peers, counted from the member list etcd answers,
+/// so a survivor's pending read is not credited: it keeps the normal
+/// trust and the member is not ready, the quorum read named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_five_member_clusters_minority_survivor_gets_no_election_credit() {
+    let mut cluster = EtcdCluster::builder(5).start();
+    let c = &cluster;
+    let leader = poll(READY, Duration::from_millis(100), || async move {
+        c.leader().await.ok_or(())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("no leader: {}", cluster.log_tails()));
+    let survivors = [(leader + 1) % 5, (leader + 2) % 5];
+    let e = Exporter::start(&cluster.endpoint(survivors[0]), |_| {}).await;
+    assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    let peers = e
+        .wait_until("/signals", READY, |r| {
+            signal_in(&r.body, "active_peers")["value"] == 4.0
+        })
+        .await;
+    assert_eq!(
+        signal_in(&peers.body, "active_peers")["value"],
+        4.0,
+        "{}",
+        peers.body
+    );
+    for i in (0..5).filter(|i| !survivors.contains(i)) {
+        cluster.kill(i);
+    }
+    // Every 20 ms for 3 s: the longest a read trusted past the normal
+    // trust (a credited one) waited.
+    let (mut credited_wait, mut pending) = (0.0_f64, 0);
+    for _ in 0..150 {
+        let q = e.signal("qget_ms").await;
+        if let Some(t) = q["pending"]["trusted_seconds"].as_f64() {
+            pending += 1;
+            if t >= 1.0 {
+                credited_wait = credited_wait.max(q["pending"]["seconds"].as_f64().unwrap_or(0.0));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let explain = format!(
+        "/signals: {}\n{}",
+        e.get("/signals").await.body,
+        cluster.log(survivors[0])
+    );
+    assert!(pending > 0, "no pending read seen: {explain}");
+    assert!(
+        credited_wait < 0.8,
+        "a read was credited for {credited_wait} s with one peer of four left: {explain}"
+    );
+    let r = e
+        .wait_until("/readyz?verbose", READY, |r| {
+            r.status == 503 && r.body.contains("[-]linearizable_read")
+        })
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_lost_survivor_fails_naming_the_read_then_recovers() {
     let mut cluster = EtcdCluster::builder(3).start();

@@ -5,7 +5,8 @@
 //! applies the effects.
 //!
 //! The rule, in one sentence: a follower that was serving, keeps answering
-//! Status and (where its peer count is read) shows a peer has its pending
+//! Status and (where its peer count is read) shows the peers a quorum needs
+//! besides it has its pending
 //! read trusted for as long as an election takes — one election timeout of
 //! the member, sent again and trusted once more while it still waits,
 //! since raft draws each election timeout between one and two times its
@@ -31,7 +32,7 @@
 //! member still earns it, re-asking for the peer count every
 //! [`PEERS_ASK_GAP`] (a quorum lost during an election ends it), until the
 //! election timeout; then, [`RENEWALS`] times and only where a peer count
-//! read since the read started shows a peer, the read is sent again
+//! read since the read started shows a quorum's peers, the read is sent again
 //! ([`Effects::resend`]) and credited for another election timeout: an
 //! election that started late ends within the second, while a read that
 //! has waited 1 s proves `qget_ms < 1000` false by its lower bound however
@@ -91,6 +92,10 @@ pub(super) struct Facts {
     pub has_leader: Option<bool>,
     pub learner: Option<bool>,
     pub peers: Peers,
+    /// How many active peers a quorum needs besides the member: half its
+    /// voting members, rounded down (3 → 1, 5 → 2), from the member list
+    /// etcd last answered; 1 (a 3-member cluster's) while none is known.
+    pub quorum_peers: u32,
     /// The pending read's last answer is still trusted (by the trust in
     /// force, contention included).
     pub read_trusted: bool,
@@ -114,9 +119,10 @@ pub(super) enum Refusal {
     SteppedDown,
     #[error("it is a learner, or that is not known")]
     Learner,
-    /// A lost quorum's survivor sees its peers' connections close at once.
-    #[error("its metrics show no active peer")]
-    NoActivePeer,
+    /// A lost quorum's survivor sees its peers' connections close at once:
+    /// fewer are left than a quorum needs besides it, so no election ends.
+    #[error("its metrics show fewer active peers than a quorum needs")]
+    TooFewPeers,
     #[error("its peer count was not read since the read started")]
     PeersNotRead,
     #[error("its read has waited as long as an election takes")]
@@ -154,26 +160,26 @@ pub(super) fn earns(f: &Facts, kept: bool, sent_as: Role) -> Result<(), Refusal>
             Peers::Counted {
                 peers,
                 read_after_start: true,
-            } if peers >= 1.0 => Ok(()),
+            } if peers >= f64::from(f.quorum_peers) => Ok(()),
             Peers::Counted {
                 read_after_start: true,
                 ..
-            } => Err(Refusal::NoActivePeer),
+            } => Err(Refusal::TooFewPeers),
             _ => Err(Refusal::PeersNotRead),
         }
     }
 }
 
-/// A peer count read since the read started shows a peer: without it a
-/// lost quorum's survivor looks like an election, and a renewal would double
-/// its time in service without one.
-fn shows_a_peer(f: &Facts) -> bool {
+/// A peer count read since the read started shows the peers a quorum
+/// needs: without it a lost quorum's survivor looks like an election, and a
+/// renewal would double its time in service without one.
+fn shows_quorum_peers(f: &Facts) -> bool {
     matches!(
         f.peers,
         Peers::Counted {
             peers,
             read_after_start: true,
-        } if peers >= 1.0
+        } if peers >= f64::from(f.quorum_peers)
     )
 }
 
@@ -353,7 +359,7 @@ impl Credit {
     fn credited(&mut self, now: Instant, f: &Facts, fx: &mut Effects) -> Option<Instant> {
         let kept = earns(f, true, self.sent_as);
         let over = now.saturating_duration_since(self.started) >= self.election;
-        if over && kept.is_ok() && self.renewed < RENEWALS && shows_a_peer(f) {
+        if over && kept.is_ok() && self.renewed < RENEWALS && shows_quorum_peers(f) {
             // Sent again: a read from now, credited as the first was.
             self.renewed += 1;
             self.started = now;
@@ -511,6 +517,7 @@ mod tests {
         has_leader: Some(true),
         learner: Some(false),
         peers: Peers::NotRead,
+        quorum_peers: 1,
         read_trusted: true,
     };
 
@@ -577,7 +584,7 @@ mod tests {
             Trace {
                 asks: vec![50],
                 trusts: vec![(90, 200), (150, 100)],
-                judged: Some((150, Some(NoActivePeer))),
+                judged: Some((150, Some(TooFewPeers))),
                 wakes: vec![150],
                 ..Trace::default()
             },
@@ -762,6 +769,17 @@ mod tests {
             earns(&with_peers(Peers::Unknown), false, Role::Follower),
             Err(Refusal::PeersNotRead)
         );
+        // A five-member cluster's quorum needs two peers besides the member.
+        let five = |peers| Facts {
+            quorum_peers: 2,
+            ..with_peers(counted(peers, true))
+        };
+        assert_eq!(
+            earns(&five(1.0), false, Role::Follower),
+            Err(Refusal::TooFewPeers),
+            "a minority of five"
+        );
+        assert_eq!(earns(&five(2.0), false, Role::Follower), Ok(()));
         assert_eq!(
             Refusal::PeersNotRead.to_string(),
             "its peer count was not read since the read started"

@@ -8,6 +8,9 @@
 //! it) answers from the member's own view of the membership, without a raft
 //! round-trip or proposal and without needing quorum.
 //!
+//! The same answer's voting members (learners aside) size the quorum the
+//! election credit asks the member's peer count for (`credit.rs`).
+//!
 //! MemberList is asked when the IDs are new, when the member stops being a
 //! learner, and otherwise at most every [`RELIST_EVERY`] — after an answer
 //! and after a failure alike — and every call is counted in
@@ -158,6 +161,9 @@ pub struct MemberInfo {
     /// When MemberList was last asked (whatever came of it), for which IDs,
     /// and whether the member was a learner then.
     asked: Arc<Mutex<Option<Asked>>>,
+    /// How many voting members (not learners) the last MemberList that
+    /// answered named: the size of a quorum, for the election credit.
+    voting: Arc<Mutex<Option<usize>>>,
 }
 
 /// The last MemberList call.
@@ -242,8 +248,18 @@ impl MemberInfo {
             Ok(c.member_list().await)
         })
         .await;
+        if let Ok(Ok(list)) = &answer {
+            let voting = list.members().iter().filter(|m| !m.is_learner()).count();
+            *self.voting.locked() = Some(voting);
+        }
         let listed = listed(answer, ids.1, first_refusal);
         self.update(ids.0, ids.1, listed);
+    }
+
+    /// How many voting members the member list etcd last answered named
+    /// (asked with the name, [`RELIST_EVERY`]), if it ever answered.
+    pub fn voting_members(&self) -> Option<usize> {
+        *self.voting.locked()
     }
 
     /// Whether MemberList is to be asked for `ids` now (see [`Self::due`]);

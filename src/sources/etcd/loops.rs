@@ -14,6 +14,7 @@ use super::deadlines::{
     Deadline, Failed, LatencyWindow, next_serializable, wake_at_expiry, within,
 };
 use super::errors::{classify, explain, leader_changed};
+use super::identity::MemberInfo;
 use super::status::{LeaderChanges, record_answer, record_status_err};
 use super::without_root::StatusChoice;
 use super::{LABEL, Shared};
@@ -388,6 +389,11 @@ impl Shared {
             has_leader: flag(self.ids.leader),
             learner: flag(self.ids.learner),
             peers,
+            quorum_peers: self
+                .member_info
+                .as_ref()
+                .and_then(MemberInfo::voting_members)
+                .map_or(1, |n| u32::try_from(n / 2).unwrap_or(u32::MAX).max(1)),
             read_trusted: store.reading(self.ids.qget_ms, now).value.is_ok(),
         }
     }

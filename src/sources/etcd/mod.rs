@@ -33,9 +33,10 @@
 //! - `credit.rs`: the election credit, a pure state machine: a follower that
 //!   was serving and keeps answering Status has its pending linearizable
 //!   read trusted up to the member's election timeout, since a new leader
-//!   answers it; where the
-//!   member's metrics are read, only with a peer count read after the read
-//!   started that shows a peer (a lost quorum's survivor gets none).
+//!   answers it; where the member's metrics are read, only with a peer
+//!   count read after the read started that shows the peers a quorum needs
+//!   besides it (`identity.rs` counts the voting members; a lost quorum's
+//!   survivor gets none).
 //! - `deadlines.rs`: how long a call is given (its timeout, plus the node's
 //!   contended CPU time) and how long its last answer is trusted: the base
 //!   of [`EtcdConfig::trust`], stretched to what this member's calls of that
