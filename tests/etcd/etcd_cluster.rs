@@ -202,6 +202,58 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
     }
 }
 
+/// The cluster's leader once it has one (within [`READY`]), or a panic
+/// with the members' log tails.
+async fn elected(cluster: &EtcdCluster) -> usize {
+    poll(READY, Duration::from_millis(100), || async move {
+        cluster.leader().await.ok_or(())
+    })
+    .await
+    .unwrap_or_else(|()| panic!("no leader: {}", cluster.log_tails()))
+}
+
+/// The exporter answers not ready, naming the linearizable read, within
+/// [`READY`].
+async fn out_naming_the_read(e: &Exporter) {
+    let r = e
+        .wait_until("/readyz?verbose", READY, |r| {
+            r.status == 503 && r.body.contains("[-]linearizable_read")
+        })
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+}
+
+/// What an exporter's `/signals` showed of its pending linearizable read.
+#[derive(Clone, Copy, Default)]
+struct PendingSeen {
+    /// How many samples showed one pending.
+    seen: usize,
+    /// The longest trust one had.
+    trust: f64,
+    /// The longest a credited one (trusted 1 s or more) had waited.
+    credited_wait: f64,
+}
+
+/// Every 20 ms for 3 s, each exporter's pending linearizable read.
+async fn pending_reads<const N: usize>(exporters: [&Exporter; N]) -> [PendingSeen; N] {
+    let mut out = [PendingSeen::default(); N];
+    for _ in 0..150 {
+        for (e, o) in exporters.iter().zip(out.iter_mut()) {
+            let q = e.signal("qget_ms").await;
+            if let Some(t) = q["pending"]["trusted_seconds"].as_f64() {
+                o.seen += 1;
+                o.trust = o.trust.max(t);
+                if t >= 1.0 {
+                    let waited = q["pending"]["seconds"].as_f64().unwrap_or(0.0);
+                    o.credited_wait = o.credited_wait.max(waited);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    out
+}
+
 /// The survivor of a lost quorum keeps no election credit when its metrics
 /// are read: its peers' connections closed, and the peer count
 /// asked for while its read waits shows none, so its pending read keeps
@@ -215,12 +267,7 @@ async fn survivors_of_a_leader_kill_stay_ready_through_the_election() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_read() {
     let mut cluster = EtcdCluster::builder(3).start();
-    let c = &cluster;
-    let leader = poll(READY, Duration::from_millis(100), || async move {
-        c.leader().await.ok_or(())
-    })
-    .await
-    .unwrap_or_else(|()| panic!("no leader: {}", cluster.log_tails()));
+    let leader = elected(&cluster).await;
     let survivor = (leader + 1) % 3;
     let endpoint = cluster.endpoint(survivor);
     let plain = Exporter::start(&endpoint, |a| {
@@ -249,23 +296,9 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
             cluster.kill(i);
         }
     }
-    // Every 20 ms for 3 s: for how long each exporter trusted a pending
-    // read, and the longest the one with metrics had a credited read wait.
-    let (mut plain_trust, mut credited_wait, mut read_pending) = (0.0_f64, 0.0_f64, 0);
-    for _ in 0..150 {
-        let q = plain.signal("qget_ms").await;
-        if let Some(t) = q["pending"]["trusted_seconds"].as_f64() {
-            plain_trust = plain_trust.max(t);
-        }
-        let q = read.signal("qget_ms").await;
-        if let Some(t) = q["pending"]["trusted_seconds"].as_f64() {
-            read_pending += 1;
-            if t >= 1.0 {
-                credited_wait = credited_wait.max(q["pending"]["seconds"].as_f64().unwrap_or(0.0));
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let [plain_seen, read_seen] = pending_reads([&plain, &read]).await;
+    let (plain_trust, credited_wait, read_pending) =
+        (plain_seen.trust, read_seen.credited_wait, read_seen.seen);
     let explain = format!(
         "/signals with metrics: {}\n/signals without: {}\n{}",
         read.get("/signals").await.body,
@@ -281,12 +314,7 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
         plain_trust, 1.0,
         "without its metrics the survivor gets the credit: {explain}"
     );
-    let r = read
-        .wait_until("/readyz?verbose", READY, |r| {
-            r.status == 503 && r.body.contains("[-]linearizable_read")
-        })
-        .await;
-    assert_eq!(r.status, 503, "{}", r.body);
+    out_naming_the_read(&read).await;
 }
 
 /// In a five-member cluster a quorum needs two peers besides the member:
@@ -298,12 +326,7 @@ async fn a_lost_quorums_survivor_gets_no_election_credit_where_its_peers_are_rea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_five_member_clusters_minority_survivor_gets_no_election_credit() {
     let mut cluster = EtcdCluster::builder(5).start();
-    let c = &cluster;
-    let leader = poll(READY, Duration::from_millis(100), || async move {
-        c.leader().await.ok_or(())
-    })
-    .await
-    .unwrap_or_else(|()| panic!("no leader: {}", cluster.log_tails()));
+    let leader = elected(&cluster).await;
     let survivors = [(leader + 1) % 5, (leader + 2) % 5];
     let e = Exporter::start(&cluster.endpoint(survivors[0]), |_| {}).await;
     assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
@@ -321,19 +344,8 @@ async fn a_five_member_clusters_minority_survivor_gets_no_election_credit() {
     for i in (0..5).filter(|i| !survivors.contains(i)) {
         cluster.kill(i);
     }
-    // Every 20 ms for 3 s: the longest a read trusted past the normal
-    // trust (a credited one) waited.
-    let (mut credited_wait, mut pending) = (0.0_f64, 0);
-    for _ in 0..150 {
-        let q = e.signal("qget_ms").await;
-        if let Some(t) = q["pending"]["trusted_seconds"].as_f64() {
-            pending += 1;
-            if t >= 1.0 {
-                credited_wait = credited_wait.max(q["pending"]["seconds"].as_f64().unwrap_or(0.0));
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let [seen] = pending_reads([&e]).await;
+    let (credited_wait, pending) = (seen.credited_wait, seen.seen);
     let explain = format!(
         "/signals: {}\n{}",
         e.get("/signals").await.body,
@@ -344,12 +356,7 @@ async fn a_five_member_clusters_minority_survivor_gets_no_election_credit() {
         credited_wait < 0.8,
         "a read was credited for {credited_wait} s with one peer of four left: {explain}"
     );
-    let r = e
-        .wait_until("/readyz?verbose", READY, |r| {
-            r.status == 503 && r.body.contains("[-]linearizable_read")
-        })
-        .await;
-    assert_eq!(r.status, 503, "{}", r.body);
+    out_naming_the_read(&e).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
