@@ -44,6 +44,7 @@ use etcd_readiness_testkit::sim::cluster::{
 use etcd_readiness_testkit::sim::member::{Logged, Read, ReadLog};
 use etcd_readiness_testkit::sim::scenario::{etcd_config, exporter_with, shared};
 use etcd_readiness_testkit::sim::timeline::{Seen, Timeline, record};
+use etcd_readiness_testkit::wait::poll;
 use tokio::time::Instant;
 
 /// How far from its expected instant a change may be seen: the cluster's
@@ -233,23 +234,21 @@ impl Run {
         self.expect(i, ready.is_none(), &format!("{what}: ready at {when:?}"));
     }
 
-    /// The first instant of the cluster's step grid in `(from, from + within]`
-    /// (after `t0`) at which `holds` of the cluster, sleeping until it.
+    /// The first instant, a [`STEP`] apart from `from` (after `t0`) and
+    /// within `within` of it, at which `holds` of the cluster.
     async fn first_instant(
         &self,
         from: Duration,
         within: Duration,
         holds: impl Fn(&Cluster) -> bool,
     ) -> Option<Duration> {
-        let steps = within.as_millis() / STEP.as_millis();
-        for n in 1..=steps as u32 {
-            let at = from + STEP * n;
-            self.until(at).await;
-            if holds(&self.cluster) {
-                return Some(at);
-            }
-        }
-        None
+        self.until(from).await;
+        let seen = poll(within, STEP, || {
+            let at = Instant::now() - self.t0;
+            let held = holds(&self.cluster);
+            async move { if held { Ok(at) } else { Err(()) } }
+        });
+        seen.await.ok()
     }
 
     /// Member `i`'s linearizable_read check at `after` past `t0`.

@@ -330,6 +330,14 @@ async fn a_five_member_clusters_minority_survivor_gets_no_election_credit() {
     let survivors = [(leader + 1) % 5, (leader + 2) % 5];
     let e = Exporter::start(&cluster.endpoint(survivors[0]), |_| {}).await;
     assert_eq!(e.wait_for("/readyz", 200, READY).await.status, 200);
+    // The member list has answered (the identity's name comes from it), so
+    // the credit knows the cluster's five voting members.
+    let named = |body: &str| {
+        body.lines()
+            .any(|l| l.starts_with("etcd_readiness_member_info{") && !l.contains("name=\"\""))
+    };
+    let listed = e.wait_until("/metrics", READY, |r| named(&r.body)).await;
+    assert!(named(&listed.body), "no member name: {}", listed.body);
     let peers = e
         .wait_until("/signals", READY, |r| {
             signal_in(&r.body, "active_peers")["value"] == 4.0

@@ -6,7 +6,9 @@
 //! waited for. [`poll_blocking`] is the same loop for test code without a
 //! runtime (a plain `#[test]`, a thread). [`sample`] and
 //! [`sample_blocking`] are the other kind of loop: they measure during a
-//! window (every step for a time), and nothing fails when it ends.
+//! window (every step for a time), and nothing fails when it ends. The
+//! async ones keep time on the runtime's clock, so they wait the same on
+//! tokio's paused clock (virtual time) as on the wall clock.
 //! `.ci/test-loops` fails on a deadline loop written anywhere else in the
 //! tests.
 
@@ -21,11 +23,11 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let end = Instant::now() + within;
+    let end = tokio::time::Instant::now() + within;
     loop {
         match probe().await {
             Ok(v) => return Ok(v),
-            Err(last) if Instant::now() >= end => return Err(last),
+            Err(last) if tokio::time::Instant::now() >= end => return Err(last),
             Err(_) => tokio::time::sleep(every).await,
         }
     }
@@ -89,9 +91,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = ControlFlow<()>>,
 {
-    let end = Instant::now() + window;
+    let end = tokio::time::Instant::now() + window;
     let mut tick = tokio::time::interval(step);
-    while Instant::now() < end {
+    while tokio::time::Instant::now() < end {
         tick.tick().await;
         if f().await.is_break() {
             return;

@@ -92,9 +92,8 @@ pub(super) struct Facts {
     pub has_leader: Option<bool>,
     pub learner: Option<bool>,
     pub peers: Peers,
-    /// How many active peers a quorum needs besides the member: half its
-    /// voting members, rounded down (3 → 1, 5 → 2), from the member list
-    /// etcd last answered; 1 (a 3-member cluster's) while none is known.
+    /// How many active peers a quorum needs besides the member
+    /// ([`quorum_peers`], from the member list etcd last answered).
     pub quorum_peers: u32,
     /// The pending read's last answer is still trusted (by the trust in
     /// force, contention included).
@@ -168,6 +167,15 @@ pub(super) fn earns(f: &Facts, kept: bool, sent_as: Role) -> Result<(), Refusal>
             _ => Err(Refusal::PeersNotRead),
         }
     }
+}
+
+/// How many active peers a quorum needs besides a member of a cluster
+/// with `voting` members (learners aside): half of them, rounded down
+/// (3 → 1, 5 → 2), at least 1 (a follower with none is never served);
+/// 1, a three-member cluster's, while the member list is not known. An
+/// absurd count only makes the credit harder to earn.
+pub(super) fn quorum_peers(voting: Option<usize>) -> u32 {
+    voting.map_or(1, |n| u32::try_from(n / 2).unwrap_or(u32::MAX).max(1))
 }
 
 /// A peer count read since the read started shows the peers a quorum
@@ -769,6 +777,20 @@ mod tests {
             earns(&with_peers(Peers::Unknown), false, Role::Follower),
             Err(Refusal::PeersNotRead)
         );
+        // (voting members, peers a quorum needs besides the member)
+        for (voting, needed) in [
+            (None, 1),
+            (Some(0), 1),
+            (Some(1), 1),
+            (Some(2), 1),
+            (Some(3), 1),
+            (Some(4), 2),
+            (Some(5), 2),
+            (Some(7), 3),
+            (Some(usize::MAX), u32::MAX),
+        ] {
+            assert_eq!(quorum_peers(voting), needed, "{voting:?} voting members");
+        }
         // A five-member cluster's quorum needs two peers besides the member.
         let five = |peers| Facts {
             quorum_peers: 2,

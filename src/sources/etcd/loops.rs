@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
 
-use super::credit::{Credit, Effects, Facts, Peers, Role};
+use super::credit::{Credit, Effects, Facts, Peers, Role, quorum_peers};
 use super::deadlines::{
     Deadline, Failed, LatencyWindow, next_serializable, wake_at_expiry, within,
 };
@@ -389,11 +389,11 @@ impl Shared {
             has_leader: flag(self.ids.leader),
             learner: flag(self.ids.learner),
             peers,
-            quorum_peers: self
-                .member_info
-                .as_ref()
-                .and_then(MemberInfo::voting_members)
-                .map_or(1, |n| u32::try_from(n / 2).unwrap_or(u32::MAX).max(1)),
+            quorum_peers: quorum_peers(
+                self.member_info
+                    .as_ref()
+                    .and_then(MemberInfo::voting_members),
+            ),
             read_trusted: store.reading(self.ids.qget_ms, now).value.is_ok(),
         }
     }

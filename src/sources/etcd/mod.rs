@@ -365,7 +365,9 @@ struct Shared {
     epoch: Mutex<u64>,
     wake_status: Notify,
     wake_reads: Notify,
-    /// `etcd_readiness_member_info`, updated from successful Status answers.
+    /// `etcd_readiness_member_info`, updated from successful Status answers;
+    /// its member list's voting members also size the quorum the election
+    /// credit asks the peer count for (`None`: one peer, as in the sim).
     member_info: Option<MemberInfo>,
     login_metrics: LoginMetrics,
     /// `active_peers` when the member's metrics source is configured.

@@ -718,10 +718,11 @@ mod tests {
             assert_ne!(lead, cut);
             c.apply(Fault::Heal(cut));
             let mut unseated = false;
-            for _ in 0..1000 {
-                tokio::time::sleep(STEP).await;
+            crate::wait::sample(Duration::from_secs(10), STEP, || {
                 unseated |= c.leader() != Some(lead);
-            }
+                async { std::ops::ControlFlow::Continue(()) }
+            })
+            .await;
             assert_eq!(unseated, !pre_vote, "pre-vote {pre_vote}");
             let after = c.leader();
             assert!(
